@@ -1,0 +1,14 @@
+//! Version-free host operations of csi-proxy.
+//!
+//! This crate is a plain library: every API group is a trait of synchronous
+//! operations over plain request/response types, with a real implementation
+//! per OS and a recording fake for tests. The gRPC server is a thin layer on
+//! top of it; programs may also use it in-process (KEP-3636 library mode).
+
+pub mod error;
+pub mod filesystem;
+mod host;
+pub mod path;
+
+pub use error::{Error, Result};
+pub use host::{Fakes, Host};

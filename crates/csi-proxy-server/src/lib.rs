@@ -1,0 +1,19 @@
+//! The gRPC layer of csi-proxy.
+//!
+//! - [`dispatch`]: the one mechanism that serves every versioned service over
+//!   the version-free host API;
+//! - `groups`: per group, the routing table and the message conversions;
+//! - [`wire`]: the conversion trait and table macros;
+//! - [`status`]: host errors → gRPC status, in one place;
+//! - [`transport`]: Unix sockets and named pipes;
+//! - [`server`]: binding every endpoint, serving, graceful shutdown.
+
+pub mod dispatch;
+mod groups;
+pub mod server;
+pub mod status;
+pub mod transport;
+pub mod wire;
+
+pub use groups::service;
+pub use server::{bind, BoundServer, Config, ServeError, Transport};

@@ -1,0 +1,202 @@
+//! Binding every endpoint, serving, and graceful shutdown.
+
+use crate::dispatch::VersionedService;
+use crate::groups;
+use crate::transport::Listener;
+use csi_proxy_api::ApiVersion;
+use csi_proxy_host::Host;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use std::time::Duration;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// Where the endpoints live.
+#[derive(Clone, Debug)]
+pub enum Transport {
+    /// Unix sockets `<dir>/csi-proxy-<group>-<version>.sock` with file mode `mode`.
+    #[cfg(unix)]
+    UnixSockets { dir: std::path::PathBuf, mode: u32 },
+    /// Named pipes `\\.\pipe\csi-proxy-<group>-<version>` with security descriptor `sddl`.
+    #[cfg(windows)]
+    NamedPipes { sddl: String },
+}
+
+/// What to serve, and how.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub versions: Vec<ApiVersion>,
+    pub transport: Transport,
+    /// How long in-flight calls may finish after shutdown was requested.
+    pub shutdown_timeout: Duration,
+    /// Log one line per request (method, duration, status code).
+    pub log_requests: bool,
+}
+
+/// A start-up or serving failure.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot bind endpoint {endpoint}: {source}")]
+    Bind {
+        endpoint: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("endpoint {endpoint} stopped unexpectedly: {reason}")]
+    Stopped { endpoint: String, reason: String },
+}
+
+#[cfg(unix)]
+type PlatformListener = crate::transport::unix::UnixEndpoint;
+#[cfg(windows)]
+type PlatformListener = crate::transport::windows::PipeListener;
+
+struct Endpoint {
+    address: String,
+    service: VersionedService,
+    listener: PlatformListener,
+}
+
+/// Every endpoint bound and ready to serve.
+pub struct BoundServer {
+    endpoints: Vec<Endpoint>,
+    shutdown_timeout: Duration,
+}
+
+/// Bind every endpoint of `config` (all or nothing: the first failure is
+/// returned and endpoints bound so far are released).
+pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
+    #[cfg(windows)]
+    let sd = match &config.transport {
+        Transport::NamedPipes { sddl } => std::sync::Arc::new(
+            crate::transport::windows::SecurityDescriptor::from_sddl(sddl).map_err(|source| ServeError::Bind {
+                endpoint: format!("pipe security descriptor {sddl:?}"),
+                source,
+            })?,
+        ),
+    };
+    #[cfg(unix)]
+    {
+        let Transport::UnixSockets { dir, .. } = &config.transport;
+        crate::transport::unix::prepare_dir(dir).map_err(|source| ServeError::Bind {
+            endpoint: dir.display().to_string(),
+            source,
+        })?;
+    }
+    let mut endpoints = Vec::with_capacity(config.versions.len());
+    for &version in &config.versions {
+        let (address, listener) = match &config.transport {
+            #[cfg(unix)]
+            Transport::UnixSockets { dir, mode } => {
+                let path = crate::transport::unix::socket_path(dir, &version.endpoint_name());
+                let address = path.display().to_string();
+                let l = PlatformListener::bind(&path, *mode);
+                (address, l)
+            }
+            #[cfg(windows)]
+            Transport::NamedPipes { .. } => {
+                let address = version.pipe_name();
+                let l = PlatformListener::bind(&address, sd.clone());
+                (address, l)
+            }
+        };
+        let listener = listener.map_err(|source| ServeError::Bind {
+            endpoint: address.clone(),
+            source,
+        })?;
+        let service = groups::service(host, version, config.log_requests);
+        endpoints.push(Endpoint {
+            address,
+            service,
+            listener,
+        });
+    }
+    Ok(BoundServer {
+        endpoints,
+        shutdown_timeout: config.shutdown_timeout,
+    })
+}
+
+impl BoundServer {
+    /// The bound addresses (socket paths or pipe names), in config order.
+    pub fn addresses(&self) -> Vec<String> {
+        self.endpoints.iter().map(|e| e.address.clone()).collect()
+    }
+
+    /// Serve until `shutdown` is cancelled, then stop accepting, let
+    /// in-flight calls finish (bounded by the shutdown timeout) and return.
+    /// If any endpoint fails, all are stopped and the failure is returned.
+    pub async fn serve(self, shutdown: CancellationToken) -> Result<(), ServeError> {
+        let mut set = JoinSet::new();
+        for ep in self.endpoints {
+            let token = shutdown.clone();
+            let timeout = self.shutdown_timeout;
+            let address = ep.address.clone();
+            set.spawn(async move {
+                accept_loop(&ep.address, ep.listener, ep.service, token, timeout).await;
+                address
+            });
+        }
+        let mut result = Ok(());
+        while let Some(joined) = set.join_next().await {
+            if let Err(e) = joined {
+                // An accept loop only ends early by panicking.
+                shutdown.cancel();
+                if result.is_ok() {
+                    result = Err(ServeError::Stopped {
+                        endpoint: "(accept loop)".into(),
+                        reason: e.to_string(),
+                    });
+                }
+            } else if !shutdown.is_cancelled() {
+                shutdown.cancel();
+            }
+        }
+        result
+    }
+}
+
+async fn accept_loop<L: Listener>(
+    address: &str,
+    mut listener: L,
+    service: VersionedService,
+    shutdown: CancellationToken,
+    drain_timeout: Duration,
+) {
+    let graceful = GracefulShutdown::new();
+    let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    builder.timer(TokioTimer::new());
+    loop {
+        let io = tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        match io {
+            Ok(io) => {
+                let conn = builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(service.clone()));
+                let conn = graceful.watch(conn);
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                });
+            }
+            Err(e) => {
+                // E.g. out of file descriptors: keep serving, but do not spin.
+                tracing::warn!(endpoint = address, error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    // Stop accepting (the listener goes away first), then drain.
+    drop(listener);
+    if tokio::time::timeout(drain_timeout, graceful.shutdown()).await.is_err() {
+        tracing::warn!(
+            endpoint = address,
+            timeout = ?drain_timeout,
+            "in-flight calls did not finish in time; closing their connections"
+        );
+    }
+}

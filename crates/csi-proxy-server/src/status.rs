@@ -1,0 +1,98 @@
+//! Host errors → gRPC status, in exactly one place.
+//!
+//! Upstream answers every failure with `Unknown`; no client can depend on
+//! that, so precise codes are compatible and far more useful.
+
+use csi_proxy_host::Error;
+use std::io::ErrorKind;
+use tonic::{Code, Status};
+
+/// The status code for an I/O error kind.
+pub fn io_code(kind: ErrorKind) -> Code {
+    match kind {
+        ErrorKind::NotFound => Code::NotFound,
+        ErrorKind::PermissionDenied => Code::PermissionDenied,
+        ErrorKind::AlreadyExists => Code::AlreadyExists,
+        ErrorKind::DirectoryNotEmpty
+        | ErrorKind::NotADirectory
+        | ErrorKind::IsADirectory
+        | ErrorKind::ResourceBusy
+        | ErrorKind::ReadOnlyFilesystem
+        | ErrorKind::CrossesDevices => Code::FailedPrecondition,
+        ErrorKind::InvalidInput | ErrorKind::InvalidFilename => Code::InvalidArgument,
+        ErrorKind::Unsupported => Code::Unimplemented,
+        ErrorKind::StorageFull | ErrorKind::QuotaExceeded | ErrorKind::OutOfMemory => {
+            Code::ResourceExhausted
+        }
+        ErrorKind::TimedOut => Code::DeadlineExceeded,
+        ErrorKind::Interrupted | ErrorKind::WouldBlock => Code::Unavailable,
+        _ => Code::Internal,
+    }
+}
+
+/// Convert a host error into the status sent to the client. The message
+/// keeps the OS error text.
+pub fn from_host(err: Error) -> Status {
+    let code = match &err {
+        Error::InvalidArgument(_) => Code::InvalidArgument,
+        Error::PermissionDenied(_) => Code::PermissionDenied,
+        Error::NotFound(_) => Code::NotFound,
+        Error::AlreadyExists(_) => Code::AlreadyExists,
+        Error::FailedPrecondition(_) => Code::FailedPrecondition,
+        Error::Unimplemented(_) => Code::Unimplemented,
+        Error::Internal(_) => Code::Internal,
+        Error::Io { source, .. } => io_code(source.kind()),
+    };
+    Status::new(code, err.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+
+    #[test]
+    fn every_variant_has_its_code() {
+        let cases = [
+            (Error::InvalidArgument("x".into()), Code::InvalidArgument),
+            (Error::PermissionDenied("x".into()), Code::PermissionDenied),
+            (Error::NotFound("x".into()), Code::NotFound),
+            (Error::AlreadyExists("x".into()), Code::AlreadyExists),
+            (Error::FailedPrecondition("x".into()), Code::FailedPrecondition),
+            (Error::Unimplemented("x".into()), Code::Unimplemented),
+            (Error::Internal("x".into()), Code::Internal),
+            (
+                Error::io("rmdir", "/a", io::Error::from(ErrorKind::NotFound)),
+                Code::NotFound,
+            ),
+            (
+                Error::io("rmdir", "/a", io::Error::from(ErrorKind::DirectoryNotEmpty)),
+                Code::FailedPrecondition,
+            ),
+            (
+                Error::io("x", "/a", io::Error::from(ErrorKind::PermissionDenied)),
+                Code::PermissionDenied,
+            ),
+            (
+                Error::io("x", "/a", io::Error::other("boom")),
+                Code::Internal,
+            ),
+        ];
+        for (err, code) in cases {
+            let text = err.to_string();
+            let status = from_host(err);
+            assert_eq!(status.code(), code, "{text}");
+            assert_eq!(status.message(), text);
+        }
+    }
+
+    #[test]
+    fn io_message_names_operation_and_path() {
+        let s = from_host(Error::io(
+            "mkdir",
+            "/var/lib/kubelet/x",
+            io::Error::from(ErrorKind::AlreadyExists),
+        ));
+        assert!(s.message().starts_with("mkdir \"/var/lib/kubelet/x\""), "{}", s.message());
+    }
+}

@@ -1,0 +1,186 @@
+//! Unix-socket endpoints: `<dir>/csi-proxy-<group>-<version>.sock`.
+
+use nix::sys::stat::{umask, Mode};
+use nix::unistd::geteuid;
+use std::fs;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use tokio::net::{UnixListener, UnixStream};
+
+/// The default socket directory: `/run/csi-proxy` for root; otherwise
+/// `$XDG_RUNTIME_DIR/csi-proxy`, or `/tmp/csi-proxy-<uid>` without one.
+pub fn default_socket_dir() -> PathBuf {
+    let uid = geteuid();
+    if uid.is_root() {
+        return PathBuf::from("/run/csi-proxy");
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) if Path::new(&d).is_absolute() => Path::new(&d).join("csi-proxy"),
+        _ => PathBuf::from(format!("/tmp/csi-proxy-{uid}")),
+    }
+}
+
+/// The socket path of an endpoint name inside `dir`.
+pub fn socket_path(dir: &Path, endpoint_name: &str) -> PathBuf {
+    dir.join(format!("{endpoint_name}.sock"))
+}
+
+/// Create the socket directory if needed (mode 0755) and make sure it is a
+/// directory owned by this user or root and not writable by others, so
+/// nobody else can plant or replace sockets in it.
+pub fn prepare_dir(dir: &Path) -> io::Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("create socket directory {}: {e}", dir.display())))?;
+    let meta = fs::metadata(dir)?;
+    if !meta.is_dir() {
+        return Err(io::Error::other(format!("{} is not a directory", dir.display())));
+    }
+    let me = geteuid().as_raw();
+    if meta.uid() != me && meta.uid() != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "socket directory {} is owned by uid {}, not by this user ({me}) or root",
+                dir.display(),
+                meta.uid()
+            ),
+        ));
+    }
+    if meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "socket directory {} is writable by group or others (mode {:o})",
+                dir.display(),
+                meta.mode() & 0o7777
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A bound socket; the socket file is removed when it is dropped (if it is
+/// still the one this process created).
+pub struct UnixEndpoint {
+    listener: UnixListener,
+    path: PathBuf,
+    ino: u64,
+}
+
+impl UnixEndpoint {
+    /// Bind `path` with file mode `mode`. A stale socket file (nobody
+    /// listening) is replaced; a live one means another proxy is serving and
+    /// is an error; any other kind of file is left alone and is an error.
+    pub fn bind(path: &Path, mode: u32) -> io::Result<UnixEndpoint> {
+        match fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_socket() => match std::os::unix::net::UnixStream::connect(path) {
+                Ok(_) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::AddrInUse,
+                        format!("{} is served by another process: is another csi-proxy running?", path.display()),
+                    ))
+                }
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    tracing::info!(path = %path.display(), "replacing stale socket");
+                    fs::remove_file(path)?;
+                }
+                Err(e) => {
+                    return Err(io::Error::new(e.kind(), format!("probe existing socket {}: {e}", path.display())))
+                }
+            },
+            Ok(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} exists and is not a socket; refusing to replace it", path.display()),
+                ))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        // Never let the socket exist with a wider mode than asked, not even
+        // between bind and chmod.
+        let old = umask(Mode::from_bits_truncate(0o777 & !mode));
+        let bound = UnixListener::bind(path);
+        umask(old);
+        let listener = bound.map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", path.display())))?;
+        fs::set_permissions(path, fs::Permissions::from_mode(mode))?;
+        let ino = fs::symlink_metadata(path)?.ino();
+        Ok(UnixEndpoint {
+            listener,
+            path: path.to_path_buf(),
+            ino,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub async fn accept(&mut self) -> io::Result<UnixStream> {
+        self.listener.accept().await.map(|(s, _)| s)
+    }
+}
+
+impl Drop for UnixEndpoint {
+    fn drop(&mut self) {
+        if fs::symlink_metadata(&self.path).is_ok_and(|m| m.ino() == self.ino) {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn binds_with_mode_and_cleans_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = socket_path(dir.path(), "csi-proxy-filesystem-v1");
+        let ep = UnixEndpoint::bind(&p, 0o600).unwrap();
+        let m = fs::metadata(&p).unwrap();
+        assert!(m.file_type().is_socket());
+        assert_eq!(m.mode() & 0o777, 0o600);
+        drop(ep);
+        assert!(!p.exists());
+    }
+
+    #[tokio::test]
+    async fn live_socket_is_not_stolen_and_stale_one_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = socket_path(dir.path(), "x");
+        let first = UnixEndpoint::bind(&p, 0o600).unwrap();
+        let err = UnixEndpoint::bind(&p, 0o600).err().unwrap();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+        assert!(err.to_string().contains("another csi-proxy"), "{err}");
+        drop(first);
+        // A stale socket: bound by a listener that is gone, file left behind.
+        let p2 = dir.path().join("y.sock");
+        drop(std::os::unix::net::UnixListener::bind(&p2).unwrap());
+        assert!(p2.exists());
+        UnixEndpoint::bind(&p2, 0o600).unwrap();
+    }
+
+    #[tokio::test]
+    async fn other_files_are_never_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.sock");
+        fs::write(&p, b"data").unwrap();
+        let err = UnixEndpoint::bind(&p, 0o600).err().unwrap();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read(&p).unwrap(), b"data");
+    }
+
+    #[test]
+    fn world_writable_dir_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("s");
+        prepare_dir(&d).unwrap();
+        fs::set_permissions(&d, fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(prepare_dir(&d).is_err());
+    }
+}

@@ -1,0 +1,182 @@
+//! Shared harness: start the real `csi-proxy` binary in a temp dir and
+//! connect gRPC clients to its Unix sockets.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+use tonic::transport::{Channel, Endpoint};
+
+pub struct Proxy {
+    pub child: Option<Child>,
+    pub root: tempfile::TempDir,
+    pub socket_dir: PathBuf,
+    pub kubelet: PathBuf,
+    pub work: PathBuf,
+    pub outside: PathBuf,
+    pub stderr_path: PathBuf,
+}
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_csi-proxy")
+}
+
+impl Proxy {
+    /// Start the proxy with a fresh kubelet dir, a working dir, a directory
+    /// outside both (with a sentinel file) and `extra` flags.
+    pub fn start(extra: &[&str]) -> Proxy {
+        let root = tempfile::tempdir().unwrap();
+        let kubelet = root.path().join("kubelet");
+        let work = root.path().join("work");
+        let outside = root.path().join("outside");
+        let socket_dir = root.path().join("sock");
+        for d in [&kubelet, &work, &outside] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(outside.join("sentinel"), b"keep me").unwrap();
+        let stderr_path = root.path().join("stderr.log");
+        let mut proxy = Proxy {
+            child: None,
+            root,
+            socket_dir,
+            kubelet,
+            work,
+            outside,
+            stderr_path,
+        };
+        proxy.spawn(extra);
+        proxy.wait_ready(extra);
+        proxy
+    }
+
+    pub fn command(&self, extra: &[&str]) -> Command {
+        let mut cmd = Command::new(bin());
+        cmd.arg(format!("-kubelet-path={}", self.kubelet.display()))
+            .arg("-working-dir")
+            .arg(&self.work)
+            .arg(format!("--socket-dir={}", self.socket_dir.display()))
+            .arg("-v=2")
+            .args(extra)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn spawn(&mut self, extra: &[&str]) {
+        let log = std::fs::File::create(&self.stderr_path).unwrap();
+        let child = self
+            .command(extra)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start csi-proxy");
+        self.child = Some(child);
+    }
+
+    fn expected_sockets(&self, extra: &[&str]) -> usize {
+        if extra.iter().any(|a| a.contains("api-groups")) {
+            1
+        } else {
+            23
+        }
+    }
+
+    fn wait_ready(&mut self, extra: &[&str]) {
+        let want = self.expected_sockets(extra);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let n = std::fs::read_dir(&self.socket_dir)
+                .map(|d| d.count())
+                .unwrap_or(0);
+            if n >= want && self.log().contains("csi-proxy ready") {
+                return;
+            }
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("csi-proxy exited early with {status}: {}", self.log());
+            }
+            assert!(Instant::now() < deadline, "csi-proxy not ready: {}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    pub fn socket(&self, endpoint: &str) -> PathBuf {
+        self.socket_dir.join(format!("csi-proxy-{endpoint}.sock"))
+    }
+
+    pub async fn channel(&self, endpoint: &str) -> Channel {
+        connect(&self.socket(endpoint)).await
+    }
+
+    /// SIGTERM, then wait for the exit status.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        // SAFETY: kill(2) with a pid we own and a valid signal number.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                return s;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("csi-proxy did not stop on SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// A full listing of the temp tree (paths, kinds, link targets, file
+    /// contents), to prove that rejected requests changed nothing.
+    pub fn snapshot(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        walk(self.root.path(), self.root.path(), &mut out);
+        out.retain(|k, _| !k.starts_with("sock") && k != "stderr.log");
+        out
+    }
+}
+
+fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let p = e.path();
+        let rel = p.strip_prefix(base).unwrap().display().to_string();
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        let desc = if m.file_type().is_symlink() {
+            format!("link -> {}", std::fs::read_link(&p).unwrap().display())
+        } else if m.is_dir() {
+            walk(base, &p, out);
+            "dir".to_string()
+        } else {
+            format!("file {:?}", std::fs::read(&p).unwrap())
+        };
+        out.insert(rel, desc);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A gRPC channel over a Unix socket.
+pub async fn connect(path: &Path) -> Channel {
+    let path = path.to_path_buf();
+    Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_| {
+            let path = path.clone();
+            async move {
+                let s = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(s))
+            }
+        }))
+        .await
+        .expect("connect")
+}

@@ -1,0 +1,158 @@
+//! Process-level behaviour of the real binary on Unix sockets: every
+//! endpoint, least privilege, start-up failures, graceful shutdown.
+#![cfg(unix)]
+
+mod common;
+
+use common::{bin, Proxy};
+use csi_proxy_api::API_VERSIONS;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::process::Command;
+use tonic::Code;
+
+#[tokio::test]
+async fn serves_all_23_versions_each_on_its_own_socket_with_mode_0600() {
+    let mut proxy = Proxy::start(&[]);
+    for v in API_VERSIONS {
+        let p = proxy.socket(&format!("{}-{}", v.group.as_str(), v.version));
+        let m = std::fs::metadata(&p).unwrap_or_else(|_| panic!("missing {}", p.display()));
+        assert!(m.file_type().is_socket());
+        assert_eq!(m.permissions().mode() & 0o777, 0o600, "{}", p.display());
+    }
+    assert_eq!(std::fs::read_dir(&proxy.socket_dir).unwrap().count(), 23);
+    assert!(proxy.terminate().success());
+    assert_eq!(
+        std::fs::read_dir(&proxy.socket_dir).unwrap().count(),
+        0,
+        "sockets are removed on shutdown"
+    );
+}
+
+/// Calls a method by its full path with an empty protobuf message.
+async fn raw_call(channel: tonic::transport::Channel, path: &'static str) -> tonic::Status {
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let codec = tonic_prost::ProstCodec::<(), ()>::default();
+    grpc.unary(tonic::Request::new(()), http::uri::PathAndQuery::from_static(path), codec)
+        .await
+        .err()
+        .unwrap_or_else(|| tonic::Status::ok(""))
+}
+
+#[tokio::test]
+async fn an_endpoint_serves_only_its_own_service() {
+    let proxy = Proxy::start(&[]);
+    let fs = proxy.channel("filesystem-v1").await;
+    // Another group's method, another version's method, garbage.
+    for path in ["/v1.Disk/ListDiskLocations", "/v1beta1.Filesystem/PathExists", "/v1.Filesystem/Nope", "/x"] {
+        let st = raw_call(fs.clone(), path).await;
+        assert_eq!(st.code(), Code::Unimplemented, "{path}: {st:?}");
+        assert!(st.message().contains("only v1.Filesystem"), "{path}: {}", st.message());
+    }
+    // The filesystem-v1 method itself works on its endpoint ...
+    let st = raw_call(fs.clone(), "/v1.Filesystem/PathExists").await;
+    assert_eq!(st.code(), Code::InvalidArgument, "empty path is rejected: {st:?}");
+    // ... and not on the disk endpoint.
+    let disk = proxy.channel("disk-v1").await;
+    let st = raw_call(disk, "/v1.Filesystem/PathExists").await;
+    assert_eq!(st.code(), Code::Unimplemented);
+}
+
+#[tokio::test]
+async fn groups_without_a_backend_answer_unimplemented_clearly() {
+    let proxy = Proxy::start(&[]);
+    let st = raw_call(proxy.channel("disk-v1").await, "/v1.Disk/ListDiskLocations").await;
+    assert_eq!(st.code(), Code::Unimplemented);
+    assert!(st.message().contains("disk"), "{}", st.message());
+    let st = raw_call(proxy.channel("system-v1alpha1").await, "/v1alpha1.System/GetBIOSSerialNumber").await;
+    assert_eq!(st.code(), Code::Unimplemented);
+}
+
+#[tokio::test]
+async fn api_groups_flag_serves_a_subset() {
+    let mut proxy = Proxy::start(&["-api-groups=filesystem-v1"]);
+    let names: Vec<String> = std::fs::read_dir(&proxy.socket_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["csi-proxy-filesystem-v1.sock"]);
+    assert!(proxy.terminate().success());
+}
+
+#[test]
+fn a_second_proxy_does_not_steal_the_sockets() {
+    let proxy = Proxy::start(&[]);
+    let out = proxy.command(&[]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("another csi-proxy"), "{err}");
+    // The first one still serves.
+    assert!(std::os::unix::net::UnixStream::connect(proxy.socket("filesystem-v1")).is_ok());
+}
+
+#[test]
+fn start_up_failures_exit_non_zero_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_dir = dir.path().join("file");
+    std::fs::write(&not_a_dir, b"x").unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec![format!("-socket-dir={}", not_a_dir.display())], "socket directory"),
+        (vec!["-api-groups=nope".into()], "unknown API group"),
+        (vec!["-kubelet-path=relative".into()], "kubelet-path"),
+        (vec!["-no-such-flag".into()], "no-such-flag"),
+    ];
+    for (args, want) in cases {
+        let out = Command::new(bin())
+            .args(&args)
+            .arg(format!("-socket-dir={}", dir.path().join("s").display()))
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?} succeeded");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn help_and_version() {
+    let out = Command::new(bin()).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in ["kubelet-path", "working-dir", "windows-service", "require-privacy", "metrics-bind-address", "socket-dir", "pipe-sddl", "api-groups", "log_file"] {
+        assert!(help.contains(flag), "--help lacks {flag}");
+    }
+    let out = Command::new(bin()).arg("-version").output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains(env!("CARGO_PKG_VERSION")));
+}
+
+#[tokio::test]
+async fn sigterm_drains_in_flight_calls_and_exits_zero() {
+    let mut proxy = Proxy::start(&[]);
+    let ch = proxy.channel("filesystem-v1").await;
+    let mut c = csi_proxy_api::filesystem::v1::filesystem_client::FilesystemClient::new(ch);
+    // A burst of calls racing with SIGTERM: each either completes normally or
+    // fails as unavailable; none hangs, and the exit status is 0.
+    let path = proxy.kubelet.display().to_string();
+    let mut calls = Vec::new();
+    for _ in 0..50 {
+        let mut c = c.clone();
+        let path = path.clone();
+        calls.push(tokio::spawn(async move {
+            c.path_exists(csi_proxy_api::filesystem::v1::PathExistsRequest { path }).await
+        }));
+    }
+    let status = tokio::task::spawn_blocking(move || (proxy.terminate(), proxy)).await.unwrap();
+    assert!(status.0.success(), "exit status {:?}: {}", status.0, status.1.log());
+    for call in calls {
+        match tokio::time::timeout(std::time::Duration::from_secs(10), call).await.unwrap().unwrap() {
+            Ok(r) => assert!(r.into_inner().exists),
+            Err(st) => assert!(matches!(st.code(), Code::Unavailable | Code::Unknown | Code::Cancelled), "{st:?}"),
+        }
+    }
+    let log = status.1.log();
+    assert!(log.contains("SIGTERM"), "{log}");
+    // Request lines at -v=2: method, duration and code.
+    assert!(log.contains("/v1.Filesystem/PathExists"), "{log}");
+    let _ = c.path_exists(csi_proxy_api::filesystem::v1::PathExistsRequest { path }).await;
+}

@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Idempotent set-up of everything the build and the tests need on a fresh
+# Debian 12 machine:
+#   1. apt packages (installed only if missing; needs root or sudo),
+#   2. the Rust target x86_64-pc-windows-gnu and the rustfmt/clippy components,
+#   3. a wine prefix ($WINEPREFIX, default $HOME/.wine-csi-proxy) with the
+#      ProcessPrng shim (scripts/wine/processprng.c) installed as
+#      system32/bcryptprimitives.dll, without which no Rust program starts
+#      under wine 8.0,
+#   4. a smoke test: a Rust hello-world for the Windows target run through
+#      scripts/wine-run.sh (the cargo runner).
+# Outside the apt/rustup installs, it writes only into $WINEPREFIX and the
+# repository's target directory (${CARGO_TARGET_DIR:-target}/wine-shim).
+set -euo pipefail
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo_root"
+
+export WINEPREFIX="${WINEPREFIX:-$HOME/.wine-csi-proxy}"
+export WINEDEBUG="${WINEDEBUG:--all}"
+export DEBIAN_FRONTEND=noninteractive
+
+windows_target=x86_64-pc-windows-gnu
+target_dir="${CARGO_TARGET_DIR:-$repo_root/target}"
+shim_dir="$target_dir/wine-shim"
+system32="$WINEPREFIX/drive_c/windows/system32"
+
+# gcc/libc6-dev: linker for the Linux target; mingw: linker for the Windows
+# target and the shim; wine/wine64/libwine: runs the Windows test binaries;
+# e2fsprogs/util-linux: mkfs, mount, blkid, losetup for the Linux backend tests.
+apt_packages=(
+    gcc libc6-dev
+    gcc-mingw-w64-x86-64 binutils-mingw-w64-x86-64
+    wine wine64 libwine
+    e2fsprogs util-linux
+)
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
+
+# Wall-clock time in microseconds, and seconds elapsed since such a time.
+now() { printf '%s' "${EPOCHREALTIME/[.,]/}"; }
+since() {
+    local d=$(($(now) - $1))
+    printf '%d.%d' $((d / 1000000)) $((d / 100000 % 10))
+}
+
+is_installed() {
+    [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" == "install ok installed" ]]
+}
+
+# True while an apt/dpkg process runs (scans /proc: procps or psmisc may not
+# be installed on a fresh machine).
+apt_busy() {
+    local comm_file comm
+    for comm_file in /proc/[0-9]*/comm; do
+        read -r comm <"$comm_file" 2>/dev/null || continue
+        case "$comm" in
+            apt | apt-get | aptitude | dpkg | unattended-upgr) return 0 ;;
+        esac
+    done
+    return 1
+}
+
+wait_for_apt() {
+    local waited=0
+    while apt_busy; do
+        ((waited == 0)) && log "another apt/dpkg process is running; waiting for it"
+        sleep 5
+        waited=$((waited + 5))
+        ((waited < 1800)) || die "apt/dpkg still busy after 30 minutes"
+    done
+}
+
+# Runs an apt-get command as root, waiting for other package managers first
+# and retrying a few times (a lock can be taken between the check and the run).
+apt_get() {
+    local -a sudo=()
+    if ((EUID != 0)); then
+        command -v sudo >/dev/null || die "not root and no sudo: install as root: apt-get install $*"
+        sudo=(sudo)
+    fi
+    local attempt
+    for attempt in 1 2 3 4 5; do
+        wait_for_apt
+        if "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 -q "$@"; then
+            return 0
+        fi
+        log "apt-get $1 failed (attempt $attempt); retrying in 10 s"
+        sleep 10
+    done
+    die "apt-get $* failed"
+}
+
+install_apt_packages() {
+    local -a missing=()
+    local pkg
+    for pkg in "${apt_packages[@]}"; do
+        is_installed "$pkg" || missing+=("$pkg")
+    done
+    if ((${#missing[@]} == 0)); then
+        log "apt packages: all present"
+        return
+    fi
+    log "apt packages: installing ${missing[*]}"
+    apt_get update
+    apt_get install -y --no-install-recommends "${missing[@]}"
+}
+
+install_rust_parts() {
+    command -v rustup >/dev/null ||
+        die "rustup not found: install Rust with rustup (https://rustup.rs), then rerun"
+    if rustup target list --installed | grep -qx "$windows_target"; then
+        log "rust target $windows_target: present"
+    else
+        rustup target add "$windows_target"
+    fi
+    local component
+    for component in rustfmt clippy; do
+        if rustup component list --installed | grep -q "^$component-"; then
+            log "rust component $component: present"
+        else
+            rustup component add "$component"
+        fi
+    done
+}
+
+create_prefix() {
+    if [[ -f "$WINEPREFIX/system.reg" && -d "$system32" ]]; then
+        log "wine prefix $WINEPREFIX: present"
+        return
+    fi
+    log "wine prefix $WINEPREFIX: creating"
+    local start
+    start=$(now)
+    mkdir -p "$WINEPREFIX"
+    # No Mono/Gecko: they are not needed and would prompt for a download.
+    WINEDLLOVERRIDES="mscoree,mshtml=" wineboot -i </dev/null
+    wineserver -w
+    [[ -f "$WINEPREFIX/system.reg" && -d "$system32" ]] ||
+        die "wineboot did not create $WINEPREFIX (system.reg or system32 missing)"
+    log "wine prefix $WINEPREFIX: created in $(since "$start") s"
+}
+
+install_shim() {
+    local src="$repo_root/scripts/wine/processprng.c"
+    local dll="$shim_dir/bcryptprimitives.dll"
+    mkdir -p "$shim_dir"
+    if [[ ! -f "$dll" || "$src" -nt "$dll" ]]; then
+        log "building $dll"
+        x86_64-w64-mingw32-gcc -shared -O2 -s -Wall -Wextra -o "$dll" "$src" -ladvapi32
+    fi
+    if cmp -s "$dll" "$system32/bcryptprimitives.dll"; then
+        log "ProcessPrng shim: installed"
+    else
+        install -m 0644 "$dll" "$system32/bcryptprimitives.dll"
+        log "ProcessPrng shim: installed into $system32"
+    fi
+}
+
+smoke_test() {
+    local src="$repo_root/scripts/wine/smoke.rs"
+    local exe="$shim_dir/smoke.exe"
+    if [[ ! -f "$exe" || "$src" -nt "$exe" ]]; then
+        rustc --edition 2021 --target "$windows_target" -C linker=x86_64-w64-mingw32-gcc \
+            -o "$exe" "$src"
+    fi
+    local out
+    out=$("$repo_root/scripts/wine-run.sh" "$exe" </dev/null) ||
+        die "a Rust program for $windows_target does not run under wine (exit $?)"
+    [[ "$out" == "csi-proxy wine smoke test: ok" ]] ||
+        die "unexpected output from the wine smoke test: $out"
+    log "wine smoke test: ok"
+}
+
+main() {
+    local start
+    start=$(now)
+    install_apt_packages
+    install_rust_parts
+    create_prefix
+    install_shim
+    smoke_test
+    log "done in $(since "$start") s (WINEPREFIX=$WINEPREFIX)"
+}
+
+main "$@"
