@@ -16,6 +16,7 @@
 //!    file is absent.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use csi_proxy_api::{ApiVersion, API_VERSIONS};
@@ -87,11 +88,13 @@ fn find_message<'a>(file: &'a FileDescriptorProto, short: &str) -> Option<&'a De
 }
 
 fn is_map_entry(msg: &DescriptorProto) -> bool {
-    msg.options.as_ref().is_some_and(|o| o.map_entry())
+    msg.options
+        .as_ref()
+        .is_some_and(prost_types::MessageOptions::map_entry)
 }
 
 /// Type of a field: scalar name, message/enum short name, or `map<K,V>`.
-/// Returns (type, kind, is_map) where kind is "message", "enum" or None.
+/// Returns (type, kind, `is_map`) where kind is "message", "enum" or `None`.
 fn field_type(
     file: &FileDescriptorProto,
     f: &FieldDescriptorProto,
@@ -282,14 +285,14 @@ fn text_diff(expected: &str, actual: &str) -> String {
         .take_while(|(x, y)| x == y)
         .count();
     let mut out = format!("first difference at line {}:\n", prefix + 1);
-    for line in e[prefix.saturating_sub(3)..prefix].iter() {
-        out.push_str(&format!("  {line}\n"));
+    for line in &e[prefix.saturating_sub(3)..prefix] {
+        let _ = writeln!(out, "  {line}");
     }
     for line in e[prefix..e.len() - suffix].iter().take(60) {
-        out.push_str(&format!("- {line}\n"));
+        let _ = writeln!(out, "- {line}");
     }
     for line in a[prefix..a.len() - suffix].iter().take(60) {
-        out.push_str(&format!("+ {line}\n"));
+        let _ = writeln!(out, "+ {line}");
     }
     out
 }
@@ -309,14 +312,13 @@ fn wire_contract_matches_expectation_file() {
             path.display()
         )
     });
-    if expected != actual {
-        panic!(
-            "the wire contract changed (see {EXPECTED}).\n{}\n\
+    assert!(
+        expected == actual,
+        "the wire contract changed (see {EXPECTED}).\n{}\n\
              If, and only if, this change is deliberate, regenerate the file with \
              {UPDATE_ENV}=1 cargo test -p csi-proxy-api --test wire_contract",
-            describe_change(&expected, &actual)
-        );
-    }
+        describe_change(&expected, &actual)
+    );
 }
 
 /// Names the group/versions whose description changed, with a text diff of
@@ -337,21 +339,18 @@ fn describe_change(expected: &str, actual: &str) -> String {
     };
     let mut out = String::new();
     if e.len() != a.len() {
-        out.push_str(&format!(
-            "{} group/versions expected, {} found\n",
+        let _ = writeln!(
+            out,
+            "{} group/versions expected, {} found",
             e.len(),
             a.len()
-        ));
+        );
     }
     for (x, y) in e.iter().zip(&a) {
         if x != y {
             let x_text = serde_json::to_string_pretty(x).unwrap_or_default();
             let y_text = serde_json::to_string_pretty(y).unwrap_or_default();
-            out.push_str(&format!(
-                "--- {} (expected) / +++ {} (actual)\n",
-                id(x),
-                id(y)
-            ));
+            let _ = writeln!(out, "--- {} (expected) / +++ {} (actual)", id(x), id(y));
             out.push_str(&text_diff(&x_text, &y_text));
         }
     }
@@ -554,7 +553,11 @@ fn grpc_paths_are_complete_and_unique() {
             api.service()
         );
 
-        let names: Vec<&str> = service.method.iter().map(|m| m.name()).collect();
+        let names: Vec<&str> = service
+            .method
+            .iter()
+            .map(prost_types::MethodDescriptorProto::name)
+            .collect();
         assert_eq!(
             names,
             api.methods(),

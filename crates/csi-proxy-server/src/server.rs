@@ -70,9 +70,11 @@ pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
     #[cfg(windows)]
     let sd = match &config.transport {
         Transport::NamedPipes { sddl } => std::sync::Arc::new(
-            crate::transport::windows::SecurityDescriptor::from_sddl(sddl).map_err(|source| ServeError::Bind {
-                endpoint: format!("pipe security descriptor {sddl:?}"),
-                source,
+            crate::transport::windows::SecurityDescriptor::from_sddl(sddl).map_err(|source| {
+                ServeError::Bind {
+                    endpoint: format!("pipe security descriptor {sddl:?}"),
+                    source,
+                }
             })?,
         ),
     };
@@ -175,7 +177,8 @@ async fn accept_loop<L: Listener>(
         };
         match io {
             Ok(io) => {
-                let conn = builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(service.clone()));
+                let conn = builder
+                    .serve_connection(TokioIo::new(io), TowerToHyperService::new(service.clone()));
                 let conn = graceful.watch(conn);
                 tokio::spawn(async move {
                     if let Err(e) = conn.await {
@@ -192,7 +195,10 @@ async fn accept_loop<L: Listener>(
     }
     // Stop accepting (the listener goes away first), then drain.
     drop(listener);
-    if tokio::time::timeout(drain_timeout, graceful.shutdown()).await.is_err() {
+    if tokio::time::timeout(drain_timeout, graceful.shutdown())
+        .await
+        .is_err()
+    {
         tracing::warn!(
             endpoint = address,
             timeout = ?drain_timeout,

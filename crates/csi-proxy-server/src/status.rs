@@ -58,7 +58,10 @@ mod tests {
             (Error::PermissionDenied("x".into()), Code::PermissionDenied),
             (Error::NotFound("x".into()), Code::NotFound),
             (Error::AlreadyExists("x".into()), Code::AlreadyExists),
-            (Error::FailedPrecondition("x".into()), Code::FailedPrecondition),
+            (
+                Error::FailedPrecondition("x".into()),
+                Code::FailedPrecondition,
+            ),
             (Error::Unimplemented("x".into()), Code::Unimplemented),
             (Error::Internal("x".into()), Code::Internal),
             (
@@ -93,6 +96,10 @@ mod tests {
             "/var/lib/kubelet/x",
             io::Error::from(ErrorKind::AlreadyExists),
         ));
-        assert!(s.message().starts_with("mkdir \"/var/lib/kubelet/x\""), "{}", s.message());
+        assert!(
+            s.message().starts_with("mkdir \"/var/lib/kubelet/x\""),
+            "{}",
+            s.message()
+        );
     }
 }

@@ -35,9 +35,8 @@ pub fn parse_u32(s: &str) -> Result<u32, Status> {
             "{s:?} is not a decimal number in 0..=4294967295"
         )));
     }
-    s.parse::<u32>().map_err(|_| {
-        Status::invalid_argument(format!("{s:?} is out of range (0..=4294967295)"))
-    })
+    s.parse::<u32>()
+        .map_err(|_| Status::invalid_argument(format!("{s:?} is out of range (0..=4294967295)")))
 }
 
 impl Wire<String> for u32 {
@@ -137,8 +136,22 @@ mod tests {
     #[test]
     fn disk_id_strings_parse_strictly() {
         assert_eq!(Wire::<u32>::wire("0".to_string()).unwrap(), 0);
-        assert_eq!(Wire::<u32>::wire("4294967295".to_string()).unwrap(), u32::MAX);
-        for bad in ["", "-1", "4294967296", "99999999999", "1 ", " 1", "0x1", "1a", "+1", "１"] {
+        assert_eq!(
+            Wire::<u32>::wire("4294967295".to_string()).unwrap(),
+            u32::MAX
+        );
+        for bad in [
+            "",
+            "-1",
+            "4294967296",
+            "99999999999",
+            "1 ",
+            " 1",
+            "0x1",
+            "1a",
+            "+1",
+            "１",
+        ] {
             let e = Wire::<u32>::wire(bad.to_string()).unwrap_err();
             assert_eq!(e.code(), tonic::Code::InvalidArgument, "{bad:?}");
         }
@@ -150,8 +163,7 @@ mod tests {
         let w: HashMap<String, i64> = m.wire().unwrap();
         assert_eq!(w["1"], 2);
         assert_eq!(w["3"], 4);
-        let back: Result<HashMap<u32, i64>, _> =
-            HashMap::from([("x".to_string(), 1i64)]).wire();
+        let back: Result<HashMap<u32, i64>, _> = HashMap::from([("x".to_string(), 1i64)]).wire();
         assert!(back.is_err());
     }
 }

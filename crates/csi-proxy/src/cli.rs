@@ -9,6 +9,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::error::ErrorKind;
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
 
 use crate::argv;
@@ -79,6 +80,11 @@ pub struct Cli {
     /// Directory of the Unix sockets (Linux mode).
     #[arg(long = "socket-dir", value_name = "DIR")]
     pub socket_dir: Option<PathBuf>,
+
+    /// File mode of each Unix socket, in octal (Linux mode).
+    #[arg(long = "socket-mode", value_name = "OCTAL", default_value = "0600",
+          value_parser = parse_octal_mode)]
+    pub socket_mode: u32,
 
     /// Security descriptor (SDDL) of every named pipe (Windows).
     #[arg(long = "pipe-sddl", value_name = "SDDL", default_value = DEFAULT_PIPE_SDDL)]
@@ -190,7 +196,21 @@ impl Cli {
         let names = long_flag_names(&cmd);
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let args = argv::normalize(args.into_iter().collect(), &names);
-        let matches = cmd.try_get_matches_from_mut(args)?;
+        let matches = match cmd.try_get_matches_from_mut(&args) {
+            Ok(matches) => matches,
+            Err(err) if err.kind() == ErrorKind::UnknownArgument => {
+                // clap reads an unknown `-name` as the short flag `-n`; say
+                // what Go says instead.
+                return Err(match unknown_single_dash_flag(&args) {
+                    Some(name) => cmd.error(
+                        ErrorKind::UnknownArgument,
+                        format!("flag provided but not defined: -{name}"),
+                    ),
+                    None => err,
+                });
+            }
+            Err(err) => return Err(err),
+        };
         Cli::from_arg_matches(&matches).map_err(|err| err.format(&mut cmd))
     }
 
@@ -251,6 +271,19 @@ impl Cli {
     }
 }
 
+/// The first argument (before `--`) still shaped `-name` with a name of two
+/// or more characters; after normalisation only unknown flags look so.
+fn unknown_single_dash_flag(args: &[OsString]) -> Option<String> {
+    args.iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .filter_map(|a| a.to_str())
+        .filter_map(|a| a.strip_prefix('-'))
+        .map(|rest| rest.split_once('=').map_or(rest, |(name, _)| name))
+        .find(|name| name.chars().count() >= 2 && name.starts_with(|c: char| c.is_alphabetic()))
+        .map(str::to_string)
+}
+
 /// Long names (and aliases) of every flag, plus clap's `help` and `version`.
 fn long_flag_names(cmd: &clap::Command) -> Vec<String> {
     let mut names: Vec<String> = vec!["help".into(), "version".into()];
@@ -267,6 +300,17 @@ fn long_flag_names(cmd: &clap::Command) -> Vec<String> {
 fn path_allowing_empty() -> impl clap::builder::TypedValueParser<Value = PathBuf> {
     use clap::builder::TypedValueParser as _;
     clap::builder::OsStringValueParser::new().map(PathBuf::from)
+}
+
+/// Parses a file mode written in octal (`0600`, `600`, `0o660`), at most 0o777.
+fn parse_octal_mode(s: &str) -> Result<u32, String> {
+    let digits = s.strip_prefix("0o").unwrap_or(s);
+    match u32::from_str_radix(digits, 8) {
+        Ok(mode) if mode <= 0o777 && !digits.starts_with('+') => Ok(mode),
+        _ => Err(format!(
+            "invalid mode {s:?} (octal, e.g. 0600, at most 0777)"
+        )),
+    }
 }
 
 /// Parses a boolean the way Go's `strconv.ParseBool` does.
@@ -398,6 +442,7 @@ mod tests {
         assert!(cli.require_privacy);
         assert_eq!(cli.metrics_bind_address, "");
         assert_eq!(cli.socket_dir, None);
+        assert_eq!(cli.socket_mode, 0o600);
         assert_eq!(cli.pipe_sddl, DEFAULT_PIPE_SDDL);
         assert_eq!(cli.api_group_list(), None);
         assert_eq!(cli.shutdown_timeout, Duration::from_secs(10));
@@ -534,6 +579,16 @@ mod tests {
             "-alsologtostderr",
         ]);
         assert_eq!(cli.socket_dir, Some(PathBuf::from("/run/csi-proxy")));
+        assert_eq!(ok(&["-socket-mode=660"]).socket_mode, 0o660);
+        assert_eq!(ok(&["-socket-mode", "0o666"]).socket_mode, 0o666);
+        for bad in [
+            "-socket-mode=8",
+            "-socket-mode=01000",
+            "-socket-mode=",
+            "-socket-mode=+6",
+        ] {
+            assert!(parse(&[bad]).is_err(), "{bad}");
+        }
         assert_eq!(cli.pipe_sddl, "D:P(A;;GA;;;SY)");
         assert_eq!(
             cli.api_group_list(),
@@ -600,19 +655,23 @@ mod tests {
             &["--", "-v=1"],
         ] {
             let err = parse(args).expect_err("should fail");
-            assert_eq!(
-                err.kind(),
-                clap::error::ErrorKind::UnknownArgument,
-                "{args:?}"
-            );
+            assert_eq!(err.kind(), ErrorKind::UnknownArgument, "{args:?}");
         }
+        let err = parse(&["-v=1", "-bogus=2"]).expect_err("unknown flag");
+        assert!(
+            err.to_string()
+                .contains("flag provided but not defined: -bogus"),
+            "{err}"
+        );
+        let err = parse(&["--bogus"]).expect_err("unknown flag");
+        assert!(err.to_string().contains("'--bogus'"), "{err}");
     }
 
     #[test]
     fn help_mentions_every_flag() {
         for flag in ["-help", "--help", "-h"] {
             let err = parse(&[flag]).expect_err("help is reported as an error");
-            assert_eq!(err.kind(), clap::error::ErrorKind::DisplayHelp);
+            assert_eq!(err.kind(), ErrorKind::DisplayHelp);
         }
         let help = Cli::command().render_long_help().to_string();
         let cmd = Cli::command();
@@ -625,7 +684,7 @@ mod tests {
                 "help lacks --{long}:\n{help}"
             );
         }
-        assert_eq!(count, 27, "flag count changed; update the help checks");
+        assert_eq!(count, 28, "flag count changed; update the help checks");
         for flag in [
             "kubelet-path",
             "kubelet-csi-plugins-path",
@@ -635,6 +694,7 @@ mod tests {
             "require-privacy",
             "metrics-bind-address",
             "socket-dir",
+            "socket-mode",
             "pipe-sddl",
             "api-groups",
             "shutdown-timeout",
@@ -662,7 +722,7 @@ mod tests {
     fn version() {
         for flag in ["-version", "--version", "-V"] {
             let err = parse(&[flag]).expect_err("version is reported as an error");
-            assert_eq!(err.kind(), clap::error::ErrorKind::DisplayVersion);
+            assert_eq!(err.kind(), ErrorKind::DisplayVersion);
             assert!(err.to_string().contains(env!("CARGO_PKG_VERSION")));
         }
     }

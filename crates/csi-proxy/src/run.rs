@@ -97,7 +97,7 @@ pub fn run(cli: Cli) -> Result<()> {
         versions,
         transport: transport(&cli)?,
         shutdown_timeout: cli.shutdown_timeout,
-        log_requests: cli.v >= 2,
+        log_requests: crate::logging::verbosity() >= 2,
     };
     let host = Host::os(policy.clone());
 
@@ -133,7 +133,10 @@ async fn wait_for_signal(token: CancellationToken) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
             tracing::error!("cannot install signal handlers");
             return;
         };
@@ -179,8 +182,14 @@ mod tests {
 
     #[test]
     fn unknown_names_are_errors() {
-        assert!(sel("bogus").unwrap_err().to_string().contains("unknown API group"));
-        assert!(sel("disk-v9").unwrap_err().to_string().contains("no version"));
+        assert!(sel("bogus")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown API group"));
+        assert!(sel("disk-v9")
+            .unwrap_err()
+            .to_string()
+            .contains("no version"));
         assert!(sel("").is_err());
     }
 }

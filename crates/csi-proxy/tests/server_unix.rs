@@ -33,10 +33,14 @@ async fn raw_call(channel: tonic::transport::Channel, path: &'static str) -> ton
     let mut grpc = tonic::client::Grpc::new(channel);
     grpc.ready().await.unwrap();
     let codec = tonic_prost::ProstCodec::<(), ()>::default();
-    grpc.unary(tonic::Request::new(()), http::uri::PathAndQuery::from_static(path), codec)
-        .await
-        .err()
-        .unwrap_or_else(|| tonic::Status::ok(""))
+    grpc.unary(
+        tonic::Request::new(()),
+        http::uri::PathAndQuery::from_static(path),
+        codec,
+    )
+    .await
+    .err()
+    .unwrap_or_else(|| tonic::Status::ok(""))
 }
 
 #[tokio::test]
@@ -44,14 +48,27 @@ async fn an_endpoint_serves_only_its_own_service() {
     let proxy = Proxy::start(&[]);
     let fs = proxy.channel("filesystem-v1").await;
     // Another group's method, another version's method, garbage.
-    for path in ["/v1.Disk/ListDiskLocations", "/v1beta1.Filesystem/PathExists", "/v1.Filesystem/Nope", "/x"] {
+    for path in [
+        "/v1.Disk/ListDiskLocations",
+        "/v1beta1.Filesystem/PathExists",
+        "/v1.Filesystem/Nope",
+        "/x",
+    ] {
         let st = raw_call(fs.clone(), path).await;
         assert_eq!(st.code(), Code::Unimplemented, "{path}: {st:?}");
-        assert!(st.message().contains("only v1.Filesystem"), "{path}: {}", st.message());
+        assert!(
+            st.message().contains("only v1.Filesystem"),
+            "{path}: {}",
+            st.message()
+        );
     }
     // The filesystem-v1 method itself works on its endpoint ...
     let st = raw_call(fs.clone(), "/v1.Filesystem/PathExists").await;
-    assert_eq!(st.code(), Code::InvalidArgument, "empty path is rejected: {st:?}");
+    assert_eq!(
+        st.code(),
+        Code::InvalidArgument,
+        "empty path is rejected: {st:?}"
+    );
     // ... and not on the disk endpoint.
     let disk = proxy.channel("disk-v1").await;
     let st = raw_call(disk, "/v1.Filesystem/PathExists").await;
@@ -64,7 +81,11 @@ async fn groups_without_a_backend_answer_unimplemented_clearly() {
     let st = raw_call(proxy.channel("disk-v1").await, "/v1.Disk/ListDiskLocations").await;
     assert_eq!(st.code(), Code::Unimplemented);
     assert!(st.message().contains("disk"), "{}", st.message());
-    let st = raw_call(proxy.channel("system-v1alpha1").await, "/v1alpha1.System/GetBIOSSerialNumber").await;
+    let st = raw_call(
+        proxy.channel("system-v1alpha1").await,
+        "/v1alpha1.System/GetBIOSSerialNumber",
+    )
+    .await;
     assert_eq!(st.code(), Code::Unimplemented);
 }
 
@@ -96,15 +117,19 @@ fn start_up_failures_exit_non_zero_with_a_clear_message() {
     let not_a_dir = dir.path().join("file");
     std::fs::write(&not_a_dir, b"x").unwrap();
     let cases: Vec<(Vec<String>, &str)> = vec![
-        (vec![format!("-socket-dir={}", not_a_dir.display())], "socket directory"),
+        (
+            vec![format!("-socket-dir={}", not_a_dir.display())],
+            "socket directory",
+        ),
         (vec!["-api-groups=nope".into()], "unknown API group"),
         (vec!["-kubelet-path=relative".into()], "kubelet-path"),
         (vec!["-no-such-flag".into()], "no-such-flag"),
     ];
     for (args, want) in cases {
+        // The default socket dir first: the last occurrence of a flag wins.
         let out = Command::new(bin())
-            .args(&args)
             .arg(format!("-socket-dir={}", dir.path().join("s").display()))
+            .args(&args)
             .output()
             .unwrap();
         assert!(!out.status.success(), "{args:?} succeeded");
@@ -118,7 +143,17 @@ fn help_and_version() {
     let out = Command::new(bin()).arg("--help").output().unwrap();
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    for flag in ["kubelet-path", "working-dir", "windows-service", "require-privacy", "metrics-bind-address", "socket-dir", "pipe-sddl", "api-groups", "log_file"] {
+    for flag in [
+        "kubelet-path",
+        "working-dir",
+        "windows-service",
+        "require-privacy",
+        "metrics-bind-address",
+        "socket-dir",
+        "pipe-sddl",
+        "api-groups",
+        "log_file",
+    ] {
         assert!(help.contains(flag), "--help lacks {flag}");
     }
     let out = Command::new(bin()).arg("-version").output().unwrap();
@@ -128,31 +163,63 @@ fn help_and_version() {
 
 #[tokio::test]
 async fn sigterm_drains_in_flight_calls_and_exits_zero() {
+    use csi_proxy_api::filesystem::v1::{PathExistsRequest, RmdirRequest};
     let mut proxy = Proxy::start(&[]);
+    // A slow call: removing a large tree takes far longer than the delay
+    // before SIGTERM below, so it is in flight when the signal arrives.
+    let big = proxy.kubelet.join("big");
+    for d in 0..40 {
+        let sub = big.join(format!("d{d}"));
+        std::fs::create_dir_all(&sub).unwrap();
+        for f in 0..500 {
+            std::fs::write(sub.join(format!("f{f}")), b"").unwrap();
+        }
+    }
     let ch = proxy.channel("filesystem-v1").await;
-    let mut c = csi_proxy_api::filesystem::v1::filesystem_client::FilesystemClient::new(ch);
-    // A burst of calls racing with SIGTERM: each either completes normally or
-    // fails as unavailable; none hangs, and the exit status is 0.
+    let c = csi_proxy_api::filesystem::v1::filesystem_client::FilesystemClient::new(ch);
+    let slow = {
+        let mut c = c.clone();
+        let path = big.display().to_string();
+        tokio::spawn(async move { c.rmdir(RmdirRequest { path, force: true }).await })
+    };
+    // And a burst of quick calls racing with the signal.
     let path = proxy.kubelet.display().to_string();
-    let mut calls = Vec::new();
+    let mut burst = Vec::new();
     for _ in 0..50 {
         let mut c = c.clone();
         let path = path.clone();
-        calls.push(tokio::spawn(async move {
-            c.path_exists(csi_proxy_api::filesystem::v1::PathExistsRequest { path }).await
+        burst.push(tokio::spawn(async move {
+            c.path_exists(PathExistsRequest { path }).await
         }));
     }
-    let status = tokio::task::spawn_blocking(move || (proxy.terminate(), proxy)).await.unwrap();
-    assert!(status.0.success(), "exit status {:?}: {}", status.0, status.1.log());
-    for call in calls {
-        match tokio::time::timeout(std::time::Duration::from_secs(10), call).await.unwrap().unwrap() {
-            Ok(r) => assert!(r.into_inner().exists),
-            Err(st) => assert!(matches!(st.code(), Code::Unavailable | Code::Unknown | Code::Cancelled), "{st:?}"),
+    tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    let (status, proxy) = tokio::task::spawn_blocking(move || (proxy.terminate(), proxy))
+        .await
+        .unwrap();
+    assert!(status.success(), "exit status {status:?}: {}", proxy.log());
+
+    // The call in flight at SIGTERM completed, and did its whole job.
+    slow.await
+        .unwrap()
+        .expect("in-flight Rmdir must complete during the drain");
+    assert!(!big.exists());
+    // Racing calls either completed or were refused (GOAWAY) before they
+    // started; none hangs.
+    for call in burst {
+        let r = tokio::time::timeout(std::time::Duration::from_secs(10), call)
+            .await
+            .unwrap()
+            .unwrap();
+        if let Ok(r) = r {
+            assert!(r.into_inner().exists);
         }
     }
-    let log = status.1.log();
+    let log = proxy.log();
     assert!(log.contains("SIGTERM"), "{log}");
     // Request lines at -v=2: method, duration and code.
-    assert!(log.contains("/v1.Filesystem/PathExists"), "{log}");
-    let _ = c.path_exists(csi_proxy_api::filesystem::v1::PathExistsRequest { path }).await;
+    assert!(
+        log.contains("/v1.Filesystem/Rmdir") && log.contains("duration_us"),
+        "{log}"
+    );
+    assert_eq!(std::fs::read_dir(&proxy.socket_dir).unwrap().count(), 0);
 }

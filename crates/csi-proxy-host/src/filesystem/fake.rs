@@ -125,7 +125,10 @@ impl FilesystemBackend for RecordingFilesystem {
                 "directory not empty",
             ));
         }
-        entries.remove(path).map(|_| ()).ok_or_else(|| not_found(path))
+        entries
+            .remove(path)
+            .map(|_| ())
+            .ok_or_else(|| not_found(path))
     }
 
     fn remove_all(&self, path: &str) -> io::Result<()> {

@@ -15,6 +15,11 @@
 //!   must still lie inside a (resolved) root. The returned [`ResolvedPath`] is
 //!   what the backend must operate on.
 //!
+//! Resolution is a check at one point in time: a link planted between the
+//! check and the operation is not seen, so backends should still refuse to
+//! follow a final-component link when deleting and prefer handle-based
+//! operations on the [`ResolvedPath`].
+//!
 //! Syntax violations are [`Error::InvalidArgument`]; leaving the allowed roots,
 //! lexically or through a link, is [`Error::PermissionDenied`]. Every message
 //! names the rule and the (truncated, escaped) path.

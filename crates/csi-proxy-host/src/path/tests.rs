@@ -1435,7 +1435,8 @@ fn windows_link_targets() {
     link("otherdrive", r"D:\data");
     link("driverel", r"C:data");
     link("condev", "CON");
-    link("ads", "a:stream");
+    link("ads", "xy:stream");
+    link("ads2", "a:stream");
     link("dot", "x.");
     link("rootedout", r"\Windows");
     let policy = policy_of(f);
@@ -1465,6 +1466,7 @@ fn windows_link_targets() {
     bad("driverel", "through a link to a drive-relative path");
     bad("condev", "names a reserved device (CON)");
     bad("ads", "alternate data stream");
+    bad("ads2", "drive-relative");
     bad("dot", "ending in '.'");
     bad("rootedout", "escapes the allowed roots through a link");
 }
@@ -1634,5 +1636,51 @@ mod real_fs {
             .resolve(&format!("{}/pods/up", s(&link)), &OsLinks, true)
             .unwrap_err();
         assert!(matches!(e, Error::PermissionDenied(_)), "{e}");
+    }
+}
+
+#[cfg(windows)]
+mod real_fs_windows {
+    use super::*;
+
+    fn s(p: &std::path::Path) -> String {
+        p.to_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn os_links_basics() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("kubelet");
+        std::fs::create_dir_all(root.join("pods")).unwrap();
+        std::fs::write(root.join("pods").join("file"), b"x").unwrap();
+        let p = |rest: &str| format!(r"{}\{rest}", s(&root));
+        assert_eq!(OsLinks.read_link(&p("pods")).unwrap(), Link::NotALink);
+        assert_eq!(OsLinks.read_link(&p("missing")).unwrap(), Link::NotFound);
+        assert_eq!(OsLinks.read_link(&p(r"missing\x")).unwrap(), Link::NotFound);
+        assert_eq!(OsLinks.read_link(&p(r"pods\file")).unwrap(), Link::NotALink);
+        let policy = PathPolicy::new(Flavor::Windows, [s(&root)]).unwrap();
+        let r = policy.resolve(&p(r"pods\new\x"), &OsLinks, true).unwrap();
+        assert_eq!(
+            r.as_str().to_ascii_lowercase(),
+            p(r"pods\new\x").to_ascii_lowercase()
+        );
+
+        // Symlinks need a privilege on real Windows; skip that part if missing.
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        // (wine's CreateSymbolicLinkW reports success and creates nothing.)
+        let evil = root.join("pods").join("evil");
+        if std::os::windows::fs::symlink_dir(&outside, &evil).is_ok()
+            && std::fs::symlink_metadata(&evil).is_ok()
+        {
+            match OsLinks.read_link(&p(r"pods\evil")).unwrap() {
+                Link::Symlink(t) => assert!(t.eq_ignore_ascii_case(&s(&outside)), "{t}"),
+                other => panic!("{other:?}"),
+            }
+            let e = policy
+                .resolve(&p(r"pods\evil\x"), &OsLinks, false)
+                .unwrap_err();
+            assert!(matches!(e, Error::PermissionDenied(_)), "{e}");
+        }
     }
 }

@@ -6,7 +6,10 @@ use csi_proxy_api::filesystem::{v1, v1alpha1, v1beta1, v1beta2, v2alpha1};
 use csi_proxy_host::filesystem::{self as fs, FilesystemApi};
 use std::sync::Arc;
 
-pub(super) fn routes(api: &Arc<dyn FilesystemApi>, version: &str) -> Option<Routes<dyn FilesystemApi>> {
+pub(super) fn routes(
+    api: &Arc<dyn FilesystemApi>,
+    version: &str,
+) -> Option<Routes<dyn FilesystemApi>> {
     super::table!(api, FilesystemApi, version;
         [v1alpha1, v1beta1] {
             PathExists(PathExistsRequest, PathExistsResponse) => path_exists,

@@ -1,11 +1,16 @@
 //! The routing tables of every API group: which versioned method goes to
 //! which version-free operation, and how each versioned message converts.
 
-use crate::dispatch::{Routes, VersionedService};
+use crate::dispatch::VersionedService;
 use csi_proxy_api::{ApiVersion, Group};
 use csi_proxy_host::Host;
 
+mod disk;
 mod filesystem;
+mod iscsi;
+mod smb;
+mod system;
+mod volume;
 
 /// `table!(api: Trait, version; [v1, v2] { Method(Req, Resp) => op, ... } ...)`:
 /// the routes of the named version, or `None` for a version the table does
@@ -25,20 +30,155 @@ macro_rules! table {
 pub(crate) use table;
 
 /// The service of one group/version over the host's APIs.
+///
+/// # Panics
+/// If `version` is not one of [`csi_proxy_api::API_VERSIONS`].
 pub fn service(host: &Host, version: ApiVersion, log_requests: bool) -> VersionedService {
-    let routes = match version.group {
-        Group::Filesystem => filesystem::routes(&host.filesystem, version.version),
-        other => unimplemented_group(other),
+    let v = version.version;
+    let service = match version.group {
+        Group::Disk => disk::routes(&host.disk, v).map(|r| r.build(version, log_requests)),
+        Group::Filesystem => {
+            filesystem::routes(&host.filesystem, v).map(|r| r.build(version, log_requests))
+        }
+        Group::Iscsi => iscsi::routes(&host.iscsi, v).map(|r| r.build(version, log_requests)),
+        Group::Smb => smb::routes(&host.smb, v).map(|r| r.build(version, log_requests)),
+        Group::System => system::routes(&host.system, v).map(|r| r.build(version, log_requests)),
+        Group::Volume => volume::routes(&host.volume, v).map(|r| r.build(version, log_requests)),
     };
-    routes
-        .unwrap_or_else(|| panic!("no routing table for {}", version.service()))
-        .build(version, log_requests)
+    service.unwrap_or_else(|| panic!("no routing table for {}", version.service()))
 }
 
-/// Groups whose tables are not written yet serve no method at all (every
-/// call gets Unimplemented from the dispatcher).
-fn unimplemented_group<A: ?Sized + Send + Sync + 'static>(_g: Group) -> Option<Routes<A>> {
-    None
+/// Helpers for the tests of the group tables: calls through the real
+/// dispatcher with gRPC-framed bodies, and a recorder of the version-free
+/// requests a test implementation receives.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+    use bytes::Bytes;
+    use http_body::{Body as _, Frame};
+    use std::any::Any;
+    use std::convert::Infallible;
+    use std::pin::Pin;
+    use std::sync::Mutex;
+    use std::task::{Context, Poll};
+    use tonic::{Code, Status};
+    use tower::ServiceExt;
+
+    /// A host over fakes, changed by `f`, serving `group`/`version`.
+    pub(crate) fn service_for(
+        group: Group,
+        version: &str,
+        f: impl FnOnce(&mut Host),
+    ) -> VersionedService {
+        let v = csi_proxy_api::find(group, version)
+            .unwrap_or_else(|| panic!("no such version {group}/{version}"));
+        let policy = csi_proxy_host::path::PathPolicy::new(
+            csi_proxy_host::path::Flavor::NATIVE,
+            ["/var/lib/kubelet"],
+        )
+        .unwrap();
+        let (mut host, _) = Host::fake(policy);
+        f(&mut host);
+        service(&host, v, false)
+    }
+
+    /// A request body of one data frame.
+    struct Once(Option<Bytes>);
+
+    impl http_body::Body for Once {
+        type Data = Bytes;
+        type Error = Infallible;
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            Poll::Ready(self.0.take().map(|b| Ok(Frame::data(b))))
+        }
+        fn is_end_stream(&self) -> bool {
+            self.0.is_none()
+        }
+    }
+
+    /// Call `path` on `svc` with the gRPC-framed `req`; decode the response
+    /// or return the status of the call.
+    pub(crate) async fn call<Req, Resp>(
+        svc: &VersionedService,
+        path: &str,
+        req: Req,
+    ) -> Result<Resp, Status>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+    {
+        let msg = req.encode_to_vec();
+        let mut framed = Vec::with_capacity(5 + msg.len());
+        framed.push(0); // not compressed
+        framed.extend_from_slice(&u32::try_from(msg.len()).unwrap().to_be_bytes());
+        framed.extend_from_slice(&msg);
+        let request = http::Request::builder()
+            .method("POST")
+            .uri(format!("http://localhost{path}"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(Once(Some(Bytes::from(framed))))
+            .unwrap();
+        let response = svc.clone().oneshot(request).await.unwrap();
+        let (parts, mut body) = response.into_parts();
+        let mut data = Vec::new();
+        let mut trailers = None;
+        while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await
+        {
+            let frame = frame?;
+            match frame.into_data() {
+                Ok(d) => data.extend_from_slice(&d),
+                Err(frame) => trailers = frame.into_trailers().ok(),
+            }
+        }
+        // A trailers-only response carries the status in its headers.
+        let status = Status::from_header_map(&parts.headers)
+            .or_else(|| trailers.as_ref().and_then(Status::from_header_map))
+            .expect("a gRPC response carries grpc-status");
+        if status.code() != Code::Ok {
+            return Err(status);
+        }
+        assert!(data.len() >= 5, "no response message");
+        assert_eq!(data[0], 0, "compressed response");
+        let len = u32::from_be_bytes(data[1..5].try_into().unwrap()) as usize;
+        assert_eq!(data.len(), 5 + len, "exactly one response message");
+        Ok(Resp::decode(&data[5..]).expect("response decodes"))
+    }
+
+    /// The version-free requests a test implementation received, in order.
+    #[derive(Default)]
+    pub(crate) struct Recorder {
+        calls: Mutex<Vec<Box<dyn Any + Send>>>,
+    }
+
+    impl Recorder {
+        pub(crate) fn record<T: Any + Send>(&self, req: T) {
+            self.calls.lock().unwrap().push(Box::new(req));
+        }
+
+        /// Take every recorded request.
+        pub(crate) fn take(&self) -> Vec<Box<dyn Any + Send>> {
+            std::mem::take(&mut *self.calls.lock().unwrap())
+        }
+
+        /// Take the one recorded request, which must be a `T`.
+        pub(crate) fn only<T: Any>(&self) -> T {
+            let mut calls = self.take();
+            assert_eq!(calls.len(), 1, "expected exactly one call");
+            *calls
+                .pop()
+                .unwrap()
+                .downcast::<T>()
+                .unwrap_or_else(|_| panic!("the call was not a {}", std::any::type_name::<T>()))
+        }
+
+        pub(crate) fn is_empty(&self) -> bool {
+            self.calls.lock().unwrap().is_empty()
+        }
+    }
 }
 
 #[cfg(test)]
@@ -47,12 +187,14 @@ mod tests {
 
     #[test]
     fn every_version_routes_exactly_its_methods() {
-        let policy = csi_proxy_host::path::PathPolicy::new(csi_proxy_host::path::Flavor::NATIVE, ["/var/lib/kubelet"]).unwrap();
+        let policy = csi_proxy_host::path::PathPolicy::new(
+            csi_proxy_host::path::Flavor::NATIVE,
+            ["/var/lib/kubelet"],
+        )
+        .unwrap();
         let (host, _) = Host::fake(policy);
+        let mut total = 0;
         for v in csi_proxy_api::API_VERSIONS {
-            if v.group != Group::Filesystem {
-                continue;
-            }
             let svc = service(&host, v, false);
             let mut want: Vec<String> = v
                 .methods()
@@ -60,7 +202,11 @@ mod tests {
                 .map(|m| format!("/{}/{m}", v.service()))
                 .collect();
             want.sort();
+            assert!(!want.is_empty(), "{}", v.service());
             assert_eq!(svc.paths(), want, "{}", v.service());
+            total += want.len();
         }
+        assert_eq!(csi_proxy_api::API_VERSIONS.len(), 23);
+        assert_eq!(total, 139);
     }
 }

@@ -34,10 +34,18 @@ pub fn prepare_dir(dir: &Path) -> io::Result<()> {
         .recursive(true)
         .mode(0o755)
         .create(dir)
-        .map_err(|e| io::Error::new(e.kind(), format!("create socket directory {}: {e}", dir.display())))?;
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("create socket directory {}: {e}", dir.display()),
+            )
+        })?;
     let meta = fs::metadata(dir)?;
     if !meta.is_dir() {
-        return Err(io::Error::other(format!("{} is not a directory", dir.display())));
+        return Err(io::Error::other(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
     }
     let me = geteuid().as_raw();
     if meta.uid() != me && meta.uid() != 0 {
@@ -77,25 +85,36 @@ impl UnixEndpoint {
     /// is an error; any other kind of file is left alone and is an error.
     pub fn bind(path: &Path, mode: u32) -> io::Result<UnixEndpoint> {
         match fs::symlink_metadata(path) {
-            Ok(m) if m.file_type().is_socket() => match std::os::unix::net::UnixStream::connect(path) {
-                Ok(_) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::AddrInUse,
-                        format!("{} is served by another process: is another csi-proxy running?", path.display()),
-                    ))
+            Ok(m) if m.file_type().is_socket() => {
+                match std::os::unix::net::UnixStream::connect(path) {
+                    Ok(_) => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::AddrInUse,
+                            format!(
+                                "{} is served by another process: is another csi-proxy running?",
+                                path.display()
+                            ),
+                        ))
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                        tracing::info!(path = %path.display(), "replacing stale socket");
+                        fs::remove_file(path)?;
+                    }
+                    Err(e) => {
+                        return Err(io::Error::new(
+                            e.kind(),
+                            format!("probe existing socket {}: {e}", path.display()),
+                        ))
+                    }
                 }
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                    tracing::info!(path = %path.display(), "replacing stale socket");
-                    fs::remove_file(path)?;
-                }
-                Err(e) => {
-                    return Err(io::Error::new(e.kind(), format!("probe existing socket {}: {e}", path.display())))
-                }
-            },
+            }
             Ok(_) => {
                 return Err(io::Error::new(
                     io::ErrorKind::AlreadyExists,
-                    format!("{} exists and is not a socket; refusing to replace it", path.display()),
+                    format!(
+                        "{} exists and is not a socket; refusing to replace it",
+                        path.display()
+                    ),
                 ))
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -106,7 +125,8 @@ impl UnixEndpoint {
         let old = umask(Mode::from_bits_truncate(0o777 & !mode));
         let bound = UnixListener::bind(path);
         umask(old);
-        let listener = bound.map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", path.display())))?;
+        let listener =
+            bound.map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", path.display())))?;
         fs::set_permissions(path, fs::Permissions::from_mode(mode))?;
         let ino = fs::symlink_metadata(path)?.ino();
         Ok(UnixEndpoint {

@@ -94,7 +94,11 @@ impl Proxy {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
                 panic!("csi-proxy exited early with {status}: {}", self.log());
             }
-            assert!(Instant::now() < deadline, "csi-proxy not ready: {}", self.log());
+            assert!(
+                Instant::now() < deadline,
+                "csi-proxy not ready: {}",
+                self.log()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -134,7 +138,6 @@ impl Proxy {
     pub fn snapshot(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         walk(self.root.path(), self.root.path(), &mut out);
-        out.retain(|k, _| !k.starts_with("sock") && k != "stderr.log");
         out
     }
 }
@@ -144,6 +147,9 @@ fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
         let e = e.unwrap();
         let p = e.path();
         let rel = p.strip_prefix(base).unwrap().display().to_string();
+        if rel == "sock" || rel == "stderr.log" {
+            continue;
+        }
         let m = std::fs::symlink_metadata(&p).unwrap();
         let desc = if m.file_type().is_symlink() {
             format!("link -> {}", std::fs::read_link(&p).unwrap().display())

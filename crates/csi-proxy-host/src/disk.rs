@@ -1,0 +1,157 @@
+//! Disk API group: version-free types and the API trait.
+//!
+//! The types mirror the newest version (`v1`); disk numbers are `u32`, sizes
+//! are bytes as `i64` (as on the wire). No host backend exists yet:
+//! [`NoDiskBackend`] answers every operation with [`Error::Unimplemented`].
+
+use crate::{Error, Result};
+use std::collections::HashMap;
+
+/// Location of every disk the host enumerates.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListDiskLocationsRequest {}
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListDiskLocationsResponse {
+    /// Disk number → location.
+    pub disk_locations: HashMap<u32, DiskLocation>,
+}
+
+/// Where a disk sits: `<Adapter, Bus, Target, LUN ID>`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DiskLocation {
+    pub adapter: String,
+    pub bus: String,
+    pub target: String,
+    pub lun_id: String,
+}
+
+/// Initialize a disk with a GPT partition table and one basic partition
+/// (unless it is partitioned already).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartitionDiskRequest {
+    pub disk_number: u32,
+}
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartitionDiskResponse {}
+
+/// Refresh the host's storage cache.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RescanRequest {}
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RescanResponse {}
+
+/// Identifiers of every disk.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListDiskIdsRequest {}
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListDiskIdsResponse {
+    /// Disk number → identifiers.
+    pub disk_ids: HashMap<u32, DiskIds>,
+}
+
+/// The identifiers of one disk.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DiskIds {
+    /// SCSI page 0x83 device identifier.
+    pub page83: String,
+    pub serial_number: String,
+}
+
+/// Size of a disk.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GetDiskStatsRequest {
+    pub disk_number: u32,
+}
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GetDiskStatsResponse {
+    pub total_bytes: i64,
+}
+
+/// Bring a disk online or take it offline.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetDiskStateRequest {
+    pub disk_number: u32,
+    pub is_online: bool,
+}
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetDiskStateResponse {}
+
+/// Is a disk online?
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GetDiskStateRequest {
+    pub disk_number: u32,
+}
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GetDiskStateResponse {
+    pub is_online: bool,
+}
+
+/// The number of the disk whose page-0x83 identifier is `disk_name`
+/// (only `v1alpha1` has this method).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GetDiskNumberByNameRequest {
+    pub disk_name: String,
+}
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GetDiskNumberByNameResponse {
+    pub disk_number: u32,
+}
+
+/// The version-free Disk API. Every versioned gRPC service of the group is
+/// adapted onto this trait.
+pub trait DiskApi: Send + Sync {
+    fn list_disk_locations(
+        &self,
+        req: ListDiskLocationsRequest,
+    ) -> Result<ListDiskLocationsResponse>;
+    fn partition_disk(&self, req: PartitionDiskRequest) -> Result<PartitionDiskResponse>;
+    fn rescan(&self, req: RescanRequest) -> Result<RescanResponse>;
+    fn list_disk_ids(&self, req: ListDiskIdsRequest) -> Result<ListDiskIdsResponse>;
+    fn get_disk_stats(&self, req: GetDiskStatsRequest) -> Result<GetDiskStatsResponse>;
+    fn set_disk_state(&self, req: SetDiskStateRequest) -> Result<SetDiskStateResponse>;
+    fn get_disk_state(&self, req: GetDiskStateRequest) -> Result<GetDiskStateResponse>;
+    fn get_disk_number_by_name(
+        &self,
+        req: GetDiskNumberByNameRequest,
+    ) -> Result<GetDiskNumberByNameResponse>;
+}
+
+/// The Disk API before a host backend exists: every operation fails with
+/// [`Error::Unimplemented`] naming the group and the method.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoDiskBackend;
+
+const GROUP: &str = "disk";
+
+impl DiskApi for NoDiskBackend {
+    fn list_disk_locations(
+        &self,
+        _: ListDiskLocationsRequest,
+    ) -> Result<ListDiskLocationsResponse> {
+        Err(Error::unimplemented(GROUP, "ListDiskLocations"))
+    }
+    fn partition_disk(&self, _: PartitionDiskRequest) -> Result<PartitionDiskResponse> {
+        Err(Error::unimplemented(GROUP, "PartitionDisk"))
+    }
+    fn rescan(&self, _: RescanRequest) -> Result<RescanResponse> {
+        Err(Error::unimplemented(GROUP, "Rescan"))
+    }
+    fn list_disk_ids(&self, _: ListDiskIdsRequest) -> Result<ListDiskIdsResponse> {
+        Err(Error::unimplemented(GROUP, "ListDiskIDs"))
+    }
+    fn get_disk_stats(&self, _: GetDiskStatsRequest) -> Result<GetDiskStatsResponse> {
+        Err(Error::unimplemented(GROUP, "GetDiskStats"))
+    }
+    fn set_disk_state(&self, _: SetDiskStateRequest) -> Result<SetDiskStateResponse> {
+        Err(Error::unimplemented(GROUP, "SetDiskState"))
+    }
+    fn get_disk_state(&self, _: GetDiskStateRequest) -> Result<GetDiskStateResponse> {
+        Err(Error::unimplemented(GROUP, "GetDiskState"))
+    }
+    fn get_disk_number_by_name(
+        &self,
+        _: GetDiskNumberByNameRequest,
+    ) -> Result<GetDiskNumberByNameResponse> {
+        Err(Error::unimplemented(GROUP, "GetDiskNumberByName"))
+    }
+}

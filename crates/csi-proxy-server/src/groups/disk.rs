@@ -1,0 +1,468 @@
+//! Disk v1alpha1, v1beta1, v1beta2, v1beta3, v1.
+
+use crate::dispatch::Routes;
+use crate::wire::{request, response, Wire};
+use csi_proxy_api::disk::{v1, v1alpha1, v1beta1, v1beta2, v1beta3};
+use csi_proxy_host::disk::{self as disk, DiskApi};
+use std::collections::HashMap;
+use std::sync::Arc;
+use tonic::Status;
+
+pub(super) fn routes(api: &Arc<dyn DiskApi>, version: &str) -> Option<Routes<dyn DiskApi>> {
+    super::table!(api, DiskApi, version;
+        [v1alpha1] {
+            ListDiskLocations(ListDiskLocationsRequest, ListDiskLocationsResponse) => list_disk_locations,
+            PartitionDisk(PartitionDiskRequest, PartitionDiskResponse) => partition_disk,
+            Rescan(RescanRequest, RescanResponse) => rescan,
+            GetDiskNumberByName(GetDiskNumberByNameRequest, GetDiskNumberByNameResponse) => get_disk_number_by_name,
+        }
+        [v1beta1] {
+            ListDiskLocations(ListDiskLocationsRequest, ListDiskLocationsResponse) => list_disk_locations,
+            PartitionDisk(PartitionDiskRequest, PartitionDiskResponse) => partition_disk,
+            Rescan(RescanRequest, RescanResponse) => rescan,
+            ListDiskIDs(ListDiskIDsRequest, ListDiskIDsResponse) => list_disk_ids,
+            DiskStats(DiskStatsRequest, DiskStatsResponse) => get_disk_stats,
+        }
+        [v1beta2] {
+            ListDiskLocations(ListDiskLocationsRequest, ListDiskLocationsResponse) => list_disk_locations,
+            PartitionDisk(PartitionDiskRequest, PartitionDiskResponse) => partition_disk,
+            Rescan(RescanRequest, RescanResponse) => rescan,
+            ListDiskIDs(ListDiskIDsRequest, ListDiskIDsResponse) => list_disk_ids,
+            DiskStats(DiskStatsRequest, DiskStatsResponse) => get_disk_stats,
+            SetAttachState(SetAttachStateRequest, SetAttachStateResponse) => set_disk_state,
+            GetAttachState(GetAttachStateRequest, GetAttachStateResponse) => get_disk_state,
+        }
+        [v1beta3, v1] {
+            ListDiskLocations(ListDiskLocationsRequest, ListDiskLocationsResponse) => list_disk_locations,
+            PartitionDisk(PartitionDiskRequest, PartitionDiskResponse) => partition_disk,
+            Rescan(RescanRequest, RescanResponse) => rescan,
+            ListDiskIDs(ListDiskIDsRequest, ListDiskIDsResponse) => list_disk_ids,
+            GetDiskStats(GetDiskStatsRequest, GetDiskStatsResponse) => get_disk_stats,
+            SetDiskState(SetDiskStateRequest, SetDiskStateResponse) => set_disk_state,
+            GetDiskState(GetDiskStateRequest, GetDiskStateResponse) => get_disk_state,
+        }
+    )
+}
+
+// Requests. v1alpha1..v1beta2 carry disk numbers as decimal strings
+// (`diskID`): `Wire<u32> for String` parses them strictly.
+request!([v1alpha1, v1beta1, v1beta2, v1beta3, v1] ListDiskLocationsRequest => disk::ListDiskLocationsRequest {});
+request!([v1alpha1, v1beta1, v1beta2] PartitionDiskRequest => disk::PartitionDiskRequest { disk_number = disk_id });
+request!([v1beta3, v1] PartitionDiskRequest => disk::PartitionDiskRequest { disk_number });
+request!([v1alpha1, v1beta1, v1beta2, v1beta3, v1] RescanRequest => disk::RescanRequest {});
+request!([v1alpha1] GetDiskNumberByNameRequest => disk::GetDiskNumberByNameRequest { disk_name });
+request!([v1beta1, v1beta2, v1beta3, v1] ListDiskIDsRequest => disk::ListDiskIdsRequest {});
+request!([v1beta1, v1beta2] DiskStatsRequest => disk::GetDiskStatsRequest { disk_number = disk_id });
+request!([v1beta3, v1] GetDiskStatsRequest => disk::GetDiskStatsRequest { disk_number });
+request!([v1beta2] SetAttachStateRequest => disk::SetDiskStateRequest { disk_number = disk_id, is_online });
+request!([v1beta3, v1] SetDiskStateRequest => disk::SetDiskStateRequest { disk_number, is_online });
+request!([v1beta2] GetAttachStateRequest => disk::GetDiskStateRequest { disk_number = disk_id });
+request!([v1beta3, v1] GetDiskStateRequest => disk::GetDiskStateRequest { disk_number });
+
+// Responses. Map keys (disk numbers) become decimal strings where the old
+// versions want strings; the map conversion does that per key.
+response!([v1alpha1, v1beta1, v1beta2, v1beta3, v1] disk::DiskLocation => DiskLocation { adapter, bus, target, lunid = lun_id } exact);
+response!([v1alpha1, v1beta1, v1beta2, v1beta3, v1] disk::ListDiskLocationsResponse => ListDiskLocationsResponse { disk_locations } exact);
+response!([v1alpha1, v1beta1, v1beta2, v1beta3, v1] disk::PartitionDiskResponse => PartitionDiskResponse {} exact);
+response!([v1alpha1, v1beta1, v1beta2, v1beta3, v1] disk::RescanResponse => RescanResponse {} exact);
+response!([v1alpha1] disk::GetDiskNumberByNameResponse => GetDiskNumberByNameResponse { disk_number } exact);
+response!([v1beta3, v1] disk::DiskIds => DiskIDs { page83, serial_number } exact);
+response!([v1beta1, v1beta2, v1beta3, v1] disk::ListDiskIdsResponse => ListDiskIDsResponse { disk_i_ds = disk_ids } exact);
+response!([v1beta1, v1beta2] disk::GetDiskStatsResponse => DiskStatsResponse { disk_size = total_bytes } exact);
+response!([v1beta3, v1] disk::GetDiskStatsResponse => GetDiskStatsResponse { total_bytes } exact);
+response!([v1beta2] disk::SetDiskStateResponse => SetAttachStateResponse {} exact);
+response!([v1beta3, v1] disk::SetDiskStateResponse => SetDiskStateResponse {} exact);
+response!([v1beta2] disk::GetDiskStateResponse => GetAttachStateResponse { is_online } exact);
+response!([v1beta3, v1] disk::GetDiskStateResponse => GetDiskStateResponse { is_online } exact);
+
+/// v1beta1/v1beta2 `DiskIDs` is a map of identifiers; upstream fills exactly
+/// the keys `page83` and `serialNumber`.
+fn identifiers(ids: disk::DiskIds) -> HashMap<String, String> {
+    HashMap::from([
+        ("page83".to_string(), ids.page83),
+        ("serialNumber".to_string(), ids.serial_number),
+    ])
+}
+
+impl Wire<v1beta1::DiskIDs> for disk::DiskIds {
+    fn wire(self) -> Result<v1beta1::DiskIDs, Status> {
+        Ok(v1beta1::DiskIDs {
+            identifiers: identifiers(self),
+        })
+    }
+}
+
+impl Wire<v1beta2::DiskIDs> for disk::DiskIds {
+    fn wire(self) -> Result<v1beta2::DiskIDs, Status> {
+        Ok(v1beta2::DiskIDs {
+            identifiers: identifiers(self),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::groups::testing::{call, service_for, Recorder};
+    use csi_proxy_api::Group;
+    use tonic::Code;
+
+    /// Records every request and answers with fixed responses.
+    #[derive(Default)]
+    struct TestDisk {
+        rec: Recorder,
+    }
+
+    impl DiskApi for TestDisk {
+        fn list_disk_locations(
+            &self,
+            req: disk::ListDiskLocationsRequest,
+        ) -> csi_proxy_host::Result<disk::ListDiskLocationsResponse> {
+            self.rec.record(req);
+            Ok(disk::ListDiskLocationsResponse {
+                disk_locations: HashMap::from([(
+                    7,
+                    disk::DiskLocation {
+                        adapter: "a".into(),
+                        bus: "b".into(),
+                        target: "t".into(),
+                        lun_id: "l".into(),
+                    },
+                )]),
+            })
+        }
+        fn partition_disk(
+            &self,
+            req: disk::PartitionDiskRequest,
+        ) -> csi_proxy_host::Result<disk::PartitionDiskResponse> {
+            self.rec.record(req);
+            Ok(disk::PartitionDiskResponse {})
+        }
+        fn rescan(&self, req: disk::RescanRequest) -> csi_proxy_host::Result<disk::RescanResponse> {
+            self.rec.record(req);
+            Ok(disk::RescanResponse {})
+        }
+        fn list_disk_ids(
+            &self,
+            req: disk::ListDiskIdsRequest,
+        ) -> csi_proxy_host::Result<disk::ListDiskIdsResponse> {
+            self.rec.record(req);
+            Ok(disk::ListDiskIdsResponse {
+                disk_ids: HashMap::from([(
+                    3,
+                    disk::DiskIds {
+                        page83: "p83".into(),
+                        serial_number: "sn".into(),
+                    },
+                )]),
+            })
+        }
+        fn get_disk_stats(
+            &self,
+            req: disk::GetDiskStatsRequest,
+        ) -> csi_proxy_host::Result<disk::GetDiskStatsResponse> {
+            self.rec.record(req);
+            Ok(disk::GetDiskStatsResponse {
+                total_bytes: 1 << 40,
+            })
+        }
+        fn set_disk_state(
+            &self,
+            req: disk::SetDiskStateRequest,
+        ) -> csi_proxy_host::Result<disk::SetDiskStateResponse> {
+            self.rec.record(req);
+            Ok(disk::SetDiskStateResponse {})
+        }
+        fn get_disk_state(
+            &self,
+            req: disk::GetDiskStateRequest,
+        ) -> csi_proxy_host::Result<disk::GetDiskStateResponse> {
+            self.rec.record(req);
+            Ok(disk::GetDiskStateResponse { is_online: true })
+        }
+        fn get_disk_number_by_name(
+            &self,
+            req: disk::GetDiskNumberByNameRequest,
+        ) -> csi_proxy_host::Result<disk::GetDiskNumberByNameResponse> {
+            self.rec.record(req);
+            Ok(disk::GetDiskNumberByNameResponse { disk_number: 42 })
+        }
+    }
+
+    fn setup(version: &str) -> (Arc<TestDisk>, crate::dispatch::VersionedService) {
+        let api = Arc::new(TestDisk::default());
+        let svc = service_for(Group::Disk, version, |h| h.disk = api.clone());
+        (api, svc)
+    }
+
+    #[tokio::test]
+    async fn old_string_disk_ids_parse_to_numbers() {
+        for version in ["v1alpha1", "v1beta1", "v1beta2"] {
+            let (api, svc) = setup(version);
+            let path = format!("/{version}.Disk/PartitionDisk");
+            // The three versions share the message shape; encode v1beta2's.
+            let _: v1beta2::PartitionDiskResponse = call(
+                &svc,
+                &path,
+                v1beta2::PartitionDiskRequest {
+                    disk_id: "7".into(),
+                },
+            )
+            .await
+            .unwrap();
+            assert_eq!(
+                api.rec.only::<disk::PartitionDiskRequest>(),
+                disk::PartitionDiskRequest { disk_number: 7 }
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn bad_string_disk_ids_are_rejected_before_the_api() {
+        let (api, svc) = setup("v1beta2");
+        for bad in ["abc", "-1", "4294967296", "", " 7", "7 "] {
+            let err = call::<_, v1beta2::PartitionDiskResponse>(
+                &svc,
+                "/v1beta2.Disk/PartitionDisk",
+                v1beta2::PartitionDiskRequest {
+                    disk_id: bad.into(),
+                },
+            )
+            .await
+            .unwrap_err();
+            assert_eq!(err.code(), Code::InvalidArgument, "{bad:?}: {err:?}");
+            let err = call::<_, v1beta2::DiskStatsResponse>(
+                &svc,
+                "/v1beta2.Disk/DiskStats",
+                v1beta2::DiskStatsRequest {
+                    disk_id: bad.into(),
+                },
+            )
+            .await
+            .unwrap_err();
+            assert_eq!(err.code(), Code::InvalidArgument, "{bad:?}");
+            let err = call::<_, v1beta2::SetAttachStateResponse>(
+                &svc,
+                "/v1beta2.Disk/SetAttachState",
+                v1beta2::SetAttachStateRequest {
+                    disk_id: bad.into(),
+                    is_online: true,
+                },
+            )
+            .await
+            .unwrap_err();
+            assert_eq!(err.code(), Code::InvalidArgument, "{bad:?}");
+            let err = call::<_, v1beta2::GetAttachStateResponse>(
+                &svc,
+                "/v1beta2.Disk/GetAttachState",
+                v1beta2::GetAttachStateRequest {
+                    disk_id: bad.into(),
+                },
+            )
+            .await
+            .unwrap_err();
+            assert_eq!(err.code(), Code::InvalidArgument, "{bad:?}");
+        }
+        assert!(api.rec.is_empty(), "the API must not be called");
+        // The largest u32 is a valid disk number.
+        let _: v1beta2::PartitionDiskResponse = call(
+            &svc,
+            "/v1beta2.Disk/PartitionDisk",
+            v1beta2::PartitionDiskRequest {
+                disk_id: "4294967295".into(),
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            api.rec.only::<disk::PartitionDiskRequest>().disk_number,
+            u32::MAX
+        );
+    }
+
+    #[tokio::test]
+    async fn old_versions_get_string_map_keys() {
+        let (_, svc) = setup("v1alpha1");
+        let resp: v1alpha1::ListDiskLocationsResponse = call(
+            &svc,
+            "/v1alpha1.Disk/ListDiskLocations",
+            v1alpha1::ListDiskLocationsRequest {},
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            resp.disk_locations,
+            HashMap::from([(
+                "7".to_string(),
+                v1alpha1::DiskLocation {
+                    adapter: "a".into(),
+                    bus: "b".into(),
+                    target: "t".into(),
+                    lunid: "l".into(),
+                }
+            )])
+        );
+
+        let (_, svc) = setup("v1beta1");
+        let resp: v1beta1::ListDiskIDsResponse = call(
+            &svc,
+            "/v1beta1.Disk/ListDiskIDs",
+            v1beta1::ListDiskIDsRequest {},
+        )
+        .await
+        .unwrap();
+        let ids = &resp.disk_i_ds["3"];
+        assert_eq!(ids.identifiers.len(), 2);
+        assert_eq!(ids.identifiers["page83"], "p83");
+        assert_eq!(ids.identifiers["serialNumber"], "sn");
+    }
+
+    #[tokio::test]
+    async fn new_versions_use_numbers() {
+        for version in ["v1beta3", "v1"] {
+            let (api, svc) = setup(version);
+            // v1beta3 and v1 share the message shapes; encode v1's.
+            let resp: v1::ListDiskLocationsResponse = call(
+                &svc,
+                &format!("/{version}.Disk/ListDiskLocations"),
+                v1::ListDiskLocationsRequest {},
+            )
+            .await
+            .unwrap();
+            assert_eq!(resp.disk_locations[&7].lunid, "l");
+            let resp: v1::ListDiskIDsResponse = call(
+                &svc,
+                &format!("/{version}.Disk/ListDiskIDs"),
+                v1::ListDiskIDsRequest {},
+            )
+            .await
+            .unwrap();
+            assert_eq!(
+                resp.disk_i_ds[&3],
+                v1::DiskIDs {
+                    page83: "p83".into(),
+                    serial_number: "sn".into()
+                }
+            );
+            let resp: v1::GetDiskStatsResponse = call(
+                &svc,
+                &format!("/{version}.Disk/GetDiskStats"),
+                v1::GetDiskStatsRequest { disk_number: 9 },
+            )
+            .await
+            .unwrap();
+            assert_eq!(resp.total_bytes, 1 << 40);
+            let _: v1::SetDiskStateResponse = call(
+                &svc,
+                &format!("/{version}.Disk/SetDiskState"),
+                v1::SetDiskStateRequest {
+                    disk_number: 5,
+                    is_online: true,
+                },
+            )
+            .await
+            .unwrap();
+            assert_eq!(api.rec.take().len(), 4);
+        }
+    }
+
+    #[tokio::test]
+    async fn renamed_methods_and_fields() {
+        let (api, svc) = setup("v1beta2");
+        let resp: v1beta2::DiskStatsResponse = call(
+            &svc,
+            "/v1beta2.Disk/DiskStats",
+            v1beta2::DiskStatsRequest {
+                disk_id: "12".into(),
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(resp.disk_size, 1 << 40);
+        assert_eq!(
+            api.rec.only::<disk::GetDiskStatsRequest>(),
+            disk::GetDiskStatsRequest { disk_number: 12 }
+        );
+
+        let _: v1beta2::SetAttachStateResponse = call(
+            &svc,
+            "/v1beta2.Disk/SetAttachState",
+            v1beta2::SetAttachStateRequest {
+                disk_id: "3".into(),
+                is_online: true,
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            api.rec.only::<disk::SetDiskStateRequest>(),
+            disk::SetDiskStateRequest {
+                disk_number: 3,
+                is_online: true
+            }
+        );
+
+        let resp: v1beta2::GetAttachStateResponse = call(
+            &svc,
+            "/v1beta2.Disk/GetAttachState",
+            v1beta2::GetAttachStateRequest {
+                disk_id: "4".into(),
+            },
+        )
+        .await
+        .unwrap();
+        assert!(resp.is_online);
+        assert_eq!(
+            api.rec.only::<disk::GetDiskStateRequest>(),
+            disk::GetDiskStateRequest { disk_number: 4 }
+        );
+
+        let (api, svc) = setup("v1alpha1");
+        let resp: v1alpha1::GetDiskNumberByNameResponse = call(
+            &svc,
+            "/v1alpha1.Disk/GetDiskNumberByName",
+            v1alpha1::GetDiskNumberByNameRequest {
+                disk_name: "page83-id".into(),
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(resp.disk_number, "42");
+        assert_eq!(
+            api.rec.only::<disk::GetDiskNumberByNameRequest>(),
+            disk::GetDiskNumberByNameRequest {
+                disk_name: "page83-id".into()
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn no_backend_answers_unimplemented() {
+        let svc = service_for(Group::Disk, "v1", |_| {});
+        let err = call::<_, v1::RescanResponse>(&svc, "/v1.Disk/Rescan", v1::RescanRequest {})
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::Unimplemented);
+        assert!(
+            err.message().contains("disk") && err.message().contains("Rescan"),
+            "{}",
+            err.message()
+        );
+        let svc = service_for(Group::Disk, "v1beta2", |_| {});
+        let err = call::<_, v1beta2::GetAttachStateResponse>(
+            &svc,
+            "/v1beta2.Disk/GetAttachState",
+            v1beta2::GetAttachStateRequest {
+                disk_id: "1".into(),
+            },
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.code(), Code::Unimplemented);
+        assert!(
+            err.message().contains("disk API: GetDiskState"),
+            "{}",
+            err.message()
+        );
+    }
+}

@@ -1,0 +1,231 @@
+//! System v1alpha1.
+
+use crate::dispatch::Routes;
+use crate::wire::{request, response, Wire};
+use csi_proxy_api::system::v1alpha1;
+use csi_proxy_host::system::{self as sys, ServiceStatus, StartType, SystemApi};
+use std::sync::Arc;
+use tonic::Status;
+
+pub(super) fn routes(api: &Arc<dyn SystemApi>, version: &str) -> Option<Routes<dyn SystemApi>> {
+    super::table!(api, SystemApi, version;
+        [v1alpha1] {
+            GetBIOSSerialNumber(GetBiosSerialNumberRequest, GetBiosSerialNumberResponse) => get_bios_serial_number,
+            StartService(StartServiceRequest, StartServiceResponse) => start_service,
+            StopService(StopServiceRequest, StopServiceResponse) => stop_service,
+            GetService(GetServiceRequest, GetServiceResponse) => get_service,
+        }
+    )
+}
+
+request!([v1alpha1] GetBiosSerialNumberRequest => sys::GetBiosSerialNumberRequest {});
+request!([v1alpha1] StartServiceRequest => sys::StartServiceRequest { name });
+request!([v1alpha1] StopServiceRequest => sys::StopServiceRequest { name, force });
+request!([v1alpha1] GetServiceRequest => sys::GetServiceRequest { name });
+
+response!([v1alpha1] sys::GetBiosSerialNumberResponse => GetBiosSerialNumberResponse { serial_number } exact);
+response!([v1alpha1] sys::StartServiceResponse => StartServiceResponse {} exact);
+response!([v1alpha1] sys::StopServiceResponse => StopServiceResponse {} exact);
+response!([v1alpha1] sys::GetServiceResponse => GetServiceResponse { display_name, start_type, status } exact);
+
+// The service enums in Win32 numbering, which is also the proto numbering.
+// Only the API → wire direction is used by the service; the wire → API
+// direction rejects unknown values.
+impl Wire<i32> for StartType {
+    fn wire(self) -> Result<i32, Status> {
+        Ok(self.to_i32())
+    }
+}
+
+impl Wire<StartType> for i32 {
+    fn wire(self) -> Result<StartType, Status> {
+        StartType::from_i32(self).ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "start_type {self} is not a known service start type (0..=4)"
+            ))
+        })
+    }
+}
+
+impl Wire<i32> for ServiceStatus {
+    fn wire(self) -> Result<i32, Status> {
+        Ok(self.to_i32())
+    }
+}
+
+impl Wire<ServiceStatus> for i32 {
+    fn wire(self) -> Result<ServiceStatus, Status> {
+        ServiceStatus::from_i32(self).ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "status {self} is not a known service status (0..=7)"
+            ))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::groups::testing::{call, service_for, Recorder};
+    use csi_proxy_api::Group;
+    use std::sync::Mutex;
+    use tonic::Code;
+
+    /// Records every request; GetService answers with the enum values set
+    /// by the test.
+    struct TestSystem {
+        rec: Recorder,
+        service: Mutex<(StartType, ServiceStatus)>,
+    }
+
+    type R<T> = csi_proxy_host::Result<T>;
+
+    impl SystemApi for TestSystem {
+        fn get_bios_serial_number(
+            &self,
+            req: sys::GetBiosSerialNumberRequest,
+        ) -> R<sys::GetBiosSerialNumberResponse> {
+            self.rec.record(req);
+            Ok(sys::GetBiosSerialNumberResponse {
+                serial_number: "SN-123".into(),
+            })
+        }
+        fn start_service(&self, req: sys::StartServiceRequest) -> R<sys::StartServiceResponse> {
+            self.rec.record(req);
+            Ok(sys::StartServiceResponse {})
+        }
+        fn stop_service(&self, req: sys::StopServiceRequest) -> R<sys::StopServiceResponse> {
+            self.rec.record(req);
+            Ok(sys::StopServiceResponse {})
+        }
+        fn get_service(&self, req: sys::GetServiceRequest) -> R<sys::GetServiceResponse> {
+            self.rec.record(req);
+            let (start_type, status) = *self.service.lock().unwrap();
+            Ok(sys::GetServiceResponse {
+                display_name: "Display".into(),
+                start_type,
+                status,
+            })
+        }
+    }
+
+    fn setup() -> (Arc<TestSystem>, crate::dispatch::VersionedService) {
+        let api = Arc::new(TestSystem {
+            rec: Recorder::default(),
+            service: Mutex::new((StartType::Manual, ServiceStatus::Unknown)),
+        });
+        let svc = service_for(Group::System, "v1alpha1", |h| h.system = api.clone());
+        (api, svc)
+    }
+
+    #[tokio::test]
+    async fn get_service_uses_the_win32_numbering() {
+        let (api, svc) = setup();
+        for start_type in StartType::ALL {
+            for status in ServiceStatus::ALL {
+                *api.service.lock().unwrap() = (start_type, status);
+                let resp: v1alpha1::GetServiceResponse = call(
+                    &svc,
+                    "/v1alpha1.System/GetService",
+                    v1alpha1::GetServiceRequest { name: "svc".into() },
+                )
+                .await
+                .unwrap();
+                assert_eq!(resp.display_name, "Display");
+                // The proto enum agrees with the host enum by name and number.
+                let wire_start = v1alpha1::StartType::try_from(resp.start_type).unwrap();
+                let wire_status = v1alpha1::ServiceStatus::try_from(resp.status).unwrap();
+                assert_eq!(
+                    wire_start.as_str_name().replace('_', ""),
+                    format!("{start_type:?}").to_uppercase()
+                );
+                assert_eq!(
+                    wire_status.as_str_name().replace('_', ""),
+                    format!("{status:?}").to_uppercase()
+                );
+                // And back.
+                assert_eq!(
+                    Wire::<StartType>::wire(resp.start_type).unwrap(),
+                    start_type
+                );
+                assert_eq!(Wire::<ServiceStatus>::wire(resp.status).unwrap(), status);
+                assert_eq!(api.rec.only::<sys::GetServiceRequest>().name, "svc");
+            }
+        }
+        assert_eq!(v1alpha1::ServiceStatus::Running as i32, 4);
+        assert_eq!(v1alpha1::StartType::Disabled as i32, 4);
+    }
+
+    #[test]
+    fn unknown_enum_values_are_rejected_from_the_wire() {
+        for bad in [-1, 5, 100] {
+            assert_eq!(
+                Wire::<StartType>::wire(bad).unwrap_err().code(),
+                Code::InvalidArgument
+            );
+        }
+        for bad in [-1, 8, 100] {
+            assert_eq!(
+                Wire::<ServiceStatus>::wire(bad).unwrap_err().code(),
+                Code::InvalidArgument
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn the_other_methods() {
+        let (api, svc) = setup();
+        let resp: v1alpha1::GetBiosSerialNumberResponse = call(
+            &svc,
+            "/v1alpha1.System/GetBIOSSerialNumber",
+            v1alpha1::GetBiosSerialNumberRequest {},
+        )
+        .await
+        .unwrap();
+        assert_eq!(resp.serial_number, "SN-123");
+        api.rec.only::<sys::GetBiosSerialNumberRequest>();
+        let _: v1alpha1::StartServiceResponse = call(
+            &svc,
+            "/v1alpha1.System/StartService",
+            v1alpha1::StartServiceRequest { name: "a".into() },
+        )
+        .await
+        .unwrap();
+        assert_eq!(api.rec.only::<sys::StartServiceRequest>().name, "a");
+        let _: v1alpha1::StopServiceResponse = call(
+            &svc,
+            "/v1alpha1.System/StopService",
+            v1alpha1::StopServiceRequest {
+                name: "b".into(),
+                force: true,
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            api.rec.only::<sys::StopServiceRequest>(),
+            sys::StopServiceRequest {
+                name: "b".into(),
+                force: true
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn no_backend_answers_unimplemented() {
+        let svc = service_for(Group::System, "v1alpha1", |_| {});
+        let err = call::<_, v1alpha1::GetBiosSerialNumberResponse>(
+            &svc,
+            "/v1alpha1.System/GetBIOSSerialNumber",
+            v1alpha1::GetBiosSerialNumberRequest {},
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.code(), Code::Unimplemented);
+        assert!(
+            err.message().contains("system API: GetBIOSSerialNumber"),
+            "{}",
+            err.message()
+        );
+    }
+}

@@ -1,0 +1,232 @@
+//! PathExists round trip through the real `csi-proxy` binary over a Unix
+//! socket, with 1 and 16 concurrent clients, next to a raw Unix-socket echo
+//! round trip of the same payload size measured in the same run.
+//!
+//! Run: `cargo bench -p csi-proxy --bench pathexists` (CALLS=n to change
+//! the number of calls per client; default 20000).
+
+#[cfg(unix)]
+fn main() {
+    unix::main();
+}
+
+#[cfg(not(unix))]
+fn main() {
+    eprintln!("this benchmark needs Unix sockets");
+}
+
+#[cfg(unix)]
+mod unix {
+    use csi_proxy_api::filesystem::v1::filesystem_client::FilesystemClient;
+    use csi_proxy_api::filesystem::v1::PathExistsRequest;
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{UnixListener, UnixStream};
+    use tonic::transport::{Channel, Endpoint};
+
+    struct Stats {
+        p50: Duration,
+        p99: Duration,
+        per_sec: f64,
+    }
+
+    fn stats(mut lat: Vec<Duration>, wall: Duration) -> Stats {
+        lat.sort();
+        let at = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)];
+        Stats {
+            p50: at(0.50),
+            p99: at(0.99),
+            per_sec: lat.len() as f64 / wall.as_secs_f64(),
+        }
+    }
+
+    async fn channel(path: &Path) -> Channel {
+        let path = path.to_path_buf();
+        Endpoint::from_static("http://localhost")
+            .connect_with_connector(tower::service_fn(move |_| {
+                let path = path.clone();
+                async move {
+                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                        UnixStream::connect(path).await?,
+                    ))
+                }
+            }))
+            .await
+            .unwrap()
+    }
+
+    /// `clients` tasks, each on its own connection, `calls` round trips each.
+    async fn grpc(sock: &Path, path: &str, clients: usize, calls: usize) -> Stats {
+        let mut conns = Vec::new();
+        for _ in 0..clients {
+            conns.push(FilesystemClient::new(channel(sock).await));
+        }
+        // Warm up every connection.
+        for c in &mut conns {
+            for _ in 0..200 {
+                c.path_exists(PathExistsRequest { path: path.into() })
+                    .await
+                    .unwrap();
+            }
+        }
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for mut c in conns {
+            let path = path.to_string();
+            tasks.push(tokio::spawn(async move {
+                let mut lat = Vec::with_capacity(calls);
+                for _ in 0..calls {
+                    let t = Instant::now();
+                    let r = c
+                        .path_exists(PathExistsRequest { path: path.clone() })
+                        .await
+                        .unwrap();
+                    assert!(r.into_inner().exists);
+                    lat.push(t.elapsed());
+                }
+                lat
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.unwrap());
+        }
+        stats(all, start.elapsed())
+    }
+
+    /// A raw echo server on its own runtime thread (the baseline).
+    fn echo_server(sock: PathBuf) {
+        let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = UnixListener::from_std(listener).unwrap();
+                loop {
+                    let (mut s, _) = listener.accept().await.unwrap();
+                    tokio::spawn(async move {
+                        let mut buf = vec![0u8; 4096];
+                        loop {
+                            match s.read(&mut buf).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => {
+                                    if s.write_all(&buf[..n]).await.is_err() {
+                                        return;
+                                    }
+                                }
+                            }
+                        }
+                    });
+                }
+            });
+        });
+    }
+
+    async fn echo(sock: &Path, size: usize, clients: usize, calls: usize) -> Stats {
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for _ in 0..clients {
+            let sock = sock.to_path_buf();
+            tasks.push(tokio::spawn(async move {
+                let mut s = UnixStream::connect(sock).await.unwrap();
+                let msg = vec![7u8; size];
+                let mut back = vec![0u8; size];
+                for _ in 0..200 {
+                    s.write_all(&msg).await.unwrap();
+                    s.read_exact(&mut back).await.unwrap();
+                }
+                let mut lat = Vec::with_capacity(calls);
+                for _ in 0..calls {
+                    let t = Instant::now();
+                    s.write_all(&msg).await.unwrap();
+                    s.read_exact(&mut back).await.unwrap();
+                    lat.push(t.elapsed());
+                }
+                lat
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.unwrap());
+        }
+        stats(all, start.elapsed())
+    }
+
+    fn us(d: Duration) -> f64 {
+        d.as_secs_f64() * 1e6
+    }
+
+    pub fn main() {
+        let calls: usize = std::env::var("CALLS")
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(20_000);
+        let dir = tempfile::tempdir().unwrap();
+        let kubelet = dir.path().join("kubelet");
+        let target = kubelet.join("pods/uid/volumes/kubernetes.io~csi/pvc/mount");
+        std::fs::create_dir_all(&target).unwrap();
+        let sockets = dir.path().join("sock");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_csi-proxy"))
+            .arg(format!("-kubelet-path={}", kubelet.display()))
+            .arg(format!("-socket-dir={}", sockets.display()))
+            .arg("-api-groups=filesystem-v1")
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start csi-proxy");
+        let sock = sockets.join("csi-proxy-filesystem-v1.sock");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+            assert!(Instant::now() < deadline, "csi-proxy did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let echo_sock = dir.path().join("echo.sock");
+        echo_server(echo_sock.clone());
+
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let path = target.display().to_string();
+        // The size of the gRPC request message on the wire, for the echo.
+        let size = 5 + 2 + path.len();
+        println!(
+            "PathExists over a Unix socket vs raw echo of {size} bytes; {calls} calls per client"
+        );
+        println!(
+            "{:<28} {:>10} {:>10} {:>12}",
+            "", "p50 (us)", "p99 (us)", "calls/s"
+        );
+        for clients in [1usize, 16] {
+            let e = rt.block_on(echo(&echo_sock, size, clients, calls));
+            let g = rt.block_on(grpc(&sock, &path, clients, calls));
+            println!(
+                "{:<28} {:>10.1} {:>10.1} {:>12.0}",
+                format!("raw echo, {clients} client(s)"),
+                us(e.p50),
+                us(e.p99),
+                e.per_sec
+            );
+            println!(
+                "{:<28} {:>10.1} {:>10.1} {:>12.0}",
+                format!("PathExists, {clients} client(s)"),
+                us(g.p50),
+                us(g.p99),
+                g.per_sec
+            );
+            println!(
+                "{:<28} {:>10.2} {:>10.2} {:>12.2}",
+                "ratio PathExists/echo",
+                us(g.p50) / us(e.p50),
+                us(g.p99) / us(e.p99),
+                g.per_sec / e.per_sec
+            );
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}

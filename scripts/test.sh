@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs the whole test suite on this machine:
+#   1. set-up (idempotent; installs what is missing: see scripts/setup.sh),
+#   2. Linux: unit, property and integration tests (the integration tests
+#      start the real csi-proxy binary and talk to it over its Unix sockets),
+#   3. Windows tier: the same crates cross-built for x86_64-pc-windows-gnu and
+#      run under wine, including the Filesystem API over real named pipes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/setup.sh
+
+export WINEPREFIX="${WINEPREFIX:-$HOME/.wine-csi-proxy}"
+export WINEDEBUG=-all
+
+echo "== Linux tests"
+cargo test --workspace --locked
+
+echo "== Windows tests under wine"
+cargo test --workspace --locked --target x86_64-pc-windows-gnu
