@@ -1,0 +1,284 @@
+//! The Filesystem API of every version over the real binary's named pipes
+//! (Windows build; CI runs it under wine). One proxy serves the whole file,
+//! because pipe names are machine-global.
+//!
+//! Wine fakes CreateSymbolicLinkW (success, nothing created): the backend
+//! detects that and reports an error, so link creation is checked only where
+//! links really exist.
+#![cfg(windows)]
+
+use csi_proxy_api::filesystem::{v1, v1alpha1, v1beta1, v1beta2, v2alpha1};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tokio::net::windows::named_pipe::ClientOptions;
+use tonic::transport::{Channel, Endpoint};
+use tonic::Code;
+
+const ERROR_PIPE_BUSY: i32 = 231;
+
+async fn connect(name: &str) -> Channel {
+    let name = name.to_string();
+    Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_| {
+            let name = name.clone();
+            async move {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                loop {
+                    match ClientOptions::new().open(&name) {
+                        Ok(c) => return Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(c)),
+                        Err(e) if e.raw_os_error() == Some(ERROR_PIPE_BUSY) && Instant::now() < deadline => {
+                            tokio::time::sleep(Duration::from_millis(10)).await
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }))
+        .await
+        .expect("connect to pipe")
+}
+
+struct Proxy {
+    child: Child,
+    root: PathBuf,
+    kubelet: PathBuf,
+    outside: PathBuf,
+    log: PathBuf,
+}
+
+impl Proxy {
+    fn start() -> Proxy {
+        let root = std::env::temp_dir().join(format!("csi-proxy-pipes-{}", std::process::id()));
+        let kubelet = root.join("kubelet");
+        let outside = root.join("outside");
+        std::fs::create_dir_all(&kubelet).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("sentinel"), b"keep").unwrap();
+        let log = root.join("stderr.log");
+        let child = Command::new(env!("CARGO_BIN_EXE_csi-proxy"))
+            .arg(format!("-kubelet-path={}", kubelet.display()))
+            .arg("-api-groups=filesystem,disk-v1")
+            .arg("-v=2")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start csi-proxy.exe");
+        let mut proxy = Proxy { child, root, kubelet, outside, log };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !proxy.log_text().contains("csi-proxy ready") {
+            if let Some(s) = proxy.child.try_wait().unwrap() {
+                panic!("csi-proxy.exe exited with {s}: {}", proxy.log_text());
+            }
+            assert!(Instant::now() < deadline, "not ready: {}", proxy.log_text());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        proxy
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn snapshot(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        walk(&self.root, &self.root, &mut out);
+        out.sort();
+        out
+    }
+}
+
+fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let rel = p.strip_prefix(base).unwrap().display().to_string();
+        if rel == "stderr.log" {
+            continue;
+        }
+        if p.is_dir() {
+            walk(base, &p, out);
+            out.push((rel, "dir".into()));
+        } else {
+            out.push((rel, format!("{:?}", std::fs::read(&p).unwrap())));
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+fn hostile(p: &Proxy) -> Vec<(String, Code)> {
+    let k = s(&p.kubelet);
+    let o = s(&p.outside);
+    vec![
+        (String::new(), Code::InvalidArgument),
+        ("relative\\path".into(), Code::InvalidArgument),
+        ("C:relative".into(), Code::InvalidArgument),
+        (format!("{k}\\..\\outside"), Code::InvalidArgument),
+        (format!("{k}X\\x"), Code::PermissionDenied),
+        (format!("{o}\\sentinel"), Code::PermissionDenied),
+        ("C:\\Windows\\System32".into(), Code::PermissionDenied),
+        (format!("\\\\?\\{k}\\x"), Code::InvalidArgument),
+        (format!("\\\\.\\{k}\\x"), Code::InvalidArgument),
+        ("\\\\server\\share\\x".into(), Code::InvalidArgument),
+        (format!("{k}\\a:stream"), Code::InvalidArgument),
+        (format!("{k}\\CON"), Code::InvalidArgument),
+        (format!("{k}\\nul.txt"), Code::InvalidArgument),
+        (format!("{k}\\trailing."), Code::InvalidArgument),
+        (format!("{k}\\trailing "), Code::InvalidArgument),
+        (format!("{k}\\a<b"), Code::InvalidArgument),
+        (format!("{k}/forward"), Code::InvalidArgument),
+        (format!("{k}\\a\0b"), Code::InvalidArgument),
+        (format!("{k}\\{}", "a".repeat(300)), Code::InvalidArgument),
+    ]
+}
+
+fn assert_code<T: std::fmt::Debug>(r: Result<T, tonic::Status>, code: Code, what: &str) {
+    match r {
+        Ok(v) => panic!("{what}: expected {code:?}, got {v:?}"),
+        Err(st) => assert_eq!(st.code(), code, "{what}: {}", st.message()),
+    }
+}
+
+/// CreateSymlink either made a real link or (wine) failed without leaving
+/// anything behind. Returns whether links work here.
+fn link_result<T>(r: Result<T, tonic::Status>, link: &Path) -> bool {
+    match r {
+        Ok(_) => {
+            assert!(std::fs::symlink_metadata(link).unwrap().file_type().is_symlink());
+            true
+        }
+        Err(st) => {
+            assert!(st.message().contains("no link exists"), "{st:?}");
+            assert!(std::fs::symlink_metadata(link).is_err(), "a failed link left something behind");
+            false
+        }
+    }
+}
+
+macro_rules! modern {
+    ($proxy:ident, $ver:ident) => {{
+        use $ver::filesystem_client::FilesystemClient;
+        use $ver::*;
+        let pipe = format!("\\\\.\\pipe\\csi-proxy-filesystem-{}", stringify!($ver));
+        let mut c = FilesystemClient::new(connect(&pipe).await);
+        let dir = $proxy.kubelet.join(format!("pods\\uid\\volumes\\kubernetes.io~csi\\{}", stringify!($ver)));
+        let d = s(&dir);
+        assert!(!c.path_exists(PathExistsRequest { path: d.clone() }).await.unwrap().into_inner().exists);
+        c.mkdir(MkdirRequest { path: d.clone() }).await.unwrap();
+        assert!(dir.is_dir());
+        assert!(c.path_exists(PathExistsRequest { path: d.clone() }).await.unwrap().into_inner().exists);
+        // Case-insensitive root match, as on every Windows path.
+        let upper = d.to_uppercase();
+        assert!(c.path_exists(PathExistsRequest { path: upper }).await.unwrap().into_inner().exists);
+        assert!(!c.is_symlink(IsSymlinkRequest { path: d.clone() }).await.unwrap().into_inner().is_symlink);
+
+        let link = dir.join("mount");
+        if link_result(c.create_symlink(CreateSymlinkRequest { source_path: d.clone(), target_path: s(&link) }).await, &link) {
+            assert!(c.is_symlink(IsSymlinkRequest { path: s(&link) }).await.unwrap().into_inner().is_symlink);
+        }
+        std::fs::write(dir.join("f"), b"1").unwrap();
+        assert_code(c.rmdir(RmdirRequest { path: d.clone(), force: false }).await, Code::FailedPrecondition, "rmdir non-empty");
+        c.rmdir(RmdirRequest { path: d.clone(), force: true }).await.unwrap();
+        assert!(!dir.exists());
+        assert_code(c.rmdir(RmdirRequest { path: s(&$proxy.kubelet), force: true }).await, Code::PermissionDenied, "rmdir root");
+
+        let before = $proxy.snapshot();
+        for (p, code) in hostile(&$proxy) {
+            assert_code(c.path_exists(PathExistsRequest { path: p.clone() }).await, code, &format!("PathExists {p:?}"));
+            assert_code(c.mkdir(MkdirRequest { path: p.clone() }).await, code, &format!("Mkdir {p:?}"));
+            assert_code(c.rmdir(RmdirRequest { path: p.clone(), force: true }).await, code, &format!("Rmdir {p:?}"));
+            assert_code(c.is_symlink(IsSymlinkRequest { path: p.clone() }).await, code, &format!("IsSymlink {p:?}"));
+            assert_code(
+                c.create_symlink(CreateSymlinkRequest { source_path: p.clone(), target_path: d.clone() }).await,
+                code,
+                &format!("CreateSymlink {p:?}"),
+            );
+        }
+        assert_eq!($proxy.snapshot(), before, "a rejected request changed the host");
+        c
+    }};
+}
+
+macro_rules! old {
+    ($proxy:ident, $ver:ident) => {{
+        use $ver::filesystem_client::FilesystemClient;
+        use $ver::*;
+        let pipe = format!("\\\\.\\pipe\\csi-proxy-filesystem-{}", stringify!($ver));
+        let mut c = FilesystemClient::new(connect(&pipe).await);
+        let dir = $proxy.kubelet.join(format!("plugins\\{}", stringify!($ver)));
+        let d = s(&dir);
+        let ctx = PathContext::Plugin as i32;
+        let r = c.path_exists(PathExistsRequest { path: d.clone(), context: ctx }).await.unwrap().into_inner();
+        assert!(!r.exists && r.error.is_empty());
+        c.mkdir(MkdirRequest { path: d.clone(), context: ctx }).await.unwrap();
+        assert!(dir.is_dir());
+        let r = c.is_mount_point(IsMountPointRequest { path: d.clone() }).await.unwrap().into_inner();
+        assert!(!r.is_mount_point && r.error.is_empty());
+        let link = dir.join("link");
+        link_result(c.link_path(LinkPathRequest { source_path: d.clone(), target_path: s(&link) }).await, &link);
+        c.rmdir(RmdirRequest { path: d.clone(), context: ctx, force: true }).await.unwrap();
+        assert!(!dir.exists());
+        let before = $proxy.snapshot();
+        for (p, code) in hostile(&$proxy) {
+            assert_code(c.mkdir(MkdirRequest { path: p.clone(), context: ctx }).await, code, &format!("Mkdir {p:?}"));
+            assert_code(c.is_mount_point(IsMountPointRequest { path: p.clone() }).await, code, &format!("IsMountPoint {p:?}"));
+        }
+        assert_eq!($proxy.snapshot(), before, "a rejected request changed the host");
+    }};
+}
+
+#[tokio::test]
+async fn filesystem_api_over_named_pipes_every_version() {
+    let proxy = Proxy::start();
+    old!(proxy, v1alpha1);
+    old!(proxy, v1beta1);
+    modern!(proxy, v1beta2);
+    modern!(proxy, v1);
+    let mut c = modern!(proxy, v2alpha1);
+
+    // RmdirContents (v2alpha1 only).
+    let d = proxy.kubelet.join("plugins\\contents");
+    std::fs::create_dir_all(d.join("a\\b")).unwrap();
+    std::fs::write(d.join("f"), b"x").unwrap();
+    c.rmdir_contents(v2alpha1::RmdirContentsRequest { path: s(&d) }).await.unwrap();
+    assert!(d.is_dir());
+    assert_eq!(std::fs::read_dir(&d).unwrap().count(), 0);
+    assert_code(
+        c.rmdir_contents(v2alpha1::RmdirContentsRequest { path: s(&proxy.kubelet) }).await,
+        Code::PermissionDenied,
+        "empty a root",
+    );
+
+    // Least privilege: the filesystem pipe serves no other service, and
+    // unselected groups have no pipe at all.
+    let mut grpc = tonic::client::Grpc::new(connect("\\\\.\\pipe\\csi-proxy-filesystem-v1").await);
+    grpc.ready().await.unwrap();
+    let st = grpc
+        .unary(
+            tonic::Request::new(()),
+            http::uri::PathAndQuery::from_static("/v1.Disk/ListDiskLocations"),
+            tonic_prost::ProstCodec::<(), ()>::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(st.code(), Code::Unimplemented, "{st:?}");
+    assert!(ClientOptions::new().open("\\\\.\\pipe\\csi-proxy-volume-v1").is_err());
+    assert!(ClientOptions::new().open("\\\\.\\pipe\\csi-proxy-disk-v1").is_ok());
+
+    // The pipes carry the protected DACL (wine stores it but does not enforce it).
+    let aces = csi_proxy_server::transport::windows::pipe_dacl_ace_count("\\\\.\\pipe\\csi-proxy-filesystem-v1").unwrap();
+    assert_eq!(aces, 2);
+    // Request lines at -v=2.
+    assert!(proxy.log_text().contains("/v2alpha1.Filesystem/RmdirContents"), "{}", proxy.log_text());
+}
