@@ -31,6 +31,8 @@ macro_rules! include_proto {
 }
 
 /// Table written by build.rs from the compiled descriptors.
+mod redact;
+
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/api_table.rs"));
 }

@@ -29,6 +29,18 @@ use tonic_prost::ProstCodec;
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 type Handler = Arc<dyn Fn(Request<Body>) -> BoxFuture<Response<Body>> + Send + Sync>;
 
+/// Where a host operation runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// On the async worker that decoded the request: for cheap read-only
+    /// operations (a few local syscalls), where a thread hop would cost more
+    /// than the work itself.
+    Inline,
+    /// On tokio's blocking pool: for everything that mutates the host or may
+    /// take long (removing a tree, formatting, WMI calls).
+    Blocking,
+}
+
 /// Builds the routing table of one versioned service over an API object `A`.
 pub struct Routes<A: ?Sized> {
     api: Arc<A>,
@@ -43,12 +55,14 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
         }
     }
 
-    /// Route `method` to the version-free operation `call`: `Req` and `Resp`
-    /// are the versioned wire messages, `AReq`/`AResp` the API's.
+    /// Route `method` to the version-free operation `call`, run where
+    /// `placement` says: `Req` and `Resp` are the versioned wire messages,
+    /// `AReq`/`AResp` the API's.
     pub fn unary<Req, Resp, AReq, AResp>(
         mut self,
         method: &'static str,
         call: fn(&A, AReq) -> csi_proxy_host::Result<AResp>,
+        placement: Placement,
     ) -> Self
     where
         Req: prost::Message + Default + Wire<AReq> + Send + 'static,
@@ -64,10 +78,17 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
                     let api = api.clone();
                     async move {
                         let areq: AReq = req.into_inner().wire()?;
-                        let aresp = tokio::task::spawn_blocking(move || call(&api, areq))
-                            .await
-                            .map_err(|e| Status::internal(format!("host operation failed: {e}")))?
-                            .map_err(status::from_host)?;
+                        let aresp = match placement {
+                            Placement::Inline => call(&api, areq),
+                            Placement::Blocking => {
+                                tokio::task::spawn_blocking(move || call(&api, areq))
+                                    .await
+                                    .map_err(|e| {
+                                        Status::internal(format!("host operation failed: {e}"))
+                                    })?
+                            }
+                        }
+                        .map_err(status::from_host)?;
                         Ok::<_, Status>(tonic::Response::new(aresp.wire()?))
                     }
                 });

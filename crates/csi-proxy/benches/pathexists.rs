@@ -57,11 +57,50 @@ mod unix {
             .unwrap()
     }
 
+    /// A gRPC transport straight on one hyper HTTP/2 connection (no
+    /// buffer task between caller and connection, unlike `Channel`).
+    #[derive(Clone)]
+    struct Direct(hyper::client::conn::http2::SendRequest<tonic::body::Body>);
+
+    impl tower::Service<http::Request<tonic::body::Body>> for Direct {
+        type Response = http::Response<hyper::body::Incoming>;
+        type Error = hyper::Error;
+        type Future = std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<Self::Response, hyper::Error>> + Send>,
+        >;
+        fn poll_ready(
+            &mut self,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), hyper::Error>> {
+            self.0.poll_ready(cx)
+        }
+        fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
+            Box::pin(self.0.send_request(req))
+        }
+    }
+
+    async fn direct(path: &Path) -> Direct {
+        let io = hyper_util::rt::TokioIo::new(UnixStream::connect(path).await.unwrap());
+        let (send, conn) =
+            hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                .handshake(io)
+                .await
+                .unwrap();
+        tokio::spawn(conn);
+        Direct(send)
+    }
+
     /// `clients` tasks, each on its own connection, `calls` round trips each.
     async fn grpc(sock: &Path, path: &str, clients: usize, calls: usize) -> Stats {
         let mut conns = Vec::new();
         for _ in 0..clients {
-            conns.push(FilesystemClient::new(channel(sock).await));
+            if std::env::var_os("CHANNEL").is_some() {
+                let _ = FilesystemClient::new(channel(sock).await);
+            }
+            conns.push(FilesystemClient::with_origin(
+                direct(sock).await,
+                http::Uri::from_static("http://localhost"),
+            ));
         }
         // Warm up every connection.
         for c in &mut conns {
@@ -171,13 +210,22 @@ mod unix {
         let target = kubelet.join("pods/uid/volumes/kubernetes.io~csi/pvc/mount");
         std::fs::create_dir_all(&target).unwrap();
         let sockets = dir.path().join("sock");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_csi-proxy"))
-            .arg(format!("-kubelet-path={}", kubelet.display()))
-            .arg(format!("-socket-dir={}", sockets.display()))
-            .arg("-api-groups=filesystem-v1")
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start csi-proxy");
+        struct KillOnDrop(std::process::Child);
+        impl Drop for KillOnDrop {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let _child = KillOnDrop(
+            Command::new(env!("CARGO_BIN_EXE_csi-proxy"))
+                .arg(format!("-kubelet-path={}", kubelet.display()))
+                .arg(format!("-socket-dir={}", sockets.display()))
+                .arg("-api-groups=filesystem-v1")
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start csi-proxy"),
+        );
         let sock = sockets.join("csi-proxy-filesystem-v1.sock");
         let deadline = Instant::now() + Duration::from_secs(20);
         while std::os::unix::net::UnixStream::connect(&sock).is_err() {
@@ -187,7 +235,7 @@ mod unix {
         let echo_sock = dir.path().join("echo.sock");
         echo_server(echo_sock.clone());
 
-        let rt = tokio::runtime::Builder::new_multi_thread()
+        let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
@@ -226,7 +274,5 @@ mod unix {
                 g.per_sec / e.per_sec
             );
         }
-        let _ = child.kill();
-        let _ = child.wait();
     }
 }

@@ -27,7 +27,10 @@ async fn connect(name: &str) -> Channel {
                 loop {
                     match ClientOptions::new().open(&name) {
                         Ok(c) => return Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(c)),
-                        Err(e) if e.raw_os_error() == Some(ERROR_PIPE_BUSY) && Instant::now() < deadline => {
+                        Err(e)
+                            if e.raw_os_error() == Some(ERROR_PIPE_BUSY)
+                                && Instant::now() < deadline =>
+                        {
                             tokio::time::sleep(Duration::from_millis(10)).await
                         }
                         Err(e) => return Err(e),
@@ -65,7 +68,13 @@ impl Proxy {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .expect("start csi-proxy.exe");
-        let mut proxy = Proxy { child, root, kubelet, outside, log };
+        let mut proxy = Proxy {
+            child,
+            root,
+            kubelet,
+            outside,
+            log,
+        };
         let deadline = Instant::now() + Duration::from_secs(60);
         while !proxy.log_text().contains("csi-proxy ready") {
             if let Some(s) = proxy.child.try_wait().unwrap() {
@@ -155,12 +164,18 @@ fn assert_code<T: std::fmt::Debug>(r: Result<T, tonic::Status>, code: Code, what
 fn link_result<T>(r: Result<T, tonic::Status>, link: &Path) -> bool {
     match r {
         Ok(_) => {
-            assert!(std::fs::symlink_metadata(link).unwrap().file_type().is_symlink());
+            assert!(std::fs::symlink_metadata(link)
+                .unwrap()
+                .file_type()
+                .is_symlink());
             true
         }
         Err(st) => {
             assert!(st.message().contains("no link exists"), "{st:?}");
-            assert!(std::fs::symlink_metadata(link).is_err(), "a failed link left something behind");
+            assert!(
+                std::fs::symlink_metadata(link).is_err(),
+                "a failed link left something behind"
+            );
             false
         }
     }
@@ -172,40 +187,129 @@ macro_rules! modern {
         use $ver::*;
         let pipe = format!("\\\\.\\pipe\\csi-proxy-filesystem-{}", stringify!($ver));
         let mut c = FilesystemClient::new(connect(&pipe).await);
-        let dir = $proxy.kubelet.join(format!("pods\\uid\\volumes\\kubernetes.io~csi\\{}", stringify!($ver)));
+        let dir = $proxy.kubelet.join(format!(
+            "pods\\uid\\volumes\\kubernetes.io~csi\\{}",
+            stringify!($ver)
+        ));
         let d = s(&dir);
-        assert!(!c.path_exists(PathExistsRequest { path: d.clone() }).await.unwrap().into_inner().exists);
+        assert!(
+            !c.path_exists(PathExistsRequest { path: d.clone() })
+                .await
+                .unwrap()
+                .into_inner()
+                .exists
+        );
         c.mkdir(MkdirRequest { path: d.clone() }).await.unwrap();
         assert!(dir.is_dir());
-        assert!(c.path_exists(PathExistsRequest { path: d.clone() }).await.unwrap().into_inner().exists);
+        assert!(
+            c.path_exists(PathExistsRequest { path: d.clone() })
+                .await
+                .unwrap()
+                .into_inner()
+                .exists
+        );
         // Case-insensitive root match, as on every Windows path.
         let upper = d.to_uppercase();
-        assert!(c.path_exists(PathExistsRequest { path: upper }).await.unwrap().into_inner().exists);
-        assert!(!c.is_symlink(IsSymlinkRequest { path: d.clone() }).await.unwrap().into_inner().is_symlink);
+        assert!(
+            c.path_exists(PathExistsRequest { path: upper })
+                .await
+                .unwrap()
+                .into_inner()
+                .exists
+        );
+        assert!(
+            !c.is_symlink(IsSymlinkRequest { path: d.clone() })
+                .await
+                .unwrap()
+                .into_inner()
+                .is_symlink
+        );
 
         let link = dir.join("mount");
-        if link_result(c.create_symlink(CreateSymlinkRequest { source_path: d.clone(), target_path: s(&link) }).await, &link) {
-            assert!(c.is_symlink(IsSymlinkRequest { path: s(&link) }).await.unwrap().into_inner().is_symlink);
+        if link_result(
+            c.create_symlink(CreateSymlinkRequest {
+                source_path: d.clone(),
+                target_path: s(&link),
+            })
+            .await,
+            &link,
+        ) {
+            assert!(
+                c.is_symlink(IsSymlinkRequest { path: s(&link) })
+                    .await
+                    .unwrap()
+                    .into_inner()
+                    .is_symlink
+            );
         }
         std::fs::write(dir.join("f"), b"1").unwrap();
-        assert_code(c.rmdir(RmdirRequest { path: d.clone(), force: false }).await, Code::FailedPrecondition, "rmdir non-empty");
-        c.rmdir(RmdirRequest { path: d.clone(), force: true }).await.unwrap();
+        assert_code(
+            c.rmdir(RmdirRequest {
+                path: d.clone(),
+                force: false,
+            })
+            .await,
+            Code::FailedPrecondition,
+            "rmdir non-empty",
+        );
+        c.rmdir(RmdirRequest {
+            path: d.clone(),
+            force: true,
+        })
+        .await
+        .unwrap();
         assert!(!dir.exists());
-        assert_code(c.rmdir(RmdirRequest { path: s(&$proxy.kubelet), force: true }).await, Code::PermissionDenied, "rmdir root");
+        assert_code(
+            c.rmdir(RmdirRequest {
+                path: s(&$proxy.kubelet),
+                force: true,
+            })
+            .await,
+            Code::PermissionDenied,
+            "rmdir root",
+        );
 
         let before = $proxy.snapshot();
         for (p, code) in hostile(&$proxy) {
-            assert_code(c.path_exists(PathExistsRequest { path: p.clone() }).await, code, &format!("PathExists {p:?}"));
-            assert_code(c.mkdir(MkdirRequest { path: p.clone() }).await, code, &format!("Mkdir {p:?}"));
-            assert_code(c.rmdir(RmdirRequest { path: p.clone(), force: true }).await, code, &format!("Rmdir {p:?}"));
-            assert_code(c.is_symlink(IsSymlinkRequest { path: p.clone() }).await, code, &format!("IsSymlink {p:?}"));
             assert_code(
-                c.create_symlink(CreateSymlinkRequest { source_path: p.clone(), target_path: d.clone() }).await,
+                c.path_exists(PathExistsRequest { path: p.clone() }).await,
+                code,
+                &format!("PathExists {p:?}"),
+            );
+            assert_code(
+                c.mkdir(MkdirRequest { path: p.clone() }).await,
+                code,
+                &format!("Mkdir {p:?}"),
+            );
+            assert_code(
+                c.rmdir(RmdirRequest {
+                    path: p.clone(),
+                    force: true,
+                })
+                .await,
+                code,
+                &format!("Rmdir {p:?}"),
+            );
+            assert_code(
+                c.is_symlink(IsSymlinkRequest { path: p.clone() }).await,
+                code,
+                &format!("IsSymlink {p:?}"),
+            );
+            assert_code(
+                c.create_symlink(CreateSymlinkRequest {
+                    source_path: p.clone(),
+                    target_path: d.clone(),
+                })
+                .await,
                 code,
                 &format!("CreateSymlink {p:?}"),
             );
         }
-        assert_eq!($proxy.snapshot(), before, "a rejected request changed the host");
+        assert_eq!(
+            $proxy.snapshot(),
+            before,
+            "a rejected request changed the host"
+        );
         c
     }};
 }
@@ -216,25 +320,73 @@ macro_rules! old {
         use $ver::*;
         let pipe = format!("\\\\.\\pipe\\csi-proxy-filesystem-{}", stringify!($ver));
         let mut c = FilesystemClient::new(connect(&pipe).await);
-        let dir = $proxy.kubelet.join(format!("plugins\\{}", stringify!($ver)));
+        let dir = $proxy
+            .kubelet
+            .join(format!("plugins\\{}", stringify!($ver)));
         let d = s(&dir);
         let ctx = PathContext::Plugin as i32;
-        let r = c.path_exists(PathExistsRequest { path: d.clone(), context: ctx }).await.unwrap().into_inner();
+        let r = c
+            .path_exists(PathExistsRequest {
+                path: d.clone(),
+                context: ctx,
+            })
+            .await
+            .unwrap()
+            .into_inner();
         assert!(!r.exists && r.error.is_empty());
-        c.mkdir(MkdirRequest { path: d.clone(), context: ctx }).await.unwrap();
+        c.mkdir(MkdirRequest {
+            path: d.clone(),
+            context: ctx,
+        })
+        .await
+        .unwrap();
         assert!(dir.is_dir());
-        let r = c.is_mount_point(IsMountPointRequest { path: d.clone() }).await.unwrap().into_inner();
+        let r = c
+            .is_mount_point(IsMountPointRequest { path: d.clone() })
+            .await
+            .unwrap()
+            .into_inner();
         assert!(!r.is_mount_point && r.error.is_empty());
         let link = dir.join("link");
-        link_result(c.link_path(LinkPathRequest { source_path: d.clone(), target_path: s(&link) }).await, &link);
-        c.rmdir(RmdirRequest { path: d.clone(), context: ctx, force: true }).await.unwrap();
+        link_result(
+            c.link_path(LinkPathRequest {
+                source_path: d.clone(),
+                target_path: s(&link),
+            })
+            .await,
+            &link,
+        );
+        c.rmdir(RmdirRequest {
+            path: d.clone(),
+            context: ctx,
+            force: true,
+        })
+        .await
+        .unwrap();
         assert!(!dir.exists());
         let before = $proxy.snapshot();
         for (p, code) in hostile(&$proxy) {
-            assert_code(c.mkdir(MkdirRequest { path: p.clone(), context: ctx }).await, code, &format!("Mkdir {p:?}"));
-            assert_code(c.is_mount_point(IsMountPointRequest { path: p.clone() }).await, code, &format!("IsMountPoint {p:?}"));
+            assert_code(
+                c.mkdir(MkdirRequest {
+                    path: p.clone(),
+                    context: ctx,
+                })
+                .await,
+                code,
+                &format!("Mkdir {p:?}"),
+            );
+            assert_code(
+                c.is_mount_point(IsMountPointRequest { path: p.clone() })
+                    .await,
+                code,
+                &format!("IsMountPoint {p:?}"),
+            );
         }
-        assert_eq!($proxy.snapshot(), before, "a rejected request changed the host");
+        assert_eq!(
+            $proxy.snapshot(),
+            before,
+            "a rejected request changed the host"
+        );
     }};
 }
 
@@ -251,11 +403,16 @@ async fn filesystem_api_over_named_pipes_every_version() {
     let d = proxy.kubelet.join("plugins\\contents");
     std::fs::create_dir_all(d.join("a\\b")).unwrap();
     std::fs::write(d.join("f"), b"x").unwrap();
-    c.rmdir_contents(v2alpha1::RmdirContentsRequest { path: s(&d) }).await.unwrap();
+    c.rmdir_contents(v2alpha1::RmdirContentsRequest { path: s(&d) })
+        .await
+        .unwrap();
     assert!(d.is_dir());
     assert_eq!(std::fs::read_dir(&d).unwrap().count(), 0);
     assert_code(
-        c.rmdir_contents(v2alpha1::RmdirContentsRequest { path: s(&proxy.kubelet) }).await,
+        c.rmdir_contents(v2alpha1::RmdirContentsRequest {
+            path: s(&proxy.kubelet),
+        })
+        .await,
         Code::PermissionDenied,
         "empty a root",
     );
@@ -273,12 +430,25 @@ async fn filesystem_api_over_named_pipes_every_version() {
         .await
         .unwrap_err();
     assert_eq!(st.code(), Code::Unimplemented, "{st:?}");
-    assert!(ClientOptions::new().open("\\\\.\\pipe\\csi-proxy-volume-v1").is_err());
-    assert!(ClientOptions::new().open("\\\\.\\pipe\\csi-proxy-disk-v1").is_ok());
+    assert!(ClientOptions::new()
+        .open("\\\\.\\pipe\\csi-proxy-volume-v1")
+        .is_err());
+    assert!(ClientOptions::new()
+        .open("\\\\.\\pipe\\csi-proxy-disk-v1")
+        .is_ok());
 
     // The pipes carry the protected DACL (wine stores it but does not enforce it).
-    let aces = csi_proxy_server::transport::windows::pipe_dacl_ace_count("\\\\.\\pipe\\csi-proxy-filesystem-v1").unwrap();
+    let aces = csi_proxy_server::transport::windows::pipe_dacl_ace_count(
+        "\\\\.\\pipe\\csi-proxy-filesystem-v1",
+    )
+    .unwrap();
     assert_eq!(aces, 2);
     // Request lines at -v=2.
-    assert!(proxy.log_text().contains("/v2alpha1.Filesystem/RmdirContents"), "{}", proxy.log_text());
+    assert!(
+        proxy
+            .log_text()
+            .contains("/v2alpha1.Filesystem/RmdirContents"),
+        "{}",
+        proxy.log_text()
+    );
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tonic::Status;
 
 pub(super) fn routes(api: &Arc<dyn DiskApi>, version: &str) -> Option<Routes<dyn DiskApi>> {
-    super::table!(api, DiskApi, version;
+    super::table!(api, DiskApi, version, inline [];
         [v1alpha1] {
             ListDiskLocations(ListDiskLocationsRequest, ListDiskLocationsResponse) => list_disk_locations,
             PartitionDisk(PartitionDiskRequest, PartitionDiskResponse) => partition_disk,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tonic::Status;
 
 pub(super) fn routes(api: &Arc<dyn IscsiApi>, version: &str) -> Option<Routes<dyn IscsiApi>> {
-    super::table!(api, IscsiApi, version;
+    super::table!(api, IscsiApi, version, inline [];
         [v1alpha1] {
             AddTargetPortal(AddTargetPortalRequest, AddTargetPortalResponse) => add_target_portal,
             DiscoverTargetPortal(DiscoverTargetPortalRequest, DiscoverTargetPortalResponse) => discover_target_portal,

@@ -12,20 +12,29 @@ mod smb;
 mod system;
 mod volume;
 
-/// `table!(api: Trait, version; [v1, v2] { Method(Req, Resp) => op, ... } ...)`:
+/// `table!(api, Trait, version, inline [op, ...]; [v1, v2] { Method(Req, Resp) => op, ... } ...)`:
 /// the routes of the named version, or `None` for a version the table does
-/// not list.
+/// not list. Operations named in `inline` are cheap and read-only and run on
+/// the async worker; all others run on the blocking pool.
 macro_rules! table {
-    ($api:expr, $trait:path, $version:expr; $( [$($ver:ident),+ $(,)?] $methods:tt )+) => {
+    ($api:expr, $trait:path, $version:expr, inline $inline:tt; $( [$($ver:ident),+ $(,)?] $methods:tt )+) => {
         match $version {
-            $( $( stringify!($ver) => Some($crate::groups::table!(@one $api, $trait, $ver, $methods)), )+ )+
+            $( $( stringify!($ver) => Some($crate::groups::table!(@one $api, $trait, $ver, $inline, $methods)), )+ )+
             _ => None,
         }
     };
-    (@one $api:expr, $trait:path, $ver:ident, { $($method:ident($req:ident, $resp:ident) => $op:ident),* $(,)? }) => {
+    (@one $api:expr, $trait:path, $ver:ident, [$($inline:ident),* $(,)?], { $($method:ident($req:ident, $resp:ident) => $op:ident),* $(,)? }) => {{
+        let inline: &[&str] = &[$(stringify!($inline)),*];
+        let placement = |op: &str| {
+            if inline.contains(&op) {
+                $crate::dispatch::Placement::Inline
+            } else {
+                $crate::dispatch::Placement::Blocking
+            }
+        };
         $crate::dispatch::Routes::new($api.clone())
-            $(.unary::<$ver::$req, $ver::$resp, _, _>(stringify!($method), <dyn $trait>::$op))*
-    };
+            $(.unary::<$ver::$req, $ver::$resp, _, _>(stringify!($method), <dyn $trait>::$op, placement(stringify!($op))))*
+    }};
 }
 pub(crate) use table;
 

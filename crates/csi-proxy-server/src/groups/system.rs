@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tonic::Status;
 
 pub(super) fn routes(api: &Arc<dyn SystemApi>, version: &str) -> Option<Routes<dyn SystemApi>> {
-    super::table!(api, SystemApi, version;
+    super::table!(api, SystemApi, version, inline [];
         [v1alpha1] {
             GetBIOSSerialNumber(GetBiosSerialNumberRequest, GetBiosSerialNumberResponse) => get_bios_serial_number,
             StartService(StartServiceRequest, StartServiceResponse) => start_service,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tonic::Status;
 
 pub(super) fn routes(api: &Arc<dyn VolumeApi>, version: &str) -> Option<Routes<dyn VolumeApi>> {
-    super::table!(api, VolumeApi, version;
+    super::table!(api, VolumeApi, version, inline [];
         [v1alpha1] {
             ListVolumesOnDisk(ListVolumesOnDiskRequest, ListVolumesOnDiskResponse) => list_volumes_on_disk,
             MountVolume(MountVolumeRequest, MountVolumeResponse) => mount_volume,
