@@ -222,7 +222,13 @@ mod unix {
                 .arg(format!("-kubelet-path={}", kubelet.display()))
                 .arg(format!("-socket-dir={}", sockets.display()))
                 .arg("-api-groups=filesystem-v1")
-                .stderr(Stdio::null())
+                // BENCH_LOG=<file>: run the proxy at -v=2 and keep its request
+                // lines (handler durations) in <file>.
+                .args(std::env::var_os("BENCH_LOG").map(|_| "-v=2"))
+                .stderr(match std::env::var_os("BENCH_LOG") {
+                    Some(f) => Stdio::from(std::fs::File::create(f).unwrap()),
+                    None => Stdio::null(),
+                })
                 .spawn()
                 .expect("start csi-proxy"),
         );

@@ -60,6 +60,14 @@ pub fn service(host: &Host, version: ApiVersion, log_requests: bool) -> Versione
 /// Helpers for the tests of the group tables: calls through the real
 /// dispatcher with gRPC-framed bodies, and a recorder of the version-free
 /// requests a test implementation receives.
+/// An allowed root in the native path flavour, for tests.
+#[cfg(test)]
+pub(crate) const TEST_ROOT: &str = if cfg!(windows) {
+    r"C:\var\lib\kubelet"
+} else {
+    "/var/lib/kubelet"
+};
+
 #[cfg(test)]
 pub(crate) mod testing {
     use super::*;
@@ -83,7 +91,7 @@ pub(crate) mod testing {
             .unwrap_or_else(|| panic!("no such version {group}/{version}"));
         let policy = csi_proxy_host::path::PathPolicy::new(
             csi_proxy_host::path::Flavor::NATIVE,
-            ["/var/lib/kubelet"],
+            [TEST_ROOT],
         )
         .unwrap();
         let (mut host, _) = Host::fake(policy);
@@ -198,7 +206,7 @@ mod tests {
     fn every_version_routes_exactly_its_methods() {
         let policy = csi_proxy_host::path::PathPolicy::new(
             csi_proxy_host::path::Flavor::NATIVE,
-            ["/var/lib/kubelet"],
+            [TEST_ROOT],
         )
         .unwrap();
         let (host, _) = Host::fake(policy);
