@@ -109,6 +109,9 @@ impl<T: LinkReader + ?Sized> LinkReader for std::sync::Arc<T> {
     fn read_link(&self, path: &str) -> io::Result<crate::path::Link> {
         (**self).read_link(path)
     }
+    fn is_link_free(&self, path: &str) -> bool {
+        (**self).is_link_free(path)
+    }
 }
 
 impl<T: FilesystemBackend + ?Sized> FilesystemBackend for std::sync::Arc<T> {

@@ -13,6 +13,9 @@ impl LinkReader for OsFilesystem {
     fn read_link(&self, path: &str) -> io::Result<Link> {
         OsLinks.read_link(path)
     }
+    fn is_link_free(&self, path: &str) -> bool {
+        OsLinks.is_link_free(path)
+    }
 }
 
 /// A directory link (symlink or junction) is a directory entry with a

@@ -188,11 +188,22 @@ pub trait LinkReader {
     /// What `path` is, without following a link at `path` itself. Every
     /// parent of `path` has already been resolved.
     fn read_link(&self, path: &str) -> std::io::Result<Link>;
+
+    /// A fast path: `true` only if the OS proves in one call that every
+    /// component of `path` exists and none is a link, so that resolving it
+    /// would change nothing. `false` means "not known"; the resolver then
+    /// asks [`LinkReader::read_link`] component by component.
+    fn is_link_free(&self, _path: &str) -> bool {
+        false
+    }
 }
 
 impl<T: LinkReader + ?Sized> LinkReader for &T {
     fn read_link(&self, path: &str) -> std::io::Result<Link> {
         (**self).read_link(path)
+    }
+    fn is_link_free(&self, path: &str) -> bool {
+        (**self).is_link_free(path)
     }
 }
 

@@ -88,6 +88,20 @@ impl LinkReader for OsLinks {
     fn read_link(&self, path: &str) -> io::Result<Link> {
         read_link_os(path)
     }
+
+    /// Linux: one `openat2(O_PATH, RESOLVE_NO_SYMLINKS)`, which fails with
+    /// ELOOP on any symlink in the path and with ENOENT on a missing
+    /// component. Any failure (including an old kernel without openat2)
+    /// just means "not known".
+    #[cfg(target_os = "linux")]
+    fn is_link_free(&self, path: &str) -> bool {
+        use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
+        let how = OpenHow::new()
+            // No O_NOFOLLOW: with O_PATH it would return the final link itself.
+            .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
+        openat2(AT_FDCWD, path, how).is_ok()
+    }
 }
 
 /// A missing path, or one under a non-directory.

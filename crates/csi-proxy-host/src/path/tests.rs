@@ -1559,6 +1559,82 @@ mod real_fs {
     use super::*;
     use std::os::unix::fs::symlink;
 
+    /// The OS reader without its fast path: every component is asked.
+    struct SlowLinks;
+    impl LinkReader for SlowLinks {
+        fn read_link(&self, path: &str) -> std::io::Result<Link> {
+            OsLinks.read_link(path)
+        }
+    }
+
+    /// The openat2 fast path answers exactly what the component walk answers,
+    /// for existing and missing paths, links in the chain, final links
+    /// (followed or not), links escaping the root and link loops.
+    #[test]
+    fn fast_path_agrees_with_the_walk() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().canonicalize().unwrap();
+        let root = base.join("root");
+        let outside = base.join("outside");
+        std::fs::create_dir_all(root.join("a/b/c")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        symlink(root.join("a/b"), root.join("inner")).unwrap();
+        symlink(&outside, root.join("escape")).unwrap();
+        symlink("b/c", root.join("a/rel")).unwrap();
+        symlink(root.join("loop2"), root.join("loop1")).unwrap();
+        symlink(root.join("loop1"), root.join("loop2")).unwrap();
+        symlink(root.join("missing-target"), root.join("dangling")).unwrap();
+        let r = root.display().to_string();
+        let policy = PathPolicy::new(Flavor::Unix, [r.clone()]).unwrap();
+        let fast_hits = std::cell::Cell::new(0);
+        let paths = [
+            "",
+            "/a",
+            "/a/b",
+            "/a/b/c",
+            "/a/b/c/new",
+            "/new/deeper",
+            "/inner",
+            "/inner/c",
+            "/escape",
+            "/escape/x",
+            "/a/rel",
+            "/a/rel/x",
+            "/loop1",
+            "/loop1/x",
+            "/dangling",
+            "/dangling/x",
+        ];
+        for p in paths {
+            let path = format!("{r}{p}");
+            for follow in [false, true] {
+                let fast = policy
+                    .resolve(&path, &OsLinks, follow)
+                    .map(|x| x.as_str().to_string());
+                let slow = policy
+                    .resolve(&path, &SlowLinks, follow)
+                    .map(|x| x.as_str().to_string());
+                match (&fast, &slow) {
+                    (Ok(a), Ok(b)) => assert_eq!(a, b, "{path} follow={follow}"),
+                    (Err(a), Err(b)) => {
+                        assert_eq!(a.to_string(), b.to_string(), "{path} follow={follow}")
+                    }
+                    _ => panic!("{path} follow={follow}: fast {fast:?} vs slow {slow:?}"),
+                }
+                if OsLinks.is_link_free(&path) {
+                    fast_hits.set(fast_hits.get() + 1);
+                }
+            }
+        }
+        // The fast path is really taken for link-free existing paths (on a
+        // kernel with openat2), and never for paths with links.
+        assert!(!OsLinks.is_link_free(&format!("{r}/inner/c")));
+        assert!(!OsLinks.is_link_free(&format!("{r}/a/b/c/new")));
+        if OsLinks.is_link_free(&format!("{r}/a/b/c")) {
+            assert!(fast_hits.get() >= 8);
+        }
+    }
+
     fn s(p: &std::path::Path) -> String {
         p.to_str().unwrap().to_string()
     }
