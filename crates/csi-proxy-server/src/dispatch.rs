@@ -1,10 +1,13 @@
 //! The one mechanism that serves every versioned gRPC service.
 //!
-//! A [`VersionedService`] is a routing table from method name to a handler
+//! A [`VersionedService`] is a routing table from method path to a handler
 //! built by [`Routes::unary`]: decode the versioned request, convert it to the
-//! version-free request ([`Wire`]), run the blocking host operation on the
-//! blocking pool, convert the response back, encode. The per-group tables
-//! (`groups/*.rs`) only list methods and message conversions.
+//! version-free request ([`Wire`]), run the host operation, convert the
+//! response back, encode. The per-group tables (`groups/*.rs`) only list
+//! methods and message conversions. The handler knows nothing of HTTP/2: it
+//! takes the request message bytes and gives back a [`Reply`], either at once
+//! ([`Outcome::Done`], for cheap read-only operations) or as a job for the
+//! blocking pool ([`Outcome::Blocking`]).
 //!
 //! A service answers only the paths of its own `<package>.<Service>`; any
 //! other path on its endpoint gets `Unimplemented` (least privilege per
@@ -13,21 +16,65 @@
 use crate::status;
 use crate::wire::Wire;
 use csi_proxy_api::ApiVersion;
-use http::{Request, Response};
 use std::collections::HashMap;
-use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use std::time::Instant;
-use tonic::body::Body;
-use tonic::server::Grpc;
 use tonic::{Code, Status};
-use tonic_prost::ProstCodec;
 
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
-type Handler = Arc<dyn Fn(Request<Body>) -> BoxFuture<Response<Body>> + Send + Sync>;
+/// The result of one call: a status and, when the status is OK, the encoded
+/// response message (without the gRPC length prefix).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reply {
+    pub code: Code,
+    pub message: String,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn ok(body: Vec<u8>) -> Self {
+        Reply {
+            code: Code::Ok,
+            message: String::new(),
+            body,
+        }
+    }
+
+    pub fn error(code: Code, message: impl Into<String>) -> Self {
+        Reply {
+            code,
+            message: message.into(),
+            body: Vec::new(),
+        }
+    }
+}
+
+impl From<Status> for Reply {
+    fn from(s: Status) -> Self {
+        Reply::error(s.code(), s.message())
+    }
+}
+
+/// A job for the blocking pool.
+pub type Job = Box<dyn FnOnce() -> Reply + Send + 'static>;
+
+/// What a handler gives back.
+pub enum Outcome {
+    /// The reply, computed on the calling thread.
+    Done(Reply),
+    /// Work to run on the blocking pool; it yields the reply.
+    Blocking(Job),
+}
+
+impl Outcome {
+    /// Run a blocking job on the current thread (tests, library use).
+    pub fn wait(self) -> Reply {
+        match self {
+            Outcome::Done(r) => r,
+            Outcome::Blocking(job) => job(),
+        }
+    }
+}
+
+type Handler = Arc<dyn Fn(&[u8]) -> Outcome + Send + Sync>;
 
 /// Where a host operation runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,31 +118,26 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
         AResp: Wire<Resp> + Send + 'static,
     {
         let api = self.api.clone();
-        let handler: Handler = Arc::new(move |req: Request<Body>| {
-            let api = api.clone();
-            Box::pin(async move {
-                let svc = tower::service_fn(move |req: tonic::Request<Req>| {
+        let handler: Handler = Arc::new(move |bytes: &[u8]| {
+            let areq: AReq = match Req::decode(bytes) {
+                Ok(req) => match req.wire() {
+                    Ok(r) => r,
+                    Err(status) => return Outcome::Done(status.into()),
+                },
+                Err(e) => {
+                    return Outcome::Done(Reply::error(
+                        Code::Internal,
+                        format!("cannot decode the request message: {e}"),
+                    ))
+                }
+            };
+            match placement {
+                Placement::Inline => Outcome::Done(finish::<Resp, AResp>(call(&api, areq))),
+                Placement::Blocking => {
                     let api = api.clone();
-                    async move {
-                        let areq: AReq = req.into_inner().wire()?;
-                        let aresp = match placement {
-                            Placement::Inline => call(&api, areq),
-                            Placement::Blocking => {
-                                tokio::task::spawn_blocking(move || call(&api, areq))
-                                    .await
-                                    .map_err(|e| {
-                                        Status::internal(format!("host operation failed: {e}"))
-                                    })?
-                            }
-                        }
-                        .map_err(status::from_host)?;
-                        Ok::<_, Status>(tonic::Response::new(aresp.wire()?))
-                    }
-                });
-                Grpc::new(ProstCodec::<Resp, Req>::default())
-                    .unary(svc, req)
-                    .await
-            })
+                    Outcome::Blocking(Box::new(move || finish::<Resp, AResp>(call(&api, areq))))
+                }
+            }
         });
         assert!(
             self.handlers.insert(method, handler).is_none(),
@@ -122,14 +164,22 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
     }
 }
 
+/// Convert and encode a host result.
+fn finish<Resp: prost::Message, AResp: Wire<Resp>>(r: csi_proxy_host::Result<AResp>) -> Reply {
+    match r.map_err(status::from_host).and_then(Wire::wire) {
+        Ok(resp) => Reply::ok(resp.encode_to_vec()),
+        Err(status) => status.into(),
+    }
+}
+
 struct Inner {
     service: String,
     handlers: HashMap<String, Handler>,
     log_requests: bool,
 }
 
-/// One versioned gRPC service (e.g. `v1.Filesystem`), as a tower service
-/// over HTTP/2 requests.
+/// One versioned gRPC service (e.g. `v1.Filesystem`): method paths to
+/// handlers.
 #[derive(Clone)]
 pub struct VersionedService {
     inner: Arc<Inner>,
@@ -148,61 +198,23 @@ impl VersionedService {
         p
     }
 
-    fn unimplemented(&self, path: &str) -> Response<Body> {
-        Status::unimplemented(format!(
-            "unknown method {path}: this endpoint serves only {}",
-            self.inner.service
-        ))
-        .into_http()
-    }
-}
-
-/// The gRPC code of a response: a trailers-only response carries it in the
-/// headers; a normal one will carry 0 in its trailers.
-fn response_code(resp: &Response<Body>) -> Code {
-    resp.headers()
-        .get("grpc-status")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<i32>().ok())
-        .map(Code::from_i32)
-        .unwrap_or(Code::Ok)
-}
-
-impl<B> tower::Service<Request<B>> for VersionedService
-where
-    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send,
-{
-    type Response = Response<Body>;
-    type Error = Infallible;
-    type Future = BoxFuture<Result<Response<Body>, Infallible>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
+    /// Whether one line per request should be logged.
+    pub fn log_requests(&self) -> bool {
+        self.inner.log_requests
     }
 
-    fn call(&mut self, req: Request<B>) -> Self::Future {
-        let path = req.uri().path().to_string();
-        let Some(handler) = self.inner.handlers.get(&path).cloned() else {
-            let resp = self.unimplemented(&path);
-            tracing::debug!(method = %path, "unknown method");
-            return Box::pin(async move { Ok(resp) });
-        };
-        let log = self.inner.log_requests;
-        let req = req.map(Body::new);
-        Box::pin(async move {
-            let start = Instant::now();
-            let resp = handler(req).await;
-            if log {
-                let code = response_code(&resp);
-                tracing::info!(
-                    method = %path,
-                    duration_us = start.elapsed().as_micros() as u64,
-                    code = ?code,
-                    "request"
-                );
-            }
-            Ok(resp)
-        })
+    /// Call the method at `path` (`/<package>.<Service>/<Method>`) with the
+    /// encoded request `message`.
+    pub fn call(&self, path: &str, message: &[u8]) -> Outcome {
+        match self.inner.handlers.get(path) {
+            Some(handler) => handler(message),
+            None => Outcome::Done(Reply::error(
+                Code::Unimplemented,
+                format!(
+                    "unknown method {path}: this endpoint serves only {}",
+                    self.inner.service
+                ),
+            )),
+        }
     }
 }

@@ -2,12 +2,10 @@
 
 use crate::dispatch::VersionedService;
 use crate::groups;
+use crate::http2;
 use crate::transport::Listener;
 use csi_proxy_api::ApiVersion;
 use csi_proxy_host::Host;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -32,6 +30,15 @@ pub struct Config {
     pub shutdown_timeout: Duration,
     /// Log one line per request (method, duration, status code).
     pub log_requests: bool,
+    /// How long a connection may stay open without sending the HTTP/2
+    /// preface (grpc-go opens one such connection to probe a pipe).
+    pub preface_timeout: Duration,
+}
+
+impl Config {
+    /// The default preface timeout: generous, since an idle connection costs
+    /// only a parked task.
+    pub const DEFAULT_PREFACE_TIMEOUT: Duration = Duration::from_secs(120);
 }
 
 /// A start-up or serving failure.
@@ -52,6 +59,12 @@ type PlatformListener = crate::transport::unix::UnixEndpoint;
 #[cfg(windows)]
 type PlatformListener = crate::transport::windows::PipeListener;
 
+#[derive(Clone, Copy)]
+struct Timing {
+    drain: Duration,
+    preface: Duration,
+}
+
 struct Endpoint {
     address: String,
     service: VersionedService,
@@ -61,7 +74,7 @@ struct Endpoint {
 /// Every endpoint bound and ready to serve.
 pub struct BoundServer {
     endpoints: Vec<Endpoint>,
-    shutdown_timeout: Duration,
+    timing: Timing,
 }
 
 /// Bind every endpoint of `config` (all or nothing: the first failure is
@@ -116,7 +129,10 @@ pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
     }
     Ok(BoundServer {
         endpoints,
-        shutdown_timeout: config.shutdown_timeout,
+        timing: Timing {
+            drain: config.shutdown_timeout,
+            preface: config.preface_timeout,
+        },
     })
 }
 
@@ -133,10 +149,10 @@ impl BoundServer {
         let mut set = JoinSet::new();
         for ep in self.endpoints {
             let token = shutdown.clone();
-            let timeout = self.shutdown_timeout;
+            let timing = self.timing;
             let address = ep.address.clone();
             set.spawn(async move {
-                accept_loop(&ep.address, ep.listener, ep.service, token, timeout).await;
+                accept_loop(&ep.address, ep.listener, ep.service, token, timing).await;
                 address
             });
         }
@@ -164,27 +180,26 @@ async fn accept_loop<L: Listener>(
     mut listener: L,
     service: VersionedService,
     shutdown: CancellationToken,
-    drain_timeout: Duration,
-) {
-    let graceful = GracefulShutdown::new();
-    let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
-    builder.timer(TokioTimer::new());
+    timing: Timing,
+) where
+    L::Io: http2::Io,
+{
+    let options = http2::Options {
+        preface_timeout: timing.preface,
+        ..http2::Options::default()
+    };
+    let mut connections = JoinSet::new();
     loop {
         let io = tokio::select! {
             biased;
             _ = shutdown.cancelled() => break,
+            // Reap finished connections as we go.
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             accepted = listener.accept() => accepted,
         };
         match io {
             Ok(io) => {
-                let conn = builder
-                    .serve_connection(TokioIo::new(io), TowerToHyperService::new(service.clone()));
-                let conn = graceful.watch(conn);
-                tokio::spawn(async move {
-                    if let Err(e) = conn.await {
-                        tracing::debug!(error = %e, "connection ended with an error");
-                    }
-                });
+                connections.spawn(http2::serve(io, service.clone(), options, shutdown.clone()));
             }
             Err(e) => {
                 // E.g. out of file descriptors: keep serving, but do not spin.
@@ -193,16 +208,20 @@ async fn accept_loop<L: Listener>(
             }
         }
     }
-    // Stop accepting (the listener goes away first), then drain.
+    // Stop accepting (the listener goes away first); every connection has
+    // seen the cancellation, sends GOAWAY and ends once its calls are
+    // answered.
     drop(listener);
-    if tokio::time::timeout(drain_timeout, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    let drained = tokio::time::timeout(timing.drain, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
         tracing::warn!(
             endpoint = address,
-            timeout = ?drain_timeout,
+            timeout = ?timing.drain,
             "in-flight calls did not finish in time; closing their connections"
         );
+        connections.shutdown().await;
     }
 }

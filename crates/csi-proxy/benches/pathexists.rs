@@ -2,6 +2,11 @@
 //! socket, with 1 and 16 concurrent clients, next to a raw Unix-socket echo
 //! round trip of the same payload size measured in the same run.
 //!
+//! Two clients are measured: a minimal blocking HTTP/2 client (one thread
+//! per connection, like the echo client, so the ratio measures the server),
+//! and tonic's generated client on a direct hyper HTTP/2 connection (what a
+//! Rust driver would use; its own overhead is included).
+//!
 //! Run: `cargo bench -p csi-proxy --bench pathexists` (CALLS=n to change
 //! the number of calls per client; default 20000).
 
@@ -18,7 +23,10 @@ fn main() {
 #[cfg(unix)]
 mod unix {
     use csi_proxy_api::filesystem::v1::filesystem_client::FilesystemClient;
-    use csi_proxy_api::filesystem::v1::PathExistsRequest;
+    use csi_proxy_api::filesystem::v1::{PathExistsRequest, PathExistsResponse};
+    use csi_proxy_server::http2::client::{RawClient, RequestEncoder, Shape};
+    use csi_proxy_server::http2::frame;
+    use prost::Message;
     use std::path::{Path, PathBuf};
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
@@ -196,6 +204,168 @@ mod unix {
         stats(all, start.elapsed())
     }
 
+    /// Run `calls` timed round trips of `round` on each of `clients`
+    /// threads (after 200 warm-up trips).
+    fn threads<C: Send + 'static>(
+        clients: usize,
+        calls: usize,
+        connect: impl Fn() -> C,
+        round: fn(&mut C),
+    ) -> Stats {
+        let conns: Vec<C> = (0..clients).map(|_| connect()).collect();
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(clients + 1));
+        let handles: Vec<_> = conns
+            .into_iter()
+            .map(|mut c| {
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..200 {
+                        round(&mut c);
+                    }
+                    barrier.wait();
+                    let mut lat = Vec::with_capacity(calls);
+                    for _ in 0..calls {
+                        let t = Instant::now();
+                        round(&mut c);
+                        lat.push(t.elapsed());
+                    }
+                    lat
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        let mut all = Vec::new();
+        for h in handles {
+            all.extend(h.join().unwrap());
+        }
+        stats(all, start.elapsed())
+    }
+
+    /// The echo baseline with blocking clients.
+    fn echo_blocking(sock: &Path, size: usize, clients: usize, calls: usize) -> Stats {
+        use std::io::{Read, Write};
+        struct Echo(std::os::unix::net::UnixStream, Vec<u8>, Vec<u8>);
+        threads(
+            clients,
+            calls,
+            || {
+                let s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+                Echo(s, vec![7u8; size], vec![0u8; size])
+            },
+            |e| {
+                e.0.write_all(&e.1).unwrap();
+                e.0.read_exact(&mut e.2).unwrap();
+            },
+        )
+    }
+
+    /// PathExists through the minimal HTTP/2 client, sending the pipe-path
+    /// `:authority` that grpc-go sends.
+    fn raw_grpc(sock: &Path, path: &str, clients: usize, calls: usize) -> Stats {
+        struct Raw(RawClient<std::os::unix::net::UnixStream>, Vec<u8>);
+        threads(
+            clients,
+            calls,
+            || {
+                let s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+                let msg = PathExistsRequest { path: path.into() }.encode_to_vec();
+                Raw(RawClient::new(s, Shape::default()).unwrap(), msg)
+            },
+            |r| {
+                let resp =
+                    r.0.call(
+                        "/v1.Filesystem/PathExists",
+                        Some(br"\\.\pipe\csi-proxy-filesystem-v1"),
+                        &r.1,
+                    )
+                    .unwrap();
+                assert_eq!(resp.grpc_status, Some(0), "{resp:?}");
+                let m = PathExistsResponse::decode(&resp.message.unwrap()[..]).unwrap();
+                assert!(m.exists);
+            },
+        )
+    }
+
+    /// PathExists through the minimal HTTP/2 request encoder on async
+    /// tasks of the benchmark's current-thread runtime, exactly like the
+    /// async echo client: write the request frames, read frames until the
+    /// stream's trailers.
+    async fn raw_async(sock: &Path, path: &str, clients: usize, calls: usize) -> Stats {
+        async fn round(
+            s: &mut UnixStream,
+            enc: &mut RequestEncoder,
+            msg: &[u8],
+            input: &mut Vec<u8>,
+        ) {
+            let block = enc.request_block(
+                "/v1.Filesystem/PathExists",
+                Some(br"\\.\pipe\csi-proxy-filesystem-v1"),
+                &[],
+            );
+            let mut out = Vec::with_capacity(128);
+            let id = enc.put_request(&mut out, &block, msg);
+            s.write_all(&out).await.unwrap();
+            let mut message = None;
+            loop {
+                while let Some((head, payload, used)) =
+                    frame::split(input, frame::MAX_MAX_FRAME_SIZE).unwrap()
+                {
+                    let end = head.stream == id
+                        && head.kind == frame::HEADERS
+                        && head.flags & frame::END_STREAM != 0;
+                    if head.stream == id && head.kind == frame::DATA {
+                        message = Some(PathExistsResponse::decode(&payload[5..]).unwrap());
+                    }
+                    if end {
+                        // The trailers: grpc-status 0, a literal of our encoder.
+                        assert_eq!(payload, b"\x00\x0bgrpc-status\x010");
+                    }
+                    input.drain(..used);
+                    if end {
+                        assert!(message.expect("a response message").exists);
+                        return;
+                    }
+                }
+                let mut buf = [0u8; 4096];
+                let n = s.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the server closed the connection");
+                input.extend_from_slice(&buf[..n]);
+            }
+        }
+        let msg = PathExistsRequest { path: path.into() }.encode_to_vec();
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for _ in 0..clients {
+            let sock = sock.to_path_buf();
+            let msg = msg.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut s = UnixStream::connect(sock).await.unwrap();
+                let mut hello = RequestEncoder::preface();
+                // Open the connection window for the whole run.
+                frame::put_window_update(&mut hello, 0, frame::MAX_WINDOW - 65_535);
+                s.write_all(&hello).await.unwrap();
+                let mut enc = RequestEncoder::new(Shape::default());
+                let mut input = Vec::new();
+                for _ in 0..200 {
+                    round(&mut s, &mut enc, &msg, &mut input).await;
+                }
+                let mut lat = Vec::with_capacity(calls);
+                for _ in 0..calls {
+                    let t = Instant::now();
+                    round(&mut s, &mut enc, &msg, &mut input).await;
+                    lat.push(t.elapsed());
+                }
+                lat
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.unwrap());
+        }
+        stats(all, start.elapsed())
+    }
+
     fn us(d: Duration) -> f64 {
         d.as_secs_f64() * 1e6
     }
@@ -252,33 +422,48 @@ mod unix {
             "PathExists over a Unix socket vs raw echo of {size} bytes; {calls} calls per client"
         );
         println!(
-            "{:<28} {:>10} {:>10} {:>12}",
+            "{:<34} {:>10} {:>10} {:>12}",
             "", "p50 (us)", "p99 (us)", "calls/s"
         );
-        for clients in [1usize, 16] {
+        let row = |name: String, s: &Stats| {
+            println!(
+                "{:<34} {:>10.1} {:>10.1} {:>12.0}",
+                name,
+                us(s.p50),
+                us(s.p99),
+                s.per_sec
+            );
+        };
+        let ratio = |name: &str, a: &Stats, b: &Stats| {
+            println!(
+                "{:<34} {:>10.2} {:>10.2} {:>12.2}",
+                name,
+                us(a.p50) / us(b.p50),
+                us(a.p99) / us(b.p99),
+                a.per_sec / b.per_sec
+            );
+        };
+        // CLIENTS=a,b: the client counts to run (default 1,16).
+        let counts: Vec<usize> = std::env::var("CLIENTS")
+            .ok()
+            .map(|c| c.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+            .unwrap_or_else(|| vec![1, 16]);
+        for clients in counts {
+            // Async clients on this thread's current-thread runtime.
             let e = rt.block_on(echo(&echo_sock, size, clients, calls));
+            let a = rt.block_on(raw_async(&sock, &path, clients, calls));
             let g = rt.block_on(grpc(&sock, &path, clients, calls));
-            println!(
-                "{:<28} {:>10.1} {:>10.1} {:>12.0}",
-                format!("raw echo, {clients} client(s)"),
-                us(e.p50),
-                us(e.p99),
-                e.per_sec
-            );
-            println!(
-                "{:<28} {:>10.1} {:>10.1} {:>12.0}",
-                format!("PathExists, {clients} client(s)"),
-                us(g.p50),
-                us(g.p99),
-                g.per_sec
-            );
-            println!(
-                "{:<28} {:>10.2} {:>10.2} {:>12.2}",
-                "ratio PathExists/echo",
-                us(g.p50) / us(e.p50),
-                us(g.p99) / us(e.p99),
-                g.per_sec / e.per_sec
-            );
+            // Blocking clients, one thread per connection.
+            let eb = echo_blocking(&echo_sock, size, clients, calls);
+            let rb = raw_grpc(&sock, &path, clients, calls);
+            row(format!("async echo, {clients} client(s)"), &e);
+            row(format!("PathExists, {clients}, async minimal"), &a);
+            row(format!("PathExists, {clients}, tonic"), &g);
+            row(format!("blocking echo, {clients} client(s)"), &eb);
+            row(format!("PathExists, {clients}, blocking minimal"), &rb);
+            ratio("ratio async minimal/async echo", &a, &e);
+            ratio("ratio tonic/async echo", &g, &e);
+            ratio("ratio blocking minimal/blocking echo", &rb, &eb);
         }
     }
 }

@@ -38,6 +38,13 @@ fn refuse_root(op: &str, path: &str) -> Error {
 
 impl<B: FilesystemBackend> FilesystemApi for Filesystem<B> {
     fn path_exists(&self, req: PathExistsRequest) -> Result<PathExistsResponse> {
+        if self
+            .policy
+            .prove_link_free(&req.path, &self.backend)?
+            .is_some()
+        {
+            return Ok(PathExistsResponse { exists: true });
+        }
         let path = self.resolve(&req.path, false)?;
         let exists = self
             .backend
@@ -109,6 +116,13 @@ impl<B: FilesystemBackend> FilesystemApi for Filesystem<B> {
     }
 
     fn is_symlink(&self, req: IsSymlinkRequest) -> Result<IsSymlinkResponse> {
+        if self
+            .policy
+            .prove_link_free(&req.path, &self.backend)?
+            .is_some()
+        {
+            return Ok(IsSymlinkResponse { is_symlink: false });
+        }
         let path = self.resolve(&req.path, false)?;
         let is_symlink = self
             .backend

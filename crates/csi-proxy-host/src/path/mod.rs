@@ -281,6 +281,22 @@ impl PathPolicy {
         })
     }
 
+    /// [`check`](Self::check), then ask the OS for a one-call proof that
+    /// the whole path exists and that none of its components (the root's
+    /// included) is a link ([`LinkReader::is_link_free`]). `Some` means the
+    /// path exists, resolves to itself and is inside a root, with no further
+    /// question asked; `None` means "not proven", and the caller takes the
+    /// full [`resolve`](Self::resolve) route. This is how the polled
+    /// read-only calls (PathExists, IsSymlink) stay at one system call.
+    pub fn prove_link_free(
+        &self,
+        path: &str,
+        links: &dyn LinkReader,
+    ) -> Result<Option<CheckedPath>> {
+        let checked = self.check(path)?;
+        Ok(links.is_link_free(checked.as_str()).then_some(checked))
+    }
+
     /// [`check`](Self::check), then resolve every existing link in the chain
     /// (all components but the last; the last too when `follow_final`), then
     /// verify the resolved path is still inside a (resolved) root.

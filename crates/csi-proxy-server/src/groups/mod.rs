@@ -71,15 +71,9 @@ pub(crate) const TEST_ROOT: &str = if cfg!(windows) {
 #[cfg(test)]
 pub(crate) mod testing {
     use super::*;
-    use bytes::Bytes;
-    use http_body::{Body as _, Frame};
     use std::any::Any;
-    use std::convert::Infallible;
-    use std::pin::Pin;
     use std::sync::Mutex;
-    use std::task::{Context, Poll};
     use tonic::{Code, Status};
-    use tower::ServiceExt;
 
     /// A host over fakes, changed by `f`, serving `group`/`version`.
     pub(crate) fn service_for(
@@ -99,25 +93,8 @@ pub(crate) mod testing {
         service(&host, v, false)
     }
 
-    /// A request body of one data frame.
-    struct Once(Option<Bytes>);
-
-    impl http_body::Body for Once {
-        type Data = Bytes;
-        type Error = Infallible;
-        fn poll_frame(
-            mut self: Pin<&mut Self>,
-            _: &mut Context<'_>,
-        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-            Poll::Ready(self.0.take().map(|b| Ok(Frame::data(b))))
-        }
-        fn is_end_stream(&self) -> bool {
-            self.0.is_none()
-        }
-    }
-
-    /// Call `path` on `svc` with the gRPC-framed `req`; decode the response
-    /// or return the status of the call.
+    /// Call `path` on `svc` with `req` (blocking jobs run on this thread);
+    /// decode the response or return the status of the call.
     pub(crate) async fn call<Req, Resp>(
         svc: &VersionedService,
         path: &str,
@@ -127,42 +104,11 @@ pub(crate) mod testing {
         Req: prost::Message,
         Resp: prost::Message + Default,
     {
-        let msg = req.encode_to_vec();
-        let mut framed = Vec::with_capacity(5 + msg.len());
-        framed.push(0); // not compressed
-        framed.extend_from_slice(&u32::try_from(msg.len()).unwrap().to_be_bytes());
-        framed.extend_from_slice(&msg);
-        let request = http::Request::builder()
-            .method("POST")
-            .uri(format!("http://localhost{path}"))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(Once(Some(Bytes::from(framed))))
-            .unwrap();
-        let response = svc.clone().oneshot(request).await.unwrap();
-        let (parts, mut body) = response.into_parts();
-        let mut data = Vec::new();
-        let mut trailers = None;
-        while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await
-        {
-            let frame = frame?;
-            match frame.into_data() {
-                Ok(d) => data.extend_from_slice(&d),
-                Err(frame) => trailers = frame.into_trailers().ok(),
-            }
+        let reply = svc.call(path, &req.encode_to_vec()).wait();
+        if reply.code != Code::Ok {
+            return Err(Status::new(reply.code, reply.message));
         }
-        // A trailers-only response carries the status in its headers.
-        let status = Status::from_header_map(&parts.headers)
-            .or_else(|| trailers.as_ref().and_then(Status::from_header_map))
-            .expect("a gRPC response carries grpc-status");
-        if status.code() != Code::Ok {
-            return Err(status);
-        }
-        assert!(data.len() >= 5, "no response message");
-        assert_eq!(data[0], 0, "compressed response");
-        let len = u32::from_be_bytes(data[1..5].try_into().unwrap()) as usize;
-        assert_eq!(data.len(), 5 + len, "exactly one response message");
-        Ok(Resp::decode(&data[5..]).expect("response decodes"))
+        Ok(Resp::decode(&reply.body[..]).expect("response decodes"))
     }
 
     /// The version-free requests a test implementation received, in order.

@@ -1,0 +1,255 @@
+//! The async side of a connection: move bytes between the socket or pipe and
+//! the [`Connection`] state machine, run handlers, enforce deadlines, and
+//! close idle connections that never sent the HTTP/2 preface.
+//!
+//! One task per connection does everything; cheap handlers run right here,
+//! so a typical call costs one read and one write, with no hand-off between
+//! tasks. Blocking handlers run on tokio's blocking pool and come back
+//! through a channel.
+
+use super::conn::{Connection, Limits};
+use crate::dispatch::{Outcome, Reply, VersionedService};
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tonic::Code;
+
+/// A connected byte stream that can be used through a shared reference with
+/// readiness notifications (Unix sockets and named pipes both can), so one
+/// task can wait for "readable or writable" at once.
+pub trait Io: Send + Sync + 'static {
+    fn readable(&self) -> impl Future<Output = io::Result<()>> + Send;
+    fn writable(&self) -> impl Future<Output = io::Result<()>> + Send;
+    fn try_read(&self, buf: &mut [u8]) -> io::Result<usize>;
+    fn try_write(&self, buf: &[u8]) -> io::Result<usize>;
+}
+
+macro_rules! impl_io {
+    ($t:ty) => {
+        impl Io for $t {
+            fn readable(&self) -> impl Future<Output = io::Result<()>> + Send {
+                <$t>::readable(self)
+            }
+            fn writable(&self) -> impl Future<Output = io::Result<()>> + Send {
+                <$t>::writable(self)
+            }
+            fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+                <$t>::try_read(self, buf)
+            }
+            fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+                <$t>::try_write(self, buf)
+            }
+        }
+    };
+}
+
+#[cfg(unix)]
+impl_io!(tokio::net::UnixStream);
+#[cfg(windows)]
+impl_io!(tokio::net::windows::named_pipe::NamedPipeServer);
+
+/// Connection settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    pub limits: Limits,
+    /// How long a connection may stay open without sending the HTTP/2
+    /// preface.
+    pub preface_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            limits: Limits::default(),
+            preface_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Read granularity; the buffer grows only while a frame is incomplete.
+const READ_CHUNK: usize = 32 << 10;
+/// Stop reading while this much output is waiting for a slow reader.
+const MAX_PENDING_OUTPUT: usize = 1 << 20;
+
+struct InFlight {
+    path: String,
+    start: Instant,
+    deadline: Option<Instant>,
+}
+
+/// Serve one connection until the client leaves, the connection fails, or
+/// `shutdown` is cancelled and every open call has been answered.
+pub async fn serve<I: Io>(
+    io: I,
+    service: VersionedService,
+    options: Options,
+    shutdown: CancellationToken,
+) {
+    let mut conn = Connection::new(options.limits);
+    // Bytes of an incomplete frame, and the read buffer (allocated on the
+    // first read, so an idle connection holds none).
+    let mut input: Vec<u8> = Vec::new();
+    let mut chunk: Vec<u8> = Vec::new();
+    let (tx, mut rx) = mpsc::unbounded_channel::<(u32, Reply)>();
+    let mut in_flight: HashMap<u32, InFlight> = HashMap::new();
+    let preface_deadline = Instant::now() + options.preface_timeout;
+    let mut eof = false;
+    let mut draining = false;
+    loop {
+        if !conn.output().is_empty() {
+            if let Err(e) = write_some(&io, conn.output()) {
+                tracing::debug!(error = %e, "connection write failed");
+                return;
+            }
+        }
+        let pending = conn.output().len();
+        if pending == 0 && (conn.is_done() || (eof && in_flight.is_empty())) {
+            return;
+        }
+        if eof && pending > 0 {
+            // The client is gone; nothing more will be read.
+            return;
+        }
+        let next_deadline = in_flight.values().filter_map(|f| f.deadline).min();
+        let want_read = !eof && pending < MAX_PENDING_OUTPUT;
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled(), if !draining => {
+                draining = true;
+                conn.go_away();
+            }
+            Some((stream, reply)) = rx.recv() => {
+                if let Some(f) = in_flight.remove(&stream) {
+                    log(&service, &f.path, f.start, reply.code);
+                    conn.respond(stream, &reply);
+                }
+            }
+            _ = tokio::time::sleep_until(next_deadline.unwrap_or(preface_deadline)),
+                if next_deadline.is_some() => {
+                let now = Instant::now();
+                let expired: Vec<u32> = in_flight
+                    .iter()
+                    .filter(|(_, f)| f.deadline.is_some_and(|d| d <= now))
+                    .map(|(&id, _)| id)
+                    .collect();
+                for id in expired {
+                    if let Some(f) = in_flight.remove(&id) {
+                        log(&service, &f.path, f.start, Code::DeadlineExceeded);
+                        let reply = Reply::error(
+                            Code::DeadlineExceeded,
+                            format!("{} did not finish within the deadline", f.path),
+                        );
+                        conn.respond(id, &reply);
+                    }
+                }
+            }
+            _ = tokio::time::sleep_until(preface_deadline), if !conn.preface_received() => {
+                tracing::debug!("closing a connection that never sent the HTTP/2 preface");
+                return;
+            }
+            ready = io.readable(), if want_read => {
+                if let Err(e) = ready {
+                    tracing::debug!(error = %e, "connection read failed");
+                    return;
+                }
+                if chunk.is_empty() {
+                    chunk = vec![0; READ_CHUNK];
+                }
+                let n = match io.try_read(&mut chunk) {
+                    Ok(0) => {
+                        eof = true;
+                        continue;
+                    }
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "connection read failed");
+                        return;
+                    }
+                };
+                // Usually whole frames arrive and nothing needs copying.
+                let result = if input.is_empty() {
+                    conn.receive(&chunk[..n]).map(|used| input.extend_from_slice(&chunk[used..n]))
+                } else {
+                    input.extend_from_slice(&chunk[..n]);
+                    conn.receive(&input).map(|used| {
+                        input.drain(..used);
+                    })
+                };
+                if let Err(e) = result {
+                    tracing::debug!(error = %e, "closing the connection");
+                    input.clear();
+                }
+                while let Some(req) = conn.next_request() {
+                    let start = Instant::now();
+                    let outcome = catch_unwind(AssertUnwindSafe(|| {
+                        service.call(&req.path, &req.message)
+                    }))
+                    .unwrap_or_else(|_| Outcome::Done(panicked()));
+                    match outcome {
+                        Outcome::Done(reply) => {
+                            log(&service, &req.path, start, reply.code);
+                            conn.respond(req.stream, &reply);
+                        }
+                        Outcome::Blocking(job) => {
+                            in_flight.insert(req.stream, InFlight {
+                                path: req.path,
+                                start,
+                                deadline: req.timeout.map(|t| start + t),
+                            });
+                            let tx = tx.clone();
+                            let stream = req.stream;
+                            tokio::task::spawn_blocking(move || {
+                                let reply = catch_unwind(AssertUnwindSafe(job))
+                                    .unwrap_or_else(|_| panicked());
+                                // The connection may be gone; then nobody waits.
+                                let _ = tx.send((stream, reply));
+                            });
+                        }
+                    }
+                }
+            }
+            ready = io.writable(), if pending > 0 => {
+                if let Err(e) = ready {
+                    tracing::debug!(error = %e, "connection write failed");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn panicked() -> Reply {
+    Reply::error(Code::Internal, "the host operation panicked")
+}
+
+fn log(service: &VersionedService, path: &str, start: Instant, code: Code) {
+    if service.log_requests() {
+        tracing::info!(
+            method = %path,
+            duration_us = start.elapsed().as_micros() as u64,
+            code = ?code,
+            "request"
+        );
+    }
+}
+
+/// Write as much of `out` as the peer takes now.
+fn write_some<I: Io>(io: &I, out: &mut Vec<u8>) -> io::Result<()> {
+    let mut written = 0;
+    while written < out.len() {
+        match io.try_write(&out[written..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => written += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(e),
+        }
+    }
+    out.drain(..written);
+    Ok(())
+}

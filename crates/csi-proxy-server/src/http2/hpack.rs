@@ -1,0 +1,257 @@
+//! The header side of gRPC over HTTP/2.
+//!
+//! Decoding uses the `loona-hpack` crate (static and dynamic tables, Huffman
+//! codes, table size updates). Encoding is ours and deliberately minimal:
+//! every field is a literal "without indexing" and no Huffman coding is
+//! used, so the encoder keeps no state and any decoder understands it,
+//! whatever table size the peer announced.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+/// Append an HPACK integer with an `n`-bit prefix; `first` holds the bits
+/// above the prefix.
+pub fn put_int(out: &mut Vec<u8>, first: u8, n: u8, mut value: usize) {
+    let max = (1usize << n) - 1;
+    if value < max {
+        out.push(first | value as u8);
+        return;
+    }
+    out.push(first | max as u8);
+    value -= max;
+    while value >= 128 {
+        out.push((value % 128) as u8 | 0x80);
+        value /= 128;
+    }
+    out.push(value as u8);
+}
+
+/// Append a string literal (no Huffman coding).
+pub fn put_str(out: &mut Vec<u8>, s: &[u8]) {
+    put_int(out, 0, 7, s.len());
+    out.extend_from_slice(s);
+}
+
+/// Append a literal field without indexing whose name is given as text.
+pub fn put_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.push(0x00);
+    put_str(out, name);
+    put_str(out, value);
+}
+
+/// Append a literal field without indexing whose name is entry `index` of
+/// the static table.
+pub fn put_field_static_name(out: &mut Vec<u8>, index: usize, value: &[u8]) {
+    put_int(out, 0x00, 4, index);
+    put_str(out, value);
+}
+
+/// Static table entries used by the server.
+const STATUS_200: u8 = 0x80 | 8;
+const NAME_STATUS: usize = 8;
+const NAME_CONTENT_TYPE: usize = 31;
+
+/// The response headers of a gRPC response: `:status: 200` and
+/// `content-type: application/grpc`.
+pub fn put_response_head(out: &mut Vec<u8>) {
+    out.push(STATUS_200);
+    put_field_static_name(out, NAME_CONTENT_TYPE, b"application/grpc");
+}
+
+/// The gRPC status fields: `grpc-status` and, if not empty, the
+/// percent-encoded `grpc-message`.
+pub fn put_grpc_status(out: &mut Vec<u8>, code: i32, message: &str) {
+    put_field(out, b"grpc-status", code.to_string().as_bytes());
+    if !message.is_empty() {
+        put_field(out, b"grpc-message", &percent_encode(message));
+    }
+}
+
+/// A plain HTTP response head with status `status` (for requests that are
+/// not gRPC at all).
+pub fn put_http_status(out: &mut Vec<u8>, status: u16) {
+    put_field_static_name(out, NAME_STATUS, status.to_string().as_bytes());
+}
+
+/// Percent-encode a grpc-message value as the gRPC spec asks: every byte
+/// outside printable ASCII, and `%` itself.
+pub fn percent_encode(message: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(message.len());
+    for &b in message.as_bytes() {
+        if (0x20..=0x7e).contains(&b) && b != b'%' {
+            out.push(b);
+        } else {
+            out.extend_from_slice(format!("%{b:02X}").as_bytes());
+        }
+    }
+    out
+}
+
+/// Decode a percent-encoded grpc-message (for clients and tests); invalid
+/// escapes are kept as they are.
+pub fn percent_decode(value: &[u8]) -> String {
+    let mut out = Vec::with_capacity(value.len());
+    let mut i = 0;
+    while i < value.len() {
+        if value[i] == b'%' && i + 2 < value.len() {
+            let hex = std::str::from_utf8(&value[i + 1..i + 3])
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok());
+            if let Some(b) = hex {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(value[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The request fields the server looks at. Everything else, `:authority`
+/// above all, is decoded (the HPACK state must stay in step with the
+/// client's) and then ignored: a pipe path or socket path there is as good
+/// as a host name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestHead {
+    pub method: Option<Vec<u8>>,
+    pub path: Option<Vec<u8>>,
+    pub content_type: Option<Vec<u8>>,
+    pub timeout: Option<Vec<u8>>,
+    pub encoding: Option<Vec<u8>>,
+    /// Decoded size as SETTINGS_MAX_HEADER_LIST_SIZE counts it.
+    pub list_size: usize,
+}
+
+impl RequestHead {
+    /// Take one decoded field.
+    pub fn add(&mut self, name: Cow<[u8]>, value: Cow<[u8]>) {
+        self.list_size = self.list_size.saturating_add(name.len() + value.len() + 32);
+        let slot = match &*name {
+            b":method" => &mut self.method,
+            b":path" => &mut self.path,
+            b"content-type" => &mut self.content_type,
+            b"grpc-timeout" => &mut self.timeout,
+            b"grpc-encoding" => &mut self.encoding,
+            _ => return,
+        };
+        // Bounded by the header block limit; the first occurrence wins.
+        if slot.is_none() {
+            *slot = Some(value.into_owned());
+        }
+    }
+}
+
+/// Parse a `grpc-timeout` value: at most 8 digits and a unit
+/// (`H`, `M`, `S`, `m`, `u`, `n`).
+pub fn parse_timeout(value: &[u8]) -> Option<Duration> {
+    let (&unit, digits) = value.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(match unit {
+        b'H' => Duration::from_secs(n * 3600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(block: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        loona_hpack::Decoder::new().decode(block).unwrap()
+    }
+
+    #[test]
+    fn integers_follow_rfc_7541_examples() {
+        let mut out = Vec::new();
+        put_int(&mut out, 0, 5, 10);
+        assert_eq!(out, [10]);
+        out.clear();
+        put_int(&mut out, 0, 5, 1337);
+        assert_eq!(out, [31, 154, 10]);
+        out.clear();
+        put_int(&mut out, 0, 8, 42);
+        assert_eq!(out, [42]);
+        out.clear();
+        put_int(&mut out, 0x80, 7, 127);
+        assert_eq!(out, [0xff, 0]);
+    }
+
+    #[test]
+    fn response_blocks_decode_with_a_real_decoder() {
+        let mut b = Vec::new();
+        put_response_head(&mut b);
+        put_grpc_status(&mut b, 5, "no such path: /x%y\u{e9}");
+        let long = "m".repeat(300);
+        put_field(&mut b, b"x-long", long.as_bytes());
+        let got = decode(&b);
+        assert_eq!(
+            got,
+            [
+                (b":status".to_vec(), b"200".to_vec()),
+                (b"content-type".to_vec(), b"application/grpc".to_vec()),
+                (b"grpc-status".to_vec(), b"5".to_vec()),
+                (
+                    b"grpc-message".to_vec(),
+                    b"no such path: /x%25y%C3%A9".to_vec()
+                ),
+                (b"x-long".to_vec(), long.into_bytes()),
+            ]
+        );
+        let mut h = Vec::new();
+        put_http_status(&mut h, 415);
+        assert_eq!(decode(&h), [(b":status".to_vec(), b"415".to_vec())]);
+    }
+
+    #[test]
+    fn percent_coding_round_trips() {
+        for s in ["", "plain", "100% done", "é\n\t\u{1F600}", "%%", "%4"] {
+            assert_eq!(percent_decode(&percent_encode(s)), s, "{s:?}");
+        }
+        assert_eq!(percent_decode(b"%zz%4"), "%zz%4");
+    }
+
+    #[test]
+    fn timeouts() {
+        assert_eq!(parse_timeout(b"1S"), Some(Duration::from_secs(1)));
+        assert_eq!(parse_timeout(b"2H"), Some(Duration::from_secs(7200)));
+        assert_eq!(
+            parse_timeout(b"99999999n"),
+            Some(Duration::from_nanos(99_999_999))
+        );
+        assert_eq!(parse_timeout(b"250m"), Some(Duration::from_millis(250)));
+        for bad in [&b""[..], b"S", b"1", b"123456789S", b"1x", b"-1S", b"1 S"] {
+            assert_eq!(parse_timeout(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn request_head_keeps_what_it_needs() {
+        let mut h = RequestHead::default();
+        for (n, v) in [
+            (":method", "POST"),
+            (":authority", r"\\.\pipe\csi-proxy-disk-v1"),
+            (":path", "/v1.Disk/ListDiskIDs"),
+            (":path", "/second"),
+            ("content-type", "application/grpc"),
+        ] {
+            h.add(Cow::Borrowed(n.as_bytes()), Cow::Borrowed(v.as_bytes()));
+        }
+        assert_eq!(h.path.as_deref(), Some(&b"/v1.Disk/ListDiskIDs"[..]));
+        assert_eq!(h.method.as_deref(), Some(&b"POST"[..]));
+        assert!(h.timeout.is_none());
+        assert_eq!(
+            h.list_size,
+            5 * 32 + 7 + 4 + 10 + 26 + 5 + 20 + 5 + 7 + 12 + 16
+        );
+    }
+}
