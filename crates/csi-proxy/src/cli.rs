@@ -99,6 +99,13 @@ pub struct Cli {
           value_parser = parse_go_duration)]
     pub shutdown_timeout: Duration,
 
+    /// Close a connection that has not sent the HTTP/2 preface after this
+    /// long (Go duration). grpc-go clients open one such connection to
+    /// probe an endpoint; it costs only a parked task until then.
+    #[arg(long = "preface-timeout", value_name = "DURATION", default_value = "2m",
+          value_parser = parse_go_duration)]
+    pub preface_timeout: Duration,
+
     /// Log verbosity: 0-3 info, 4-5 debug, 6+ trace.
     #[arg(long = "v", value_name = "LEVEL", default_value_t = 0)]
     pub v: u8,
@@ -446,6 +453,7 @@ mod tests {
         assert_eq!(cli.pipe_sddl, DEFAULT_PIPE_SDDL);
         assert_eq!(cli.api_group_list(), None);
         assert_eq!(cli.shutdown_timeout, Duration::from_secs(10));
+        assert_eq!(cli.preface_timeout, Duration::from_secs(120));
         assert_eq!(cli.v, 0);
         assert!(cli.logtostderr);
         assert!(!cli.alsologtostderr);
@@ -573,6 +581,7 @@ mod tests {
             "D:P(A;;GA;;;SY)",
             "-api-groups= filesystem, disk-v1,,",
             "-shutdown-timeout=1m30s",
+            "-preface-timeout=1500ms",
             "-log_dir",
             "/var/log",
             "-log_file_max_size=0",
@@ -595,6 +604,7 @@ mod tests {
             Some(vec!["filesystem".to_string(), "disk-v1".to_string()])
         );
         assert_eq!(cli.shutdown_timeout, Duration::from_secs(90));
+        assert_eq!(cli.preface_timeout, Duration::from_millis(1500));
         assert_eq!(cli.log_dir, Some(PathBuf::from("/var/log")));
         assert_eq!(cli.log_file_max_size, 0);
         assert!(cli.alsologtostderr);
@@ -684,7 +694,7 @@ mod tests {
                 "help lacks --{long}:\n{help}"
             );
         }
-        assert_eq!(count, 28, "flag count changed; update the help checks");
+        assert_eq!(count, 29, "flag count changed; update the help checks");
         for flag in [
             "kubelet-path",
             "kubelet-csi-plugins-path",
@@ -698,6 +708,7 @@ mod tests {
             "pipe-sddl",
             "api-groups",
             "shutdown-timeout",
+            "preface-timeout",
             "v",
             "logtostderr",
             "alsologtostderr",

@@ -98,7 +98,7 @@ pub fn run(cli: Cli) -> Result<()> {
         transport: transport(&cli)?,
         shutdown_timeout: cli.shutdown_timeout,
         log_requests: crate::logging::verbosity() >= 2,
-        preface_timeout: csi_proxy_server::Config::DEFAULT_PREFACE_TIMEOUT,
+        preface_timeout: cli.preface_timeout,
     };
     let host = Host::os(policy.clone());
 

@@ -1,0 +1,96 @@
+//! Raw HTTP/2 checks shared by the Unix-socket and named-pipe tiers: the
+//! `:authority` forms real gRPC clients send, several requests per
+//! connection (so that later requests refer to the HPACK dynamic table),
+//! and unusual but legal framing.
+#![allow(dead_code)]
+
+use csi_proxy_api::filesystem::v1::{PathExistsRequest, PathExistsResponse};
+use csi_proxy_api::filesystem::v1alpha1::PathExistsResponse as OldPathExistsResponse;
+use csi_proxy_server::http2::client::{RawClient, Shape};
+use prost::Message;
+use std::io::{Read, Write};
+
+/// Every `:authority` form: none, a host name, the pipe path raw (single
+/// and doubled backslashes, as upstream's Go client builds it) and
+/// percent-encoded (newer grpc-go), the socket path and a unix: URI.
+pub fn authority_forms(endpoint: &str, socket: &str) -> Vec<Option<Vec<u8>>> {
+    let raw = format!(r"\\.\pipe\{endpoint}");
+    let doubled = format!(r"\\.\\pipe\\{endpoint}");
+    let pct = |s: &str| s.replace('\\', "%5C");
+    vec![
+        None,
+        Some(b"localhost".to_vec()),
+        Some(raw.clone().into_bytes()),
+        Some(doubled.clone().into_bytes()),
+        Some(pct(&raw).into_bytes()),
+        Some(pct(&doubled).into_bytes()),
+        Some(socket.as_bytes().to_vec()),
+        Some(format!("unix://{socket}").into_bytes()),
+    ]
+}
+
+/// Framing variants a client may legally use.
+pub fn shapes() -> Vec<Shape> {
+    vec![
+        Shape::default(),
+        Shape {
+            padding: Some(17),
+            priority: true,
+            ..Shape::default()
+        },
+        Shape {
+            fragment: Some(5),
+            ..Shape::default()
+        },
+        Shape {
+            no_indexing: true,
+            ..Shape::default()
+        },
+    ]
+}
+
+/// On one connection: `rounds` pairs of PathExists calls (an existing and a
+/// missing path) on `service` (e.g. `v1.Filesystem`), then one with a path
+/// outside the allowed roots. Every answer must be right.
+pub fn exercise<S: Read + Write>(
+    client: &mut RawClient<S>,
+    service: &str,
+    authority: Option<&[u8]>,
+    existing: &str,
+    missing: &str,
+    outside: &str,
+    rounds: usize,
+) {
+    let method = format!("/{service}/PathExists");
+    let call = |client: &mut RawClient<S>, path: &str| {
+        let msg = PathExistsRequest { path: path.into() }.encode_to_vec();
+        client
+            .call(&method, authority, &msg)
+            .unwrap_or_else(|e| panic!("{method} {path} with {authority:?}: {e}"))
+    };
+    for _ in 0..rounds {
+        for (path, want) in [(existing, true), (missing, false)] {
+            let resp = call(client, path);
+            assert_eq!(resp.http_status, 200, "{resp:?}");
+            assert_eq!(
+                resp.grpc_status,
+                Some(0),
+                "{method} {path} with {authority:?}: {resp:?}"
+            );
+            let bytes = resp.message.expect("a message");
+            // v1alpha1 and v1beta1 carry an (unused) error string first.
+            let exists = if service.starts_with("v1alpha1.") || service.starts_with("v1beta1.") {
+                OldPathExistsResponse::decode(&bytes[..]).unwrap().exists
+            } else {
+                PathExistsResponse::decode(&bytes[..]).unwrap().exists
+            };
+            assert_eq!(exists, want, "{method} {path} with {authority:?}");
+        }
+    }
+    let resp = call(client, outside);
+    assert_eq!(resp.grpc_status, Some(7), "{resp:?}"); // PermissionDenied
+    assert!(
+        resp.grpc_message.contains("outside the allowed roots"),
+        "{resp:?}"
+    );
+}
