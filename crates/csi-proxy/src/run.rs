@@ -76,6 +76,29 @@ fn transport(cli: &Cli) -> Result<Transport> {
     }
 }
 
+/// Every client connection is a descriptor, and idle probe connections
+/// count too: raise the soft RLIMIT_NOFILE to the hard limit, as Go
+/// programs (upstream included) do at start-up.
+#[cfg(unix)]
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0
+        || lim.rlim_cur >= lim.rlim_max
+    {
+        return;
+    }
+    let old = lim.rlim_cur;
+    lim.rlim_cur = lim.rlim_max;
+    // SAFETY: setrlimit reads only the struct we pass.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } == 0 {
+        tracing::debug!(from = old, to = lim.rlim_cur, "raised the open-file limit");
+    }
+}
+
 /// Run the proxy until SIGTERM/SIGINT (Ctrl-C on Windows).
 pub fn run(cli: Cli) -> Result<()> {
     for flag in cli.ignored_flags() {
@@ -90,6 +113,8 @@ pub fn run(cli: Cli) -> Result<()> {
             "-metrics-bind-address is not implemented yet: no metrics are served"
         );
     }
+    #[cfg(unix)]
+    raise_fd_limit();
     let versions = select_versions(cli.api_group_list())?;
     let policy = PathPolicy::new(Flavor::NATIVE, cli.allowed_roots())
         .context("invalid -kubelet-path or -working-dir")?;

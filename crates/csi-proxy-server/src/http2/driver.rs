@@ -84,20 +84,77 @@ struct InFlight {
 
 /// Serve one connection until the client leaves, the connection fails, or
 /// `shutdown` is cancelled and every open call has been answered.
+///
+/// Until the client sends its first bytes, the connection is only this
+/// small future waiting for readability: grpc-go's probe connections, which
+/// never send anything, cost a parked task and a descriptor until the
+/// preface timeout closes them. The connection state is allocated when the
+/// first bytes arrive.
 pub async fn serve<I: Io>(
     io: I,
     service: VersionedService,
     options: Options,
     shutdown: CancellationToken,
 ) {
-    let mut conn = Connection::new(options.limits);
-    // Bytes of an incomplete frame, and the read buffer (allocated on the
-    // first read, so an idle connection holds none).
-    let mut input: Vec<u8> = Vec::new();
-    let mut chunk: Vec<u8> = Vec::new();
-    let (tx, mut rx) = mpsc::unbounded_channel::<(u32, Reply)>();
-    let mut in_flight: HashMap<u32, InFlight> = HashMap::new();
     let preface_deadline = Instant::now() + options.preface_timeout;
+    // A fresh socket may report readiness before any byte arrived; only a
+    // read tells, so the first bytes go through a small buffer.
+    let mut first = [0u8; 64];
+    let n = loop {
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep_until(preface_deadline) => {
+                tracing::debug!("closing a connection that never sent anything");
+                return;
+            }
+            ready = io.readable() => {
+                if ready.is_err() {
+                    return;
+                }
+                match io.try_read(&mut first) {
+                    Ok(0) => return,
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "connection read failed");
+                        return;
+                    }
+                }
+            }
+        }
+    };
+    let first = first[..n].to_vec();
+    Box::pin(serve_active(
+        io,
+        first,
+        service,
+        options,
+        shutdown,
+        preface_deadline,
+    ))
+    .await
+}
+
+async fn serve_active<I: Io>(
+    io: I,
+    first: Vec<u8>,
+    service: VersionedService,
+    options: Options,
+    shutdown: CancellationToken,
+    preface_deadline: Instant,
+) {
+    let mut conn = Connection::new(options.limits);
+    let mut chunk: Vec<u8> = vec![0; READ_CHUNK];
+    let (tx, mut rx) = mpsc::unbounded_channel::<(u32, Reply)>();
+    let mut state = State {
+        input: Vec::new(),
+        service,
+        in_flight: HashMap::new(),
+        tx,
+    };
+    state.take_in(&mut conn, &first);
+    let service = state.service.clone();
     let mut eof = false;
     let mut draining = false;
     loop {
@@ -108,14 +165,14 @@ pub async fn serve<I: Io>(
             }
         }
         let pending = conn.output().len();
-        if pending == 0 && (conn.is_done() || (eof && in_flight.is_empty())) {
+        if pending == 0 && (conn.is_done() || (eof && state.in_flight.is_empty())) {
             return;
         }
         if eof && pending > 0 {
             // The client is gone; nothing more will be read.
             return;
         }
-        let next_deadline = in_flight.values().filter_map(|f| f.deadline).min();
+        let next_deadline = state.in_flight.values().filter_map(|f| f.deadline).min();
         let want_read = !eof && pending < MAX_PENDING_OUTPUT;
         tokio::select! {
             biased;
@@ -124,7 +181,7 @@ pub async fn serve<I: Io>(
                 conn.go_away();
             }
             Some((stream, reply)) = rx.recv() => {
-                if let Some(f) = in_flight.remove(&stream) {
+                if let Some(f) = state.in_flight.remove(&stream) {
                     log(&service, &f.path, f.start, reply.code);
                     conn.respond(stream, &reply);
                 }
@@ -132,13 +189,13 @@ pub async fn serve<I: Io>(
             _ = tokio::time::sleep_until(next_deadline.unwrap_or(preface_deadline)),
                 if next_deadline.is_some() => {
                 let now = Instant::now();
-                let expired: Vec<u32> = in_flight
+                let expired: Vec<u32> = state.in_flight
                     .iter()
                     .filter(|(_, f)| f.deadline.is_some_and(|d| d <= now))
                     .map(|(&id, _)| id)
                     .collect();
                 for id in expired {
-                    if let Some(f) = in_flight.remove(&id) {
+                    if let Some(f) = state.in_flight.remove(&id) {
                         log(&service, &f.path, f.start, Code::DeadlineExceeded);
                         let reply = Reply::error(
                             Code::DeadlineExceeded,
@@ -157,9 +214,6 @@ pub async fn serve<I: Io>(
                     tracing::debug!(error = %e, "connection read failed");
                     return;
                 }
-                if chunk.is_empty() {
-                    chunk = vec![0; READ_CHUNK];
-                }
                 let n = match io.try_read(&mut chunk) {
                     Ok(0) => {
                         eof = true;
@@ -172,52 +226,72 @@ pub async fn serve<I: Io>(
                         return;
                     }
                 };
-                // Usually whole frames arrive and nothing needs copying.
-                let result = if input.is_empty() {
-                    conn.receive(&chunk[..n]).map(|used| input.extend_from_slice(&chunk[used..n]))
-                } else {
-                    input.extend_from_slice(&chunk[..n]);
-                    conn.receive(&input).map(|used| {
-                        input.drain(..used);
-                    })
-                };
-                if let Err(e) = result {
-                    tracing::debug!(error = %e, "closing the connection");
-                    input.clear();
-                }
-                while let Some(req) = conn.next_request() {
-                    let start = Instant::now();
-                    let outcome = catch_unwind(AssertUnwindSafe(|| {
-                        service.call(&req.path, &req.message)
-                    }))
-                    .unwrap_or_else(|_| Outcome::Done(panicked()));
-                    match outcome {
-                        Outcome::Done(reply) => {
-                            log(&service, &req.path, start, reply.code);
-                            conn.respond(req.stream, &reply);
-                        }
-                        Outcome::Blocking(job) => {
-                            in_flight.insert(req.stream, InFlight {
-                                path: req.path,
-                                start,
-                                deadline: req.timeout.map(|t| start + t),
-                            });
-                            let tx = tx.clone();
-                            let stream = req.stream;
-                            tokio::task::spawn_blocking(move || {
-                                let reply = catch_unwind(AssertUnwindSafe(job))
-                                    .unwrap_or_else(|_| panicked());
-                                // The connection may be gone; then nobody waits.
-                                let _ = tx.send((stream, reply));
-                            });
-                        }
-                    }
-                }
+                state.take_in(&mut conn, &chunk[..n]);
             }
             ready = io.writable(), if pending > 0 => {
                 if let Err(e) = ready {
                     tracing::debug!(error = %e, "connection write failed");
                     return;
+                }
+            }
+        }
+    }
+}
+
+/// What the driver keeps besides the connection.
+struct State {
+    /// Bytes of an incomplete frame.
+    input: Vec<u8>,
+    service: VersionedService,
+    in_flight: HashMap<u32, InFlight>,
+    tx: mpsc::UnboundedSender<(u32, Reply)>,
+}
+
+impl State {
+    /// Feed received bytes to the connection and start every request that
+    /// became complete.
+    fn take_in(&mut self, conn: &mut Connection, bytes: &[u8]) {
+        // Usually whole frames arrive and nothing needs copying.
+        let result = if self.input.is_empty() {
+            conn.receive(bytes)
+                .map(|used| self.input.extend_from_slice(&bytes[used..]))
+        } else {
+            self.input.extend_from_slice(bytes);
+            conn.receive(&self.input).map(|used| {
+                self.input.drain(..used);
+            })
+        };
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "closing the connection");
+            self.input.clear();
+        }
+        while let Some(req) = conn.next_request() {
+            let start = Instant::now();
+            let service = &self.service;
+            let outcome = catch_unwind(AssertUnwindSafe(|| service.call(&req.path, &req.message)))
+                .unwrap_or_else(|_| Outcome::Done(panicked()));
+            match outcome {
+                Outcome::Done(reply) => {
+                    log(service, &req.path, start, reply.code);
+                    conn.respond(req.stream, &reply);
+                }
+                Outcome::Blocking(job) => {
+                    self.in_flight.insert(
+                        req.stream,
+                        InFlight {
+                            path: req.path,
+                            start,
+                            deadline: req.timeout.map(|t| start + t),
+                        },
+                    );
+                    let tx = self.tx.clone();
+                    let stream = req.stream;
+                    tokio::task::spawn_blocking(move || {
+                        let reply =
+                            catch_unwind(AssertUnwindSafe(job)).unwrap_or_else(|_| panicked());
+                        // The connection may be gone; then nobody waits.
+                        let _ = tx.send((stream, reply));
+                    });
                 }
             }
         }
