@@ -19,6 +19,8 @@
 // Build (GOPATH mode, Debian's packaged grpc-go):
 //
 //	GO111MODULE=off GOPATH=/usr/share/gocode go build -o csi-proxy-go-check ./compat/go/csi-proxy-go-check
+//
+// or compat/go/build.sh [linux|windows]; see compat/go/README.md.
 package main
 
 import (

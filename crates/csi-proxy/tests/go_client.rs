@@ -33,12 +33,16 @@ fn go_check() -> &'static Path {
 }
 
 fn build_go_check() -> PathBuf {
+    // The same places as compat/go/build.sh.
     let work = Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-check");
-    let out = work.join("csi-proxy-go-check");
+    let out = work.join("linux/csi-proxy-go-check");
     // Built under a private name, then renamed: a concurrent test run may be
     // executing the previous build.
-    let tmp = work.join(format!("csi-proxy-go-check.{}.tmp", std::process::id()));
-    std::fs::create_dir_all(&work).unwrap();
+    let tmp = work.join(format!(
+        "linux/csi-proxy-go-check.{}.tmp",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(work.join("linux")).unwrap();
     let gopath = match std::env::var("GOPATH") {
         Ok(extra) if !extra.is_empty() => format!("{SYSTEM_GOPATH}:{extra}"),
         _ => SYSTEM_GOPATH.to_string(),
