@@ -18,7 +18,8 @@ use crate::wire::Wire;
 use csi_proxy_api::ApiVersion;
 use std::collections::HashMap;
 use std::sync::Arc;
-use tonic::{Code, Status};
+pub use tonic::Code;
+use tonic::Status;
 
 /// The result of one call: a status and, when the status is OK, the encoded
 /// response message (without the gRPC length prefix).
