@@ -8,38 +8,25 @@
 #![cfg(windows)]
 
 use csi_proxy_api::filesystem::{v1, v1alpha1, v1beta1, v1beta2, v2alpha1};
+use csi_proxy_client::{Client, Group, ProxyChannel};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio::net::windows::named_pipe::ClientOptions;
-use tonic::transport::{Channel, Endpoint};
 use tonic::Code;
 
-const ERROR_PIPE_BUSY: i32 = 231;
-
-async fn connect(name: &str) -> Channel {
-    let name = name.to_string();
-    Endpoint::from_static("http://localhost")
-        .connect_with_connector(tower::service_fn(move |_| {
-            let name = name.clone();
-            async move {
-                let deadline = Instant::now() + Duration::from_secs(10);
-                loop {
-                    match ClientOptions::new().open(&name) {
-                        Ok(c) => return Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(c)),
-                        Err(e)
-                            if e.raw_os_error() == Some(ERROR_PIPE_BUSY)
-                                && Instant::now() < deadline =>
-                        {
-                            tokio::time::sleep(Duration::from_millis(10)).await
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-            }
-        }))
+/// A channel to the filesystem pipe of `version` (the client retries while
+/// every pipe instance is busy).
+async fn connect(version: &str) -> ProxyChannel {
+    let channel = Client::new()
+        .connect_version(Group::Filesystem, version)
         .await
-        .expect("connect to pipe")
+        .expect("connect to pipe");
+    assert_eq!(
+        channel.endpoint(),
+        Path::new(&format!("\\\\.\\pipe\\csi-proxy-filesystem-{version}"))
+    );
+    channel
 }
 
 struct Proxy {
@@ -185,8 +172,7 @@ macro_rules! modern {
     ($proxy:ident, $ver:ident) => {{
         use $ver::filesystem_client::FilesystemClient;
         use $ver::*;
-        let pipe = format!("\\\\.\\pipe\\csi-proxy-filesystem-{}", stringify!($ver));
-        let mut c = FilesystemClient::new(connect(&pipe).await);
+        let mut c = FilesystemClient::new(connect(stringify!($ver)).await);
         let dir = $proxy.kubelet.join(format!(
             "pods\\uid\\volumes\\kubernetes.io~csi\\{}",
             stringify!($ver)
@@ -318,8 +304,7 @@ macro_rules! old {
     ($proxy:ident, $ver:ident) => {{
         use $ver::filesystem_client::FilesystemClient;
         use $ver::*;
-        let pipe = format!("\\\\.\\pipe\\csi-proxy-filesystem-{}", stringify!($ver));
-        let mut c = FilesystemClient::new(connect(&pipe).await);
+        let mut c = FilesystemClient::new(connect(stringify!($ver)).await);
         let dir = $proxy
             .kubelet
             .join(format!("plugins\\{}", stringify!($ver)));
@@ -419,7 +404,7 @@ async fn filesystem_api_over_named_pipes_every_version() {
 
     // Least privilege: the filesystem pipe serves no other service, and
     // unselected groups have no pipe at all.
-    let mut grpc = tonic::client::Grpc::new(connect("\\\\.\\pipe\\csi-proxy-filesystem-v1").await);
+    let mut grpc = tonic::client::Grpc::new(connect("v1").await);
     grpc.ready().await.unwrap();
     let st = grpc
         .unary(
@@ -433,6 +418,13 @@ async fn filesystem_api_over_named_pipes_every_version() {
     assert!(ClientOptions::new()
         .open("\\\\.\\pipe\\csi-proxy-volume-v1")
         .is_err());
+    // Version fallback over the pipes: filesystem v1 is picked; no volume
+    // version is served.
+    let client = Client::new();
+    let (api, _) = client.connect_newest(Group::Filesystem).await.unwrap();
+    assert_eq!(api.version, "v1");
+    let e = client.connect_newest(Group::Volume).await.unwrap_err();
+    assert!(e.is_not_served(), "{e}");
     assert!(ClientOptions::new()
         .open("\\\\.\\pipe\\csi-proxy-disk-v1")
         .is_ok());

@@ -29,7 +29,7 @@ async fn serves_all_23_versions_each_on_its_own_socket_with_mode_0600() {
 }
 
 /// Calls a method by its full path with an empty protobuf message.
-async fn raw_call(channel: tonic::transport::Channel, path: &'static str) -> tonic::Status {
+async fn raw_call(channel: csi_proxy_client::ProxyChannel, path: &'static str) -> tonic::Status {
     let mut grpc = tonic::client::Grpc::new(channel);
     grpc.ready().await.unwrap();
     let codec = tonic_prost::ProstCodec::<(), ()>::default();
@@ -175,8 +175,7 @@ async fn sigterm_drains_in_flight_calls_and_exits_zero() {
             std::fs::write(sub.join(format!("f{f}")), b"").unwrap();
         }
     }
-    let ch = proxy.channel("filesystem-v1").await;
-    let c = csi_proxy_api::filesystem::v1::filesystem_client::FilesystemClient::new(ch);
+    let c = proxy.client().connect_filesystem_v1().await.unwrap();
     let slow = {
         let mut c = c.clone();
         let path = big.display().to_string();

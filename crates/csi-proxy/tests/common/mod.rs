@@ -1,12 +1,12 @@
 //! Shared harness: start the real `csi-proxy` binary in a temp dir and
-//! connect gRPC clients to its Unix sockets.
+//! connect gRPC clients to its Unix sockets (with `csi-proxy-client`).
 #![allow(dead_code)]
 
+use csi_proxy_client::{Client, Group, ProxyChannel};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
-use tonic::transport::{Channel, Endpoint};
 
 pub struct Proxy {
     pub child: Option<Child>,
@@ -111,8 +111,25 @@ impl Proxy {
         self.socket_dir.join(format!("csi-proxy-{endpoint}.sock"))
     }
 
-    pub async fn channel(&self, endpoint: &str) -> Channel {
-        connect(&self.socket(endpoint)).await
+    /// A client for this proxy's socket directory.
+    pub fn client(&self) -> Client {
+        Client::builder()
+            .socket_dir(&self.socket_dir)
+            .build()
+            .unwrap()
+    }
+
+    /// A channel to the endpoint `<group>-<version>`, e.g. `"filesystem-v1"`.
+    pub async fn channel(&self, endpoint: &str) -> ProxyChannel {
+        let (group, version) = endpoint.split_once('-').expect("<group>-<version>");
+        let group = Group::parse(group).expect("a group");
+        let channel = self
+            .client()
+            .connect_version(group, version)
+            .await
+            .unwrap_or_else(|e| panic!("connect to {endpoint}: {e}"));
+        assert_eq!(channel.endpoint(), self.socket(endpoint));
+        channel
     }
 
     /// SIGTERM, then wait for the exit status.
@@ -170,19 +187,4 @@ impl Drop for Proxy {
             let _ = c.wait();
         }
     }
-}
-
-/// A gRPC channel over a Unix socket.
-pub async fn connect(path: &Path) -> Channel {
-    let path = path.to_path_buf();
-    Endpoint::from_static("http://localhost")
-        .connect_with_connector(tower::service_fn(move |_| {
-            let path = path.clone();
-            async move {
-                let s = tokio::net::UnixStream::connect(path).await?;
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(s))
-            }
-        }))
-        .await
-        .expect("connect")
 }
