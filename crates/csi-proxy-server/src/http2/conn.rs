@@ -84,6 +84,10 @@ enum StreamState {
     },
     /// The request is with its handler.
     Running,
+    /// The client reset the stream while its handler runs: nothing will be
+    /// sent, but the stream keeps its place under the concurrency limit
+    /// until the handler is done (so resets cannot pile up work).
+    Cancelled,
     /// The reply waits for flow-control window: DATA from `pos`, then the
     /// trailers.
     Sending {
@@ -308,7 +312,14 @@ impl Connection {
                 if head.stream > self.last_stream {
                     return Err(protocol("RST_STREAM on an idle stream"));
                 }
-                self.streams.remove(&head.stream);
+                match self.streams.get_mut(&head.stream) {
+                    Some(s) if matches!(s.state, StreamState::Running) => {
+                        s.state = StreamState::Cancelled;
+                    }
+                    _ => {
+                        self.streams.remove(&head.stream);
+                    }
+                }
                 Ok(())
             }
             frame::SETTINGS => self.settings(head, payload),
@@ -720,8 +731,13 @@ impl Connection {
         let Some(s) = self.streams.get_mut(&id) else {
             return;
         };
-        if matches!(s.state, StreamState::Sending { .. }) {
-            return;
+        match s.state {
+            StreamState::Sending { .. } => return,
+            StreamState::Cancelled => {
+                self.streams.remove(&id);
+                return;
+            }
+            _ => {}
         }
         let mut block = Vec::with_capacity(64);
         hpack::put_response_head(&mut block);

@@ -80,6 +80,9 @@ struct InFlight {
     path: String,
     start: Instant,
     deadline: Option<Instant>,
+    /// Already answered (deadline exceeded); the job still runs and still
+    /// counts against the limit.
+    answered: bool,
 }
 
 /// Serve one connection until the client leaves, the connection fails, or
@@ -151,6 +154,7 @@ async fn serve_active<I: Io>(
         input: Vec::new(),
         service,
         in_flight: HashMap::new(),
+        max_jobs: options.limits.max_streams as usize,
         tx,
     };
     state.take_in(&mut conn, &first);
@@ -165,14 +169,21 @@ async fn serve_active<I: Io>(
             }
         }
         let pending = conn.output().len();
-        if pending == 0 && (conn.is_done() || (eof && state.in_flight.is_empty())) {
+        // After EOF nobody waits for the calls still running: their
+        // replies are dropped when they finish.
+        if pending == 0 && (conn.is_done() || eof) {
             return;
         }
         if eof && pending > 0 {
             // The client is gone; nothing more will be read.
             return;
         }
-        let next_deadline = state.in_flight.values().filter_map(|f| f.deadline).min();
+        let next_deadline = state
+            .in_flight
+            .values()
+            .filter(|f| !f.answered)
+            .filter_map(|f| f.deadline)
+            .min();
         let want_read = !eof && pending < MAX_PENDING_OUTPUT;
         tokio::select! {
             biased;
@@ -182,8 +193,10 @@ async fn serve_active<I: Io>(
             }
             Some((stream, reply)) = rx.recv() => {
                 if let Some(f) = state.in_flight.remove(&stream) {
-                    log(&service, &f.path, f.start, reply.code);
-                    conn.respond(stream, &reply);
+                    if !f.answered {
+                        log(&service, &f.path, f.start, reply.code);
+                        conn.respond(stream, &reply);
+                    }
                 }
             }
             _ = tokio::time::sleep_until(next_deadline.unwrap_or(preface_deadline)),
@@ -191,11 +204,12 @@ async fn serve_active<I: Io>(
                 let now = Instant::now();
                 let expired: Vec<u32> = state.in_flight
                     .iter()
-                    .filter(|(_, f)| f.deadline.is_some_and(|d| d <= now))
+                    .filter(|(_, f)| !f.answered && f.deadline.is_some_and(|d| d <= now))
                     .map(|(&id, _)| id)
                     .collect();
                 for id in expired {
-                    if let Some(f) = state.in_flight.remove(&id) {
+                    if let Some(f) = state.in_flight.get_mut(&id) {
+                        f.answered = true;
                         log(&service, &f.path, f.start, Code::DeadlineExceeded);
                         let reply = Reply::error(
                             Code::DeadlineExceeded,
@@ -244,6 +258,8 @@ struct State {
     input: Vec<u8>,
     service: VersionedService,
     in_flight: HashMap<u32, InFlight>,
+    /// At most this many blocking jobs per connection.
+    max_jobs: usize,
     tx: mpsc::UnboundedSender<(u32, Reply)>,
 }
 
@@ -275,6 +291,16 @@ impl State {
                     log(service, &req.path, start, reply.code);
                     conn.respond(req.stream, &reply);
                 }
+                Outcome::Blocking(_) if self.in_flight.len() >= self.max_jobs => {
+                    // Jobs whose callers gave up (deadline) still run; they
+                    // count too, so no client can pile up blocked threads.
+                    let reply = Reply::error(
+                        Code::ResourceExhausted,
+                        "too many operations in progress on this connection",
+                    );
+                    log(service, &req.path, start, reply.code);
+                    conn.respond(req.stream, &reply);
+                }
                 Outcome::Blocking(job) => {
                     self.in_flight.insert(
                         req.stream,
@@ -282,6 +308,7 @@ impl State {
                             path: req.path,
                             start,
                             deadline: req.timeout.map(|t| start + t),
+                            answered: false,
                         },
                     );
                     let tx = self.tx.clone();
@@ -326,4 +353,96 @@ fn write_some<I: Io>(io: &I, out: &mut Vec<u8>) -> io::Result<()> {
     }
     out.drain(..written);
     Ok(())
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use crate::groups::testing::service_for;
+    use crate::http2::client::{RawClient, Shape};
+    use csi_proxy_api::Group;
+    use csi_proxy_host::filesystem::*;
+    use csi_proxy_host::Result;
+    use prost::Message;
+    use std::sync::Arc;
+
+    /// Mkdir takes 600 ms; everything else is instant.
+    struct SlowMkdir;
+
+    impl FilesystemApi for SlowMkdir {
+        fn path_exists(&self, _: PathExistsRequest) -> Result<PathExistsResponse> {
+            Ok(PathExistsResponse { exists: true })
+        }
+        fn mkdir(&self, _: MkdirRequest) -> Result<MkdirResponse> {
+            std::thread::sleep(Duration::from_millis(600));
+            Ok(MkdirResponse {})
+        }
+        fn rmdir(&self, _: RmdirRequest) -> Result<RmdirResponse> {
+            Ok(RmdirResponse {})
+        }
+        fn rmdir_contents(&self, _: RmdirContentsRequest) -> Result<RmdirContentsResponse> {
+            Ok(RmdirContentsResponse {})
+        }
+        fn create_symlink(&self, _: CreateSymlinkRequest) -> Result<CreateSymlinkResponse> {
+            Ok(CreateSymlinkResponse {})
+        }
+        fn is_symlink(&self, _: IsSymlinkRequest) -> Result<IsSymlinkResponse> {
+            Ok(IsSymlinkResponse { is_symlink: false })
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn deadlines_are_answered_and_abandoned_jobs_still_count() {
+        let svc = service_for(Group::Filesystem, "v1", |h| {
+            h.filesystem = Arc::new(SlowMkdir);
+        });
+        let (a, b) = tokio::net::UnixStream::pair().unwrap();
+        let options = Options {
+            limits: Limits {
+                max_streams: 2,
+                ..Limits::default()
+            },
+            ..Options::default()
+        };
+        let token = CancellationToken::new();
+        let server = tokio::spawn(serve(a, svc, options, token.clone()));
+        let b = b.into_std().unwrap();
+        b.set_nonblocking(false).unwrap();
+        let client = tokio::task::spawn_blocking(move || {
+            let mut c = RawClient::new(b, Shape::default()).unwrap();
+            let mkdir =
+                csi_proxy_api::filesystem::v1::MkdirRequest { path: "/x".into() }.encode_to_vec();
+            let exists = csi_proxy_api::filesystem::v1::PathExistsRequest { path: "/x".into() }
+                .encode_to_vec();
+            let call = |c: &mut RawClient<_>, method: &str, msg: &[u8], timeout: &[u8]| {
+                let block = c.request_block(method, None, &[(b"grpc-timeout", timeout)]);
+                let t = std::time::Instant::now();
+                let r = c.call_with_block(&block, msg).unwrap();
+                (r.grpc_status, t.elapsed())
+            };
+            // Two calls give up after 100 ms; their jobs keep running.
+            for _ in 0..2 {
+                let (code, took) = call(&mut c, "/v1.Filesystem/Mkdir", &mkdir, b"100m");
+                assert_eq!(code, Some(Code::DeadlineExceeded as i32));
+                assert!(took < Duration::from_millis(500), "{took:?}");
+            }
+            // A third blocking call is refused while both still run...
+            let (code, _) = call(&mut c, "/v1.Filesystem/Mkdir", &mkdir, b"5S");
+            assert_eq!(code, Some(Code::ResourceExhausted as i32));
+            // ...inline calls still work...
+            let (code, _) = call(&mut c, "/v1.Filesystem/PathExists", &exists, b"5S");
+            assert_eq!(code, Some(0));
+            // ...and once the jobs are done, blocking calls work again.
+            std::thread::sleep(Duration::from_millis(700));
+            let (code, took) = call(&mut c, "/v1.Filesystem/Mkdir", &mkdir, b"5S");
+            assert_eq!(code, Some(0));
+            assert!(took >= Duration::from_millis(600), "{took:?}");
+        });
+        client.await.unwrap();
+        token.cancel();
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .expect("the connection ends after shutdown")
+            .unwrap();
+    }
 }

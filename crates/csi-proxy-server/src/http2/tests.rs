@@ -415,16 +415,46 @@ fn streams_beyond_the_limit_are_refused_and_goaway_drains() {
         .unwrap();
     assert!(conn.next_request().is_none());
     conn.respond(1, &Reply::ok(vec![]));
-    // The client resets stream 3: nothing is left.
+    // The client resets stream 3: it still counts until its handler is
+    // done, then nothing is left and nothing is sent for it.
     let mut rst = Vec::new();
     frame::put_rst(&mut rst, 3, ErrorCode::Cancel);
     conn.receive(&rst).unwrap();
+    assert_eq!(conn.open_streams(), 1);
+    assert!(!conn.is_done());
     conn.respond(3, &Reply::ok(vec![1]));
     assert!(conn.is_done());
     let out = frames(&std::mem::take(conn.output()));
     assert_eq!(out[0], (frame::GOAWAY, 0, 0));
     assert_eq!(out[1], (frame::RST_STREAM, 0, 7));
     assert_eq!(out.len(), 5, "{out:?}"); // + HEADERS, DATA, trailers of 1
+}
+
+#[test]
+fn resets_do_not_free_slots_of_running_handlers() {
+    let limits = Limits {
+        max_streams: 2,
+        ..Limits::default()
+    };
+    let mut conn = open_conn(limits);
+    let mut id = 1;
+    // Open and reset streams much faster than their handlers finish.
+    for _ in 0..10 {
+        let mut f = request_frames(id, &framed(b"x"), true);
+        frame::put_rst(&mut f, id, ErrorCode::Cancel);
+        conn.receive(&f).unwrap();
+        id += 2;
+    }
+    let started: Vec<u32> = std::iter::from_fn(|| conn.next_request())
+        .map(|r| r.stream)
+        .collect();
+    assert_eq!(started, [1, 3], "only as many handlers as the limit");
+    assert_eq!(conn.open_streams(), 2);
+    conn.respond(1, &Reply::ok(vec![]));
+    conn.respond(3, &Reply::ok(vec![]));
+    assert_eq!(conn.open_streams(), 0);
+    let out = frames(&std::mem::take(conn.output()));
+    assert!(out.iter().all(|f| f.0 == frame::RST_STREAM), "{out:?}");
 }
 
 #[test]
