@@ -1,0 +1,292 @@
+//! An in-memory storage host that records every backend call: for unit tests
+//! of the validation layer and of the gRPC layer above it. Never the only
+//! test of a real backend.
+
+use super::{plan_resize, ResizePlan, ResizeTarget, StorageBackend, VolumeId, VolumeStats};
+use crate::disk::{DiskIds, DiskLocation};
+use crate::path::ResolvedPath;
+use crate::{Error, Result};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// One fake disk.
+#[derive(Clone, Debug, Default)]
+pub struct FakeDisk {
+    pub size: u64,
+    pub online: bool,
+    pub location: Option<DiskLocation>,
+    pub ids: DiskIds,
+    pub partitions: Vec<FakePartition>,
+}
+
+/// One partition (= volume) of a fake disk.
+#[derive(Clone, Debug)]
+pub struct FakePartition {
+    pub number: u32,
+    pub volume: VolumeId,
+    pub size: u64,
+    pub formatted: bool,
+    pub used: u64,
+}
+
+#[derive(Default)]
+struct State {
+    disks: BTreeMap<u32, FakeDisk>,
+    mounts: BTreeMap<String, VolumeId>,
+    calls: Vec<String>,
+    next_guid: u64,
+}
+
+/// The fake storage host.
+#[derive(Default)]
+pub struct FakeStorage {
+    state: Mutex<State>,
+}
+
+impl FakeStorage {
+    /// An empty host.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a raw, online disk of `size` bytes.
+    pub fn add_disk(&self, number: u32, size: u64, page83: &str) {
+        let mut s = self.lock();
+        s.disks.insert(
+            number,
+            FakeDisk {
+                size,
+                online: true,
+                location: Some(DiskLocation {
+                    adapter: "0".into(),
+                    bus: "0".into(),
+                    target: number.to_string(),
+                    lun_id: "0".into(),
+                }),
+                ids: DiskIds {
+                    page83: page83.into(),
+                    serial_number: format!("serial-{number}"),
+                },
+                partitions: Vec::new(),
+            },
+        );
+    }
+
+    /// Grows a disk (as a resized cloud disk would).
+    pub fn set_disk_size(&self, number: u32, size: u64) {
+        if let Some(d) = self.lock().disks.get_mut(&number) {
+            d.size = size;
+        }
+    }
+
+    /// The backend calls made so far, as `"method arg..."` strings.
+    pub fn calls(&self) -> Vec<String> {
+        self.lock().calls.clone()
+    }
+
+    /// The current mounts: target path → volume.
+    pub fn mounts(&self) -> BTreeMap<String, VolumeId> {
+        self.lock().mounts.clone()
+    }
+
+    /// A snapshot of a disk.
+    pub fn disk(&self, number: u32) -> Option<FakeDisk> {
+        self.lock().disks.get(&number).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn record(&self, call: String) -> std::sync::MutexGuard<'_, State> {
+        let mut s = self.lock();
+        s.calls.push(call);
+        s
+    }
+}
+
+fn no_disk(disk: u32) -> Error {
+    Error::NotFound(format!("disk {disk} does not exist"))
+}
+
+fn no_volume(v: &VolumeId) -> Error {
+    Error::NotFound(format!("volume {v} does not exist"))
+}
+
+impl State {
+    fn part(&mut self, v: &VolumeId) -> Result<(u32, &mut FakePartition)> {
+        for (n, d) in self.disks.iter_mut() {
+            if let Some(p) = d.partitions.iter_mut().find(|p| &p.volume == v) {
+                return Ok((*n, p));
+            }
+        }
+        Err(no_volume(v))
+    }
+}
+
+impl StorageBackend for FakeStorage {
+    fn disk_locations(&self) -> Result<BTreeMap<u32, DiskLocation>> {
+        let s = self.record("disk_locations".into());
+        Ok(s.disks
+            .iter()
+            .filter_map(|(n, d)| d.location.clone().map(|l| (*n, l)))
+            .collect())
+    }
+    fn disk_ids(&self) -> Result<BTreeMap<u32, DiskIds>> {
+        let s = self.record("disk_ids".into());
+        Ok(s.disks.iter().map(|(n, d)| (*n, d.ids.clone())).collect())
+    }
+    fn disk_size(&self, disk: u32) -> Result<u64> {
+        let s = self.record(format!("disk_size {disk}"));
+        s.disks
+            .get(&disk)
+            .map(|d| d.size)
+            .ok_or_else(|| no_disk(disk))
+    }
+    fn disk_online(&self, disk: u32) -> Result<bool> {
+        let s = self.record(format!("disk_online {disk}"));
+        s.disks
+            .get(&disk)
+            .map(|d| d.online)
+            .ok_or_else(|| no_disk(disk))
+    }
+    fn set_disk_online(&self, disk: u32, online: bool) -> Result<()> {
+        let mut s = self.record(format!("set_disk_online {disk} {online}"));
+        s.disks.get_mut(&disk).ok_or_else(|| no_disk(disk))?.online = online;
+        Ok(())
+    }
+    fn partition_disk(&self, disk: u32) -> Result<()> {
+        let mut s = self.record(format!("partition_disk {disk}"));
+        s.next_guid += 1;
+        let guid = format!("00000000-0000-4000-8000-{:012x}", s.next_guid);
+        let d = s.disks.get_mut(&disk).ok_or_else(|| no_disk(disk))?;
+        if !d.online {
+            return Err(Error::FailedPrecondition(format!("disk {disk} is offline")));
+        }
+        if d.partitions.is_empty() {
+            let size = d.size.saturating_sub(2 << 20);
+            d.partitions.push(FakePartition {
+                number: 1,
+                volume: VolumeId::from_guid(&guid)?,
+                size,
+                formatted: false,
+                used: 0,
+            });
+        }
+        Ok(())
+    }
+    fn rescan(&self) -> Result<()> {
+        drop(self.record("rescan".into()));
+        Ok(())
+    }
+    fn volumes_on_disk(&self, disk: u32, partition: Option<u32>) -> Result<Vec<VolumeId>> {
+        let s = self.record(format!("volumes_on_disk {disk} {partition:?}"));
+        let d = s.disks.get(&disk).ok_or_else(|| no_disk(disk))?;
+        let out: Vec<VolumeId> = d
+            .partitions
+            .iter()
+            .filter(|p| partition.is_none_or(|n| n == p.number))
+            .map(|p| p.volume.clone())
+            .collect();
+        if let (Some(n), true) = (partition, out.is_empty()) {
+            return Err(Error::NotFound(format!("disk {disk} has no partition {n}")));
+        }
+        Ok(out)
+    }
+    fn volume_disk(&self, volume: &VolumeId) -> Result<u32> {
+        let mut s = self.record(format!("volume_disk {volume}"));
+        Ok(s.part(volume)?.0)
+    }
+    fn is_formatted(&self, volume: &VolumeId) -> Result<bool> {
+        let mut s = self.record(format!("is_formatted {volume}"));
+        Ok(s.part(volume)?.1.formatted)
+    }
+    fn format(&self, volume: &VolumeId) -> Result<()> {
+        let mut s = self.record(format!("format {volume}"));
+        if s.mounts.values().any(|m| m == volume) {
+            return Err(Error::FailedPrecondition(format!(
+                "volume {volume} is mounted"
+            )));
+        }
+        let p = s.part(volume)?.1;
+        p.formatted = true;
+        p.used = p.size / 100;
+        Ok(())
+    }
+    fn volume_stats(&self, volume: &VolumeId) -> Result<VolumeStats> {
+        let mut s = self.record(format!("volume_stats {volume}"));
+        let p = s.part(volume)?.1;
+        if !p.formatted {
+            return Err(Error::FailedPrecondition(format!(
+                "volume {volume} has no filesystem"
+            )));
+        }
+        Ok(VolumeStats {
+            total_bytes: p.size,
+            used_bytes: p.used,
+        })
+    }
+    fn resize(&self, volume: &VolumeId, target: ResizeTarget) -> Result<()> {
+        let mut s = self.record(format!("resize {volume} {target:?}"));
+        let (disk, _) = s.part(volume)?;
+        let max = s.disks[&disk].size.saturating_sub(2 << 20);
+        let p = s.part(volume)?.1;
+        match plan_resize(p.size, max, target)? {
+            ResizePlan::Skip => {}
+            ResizePlan::Grow(n) | ResizePlan::Shrink(n) => p.size = n,
+        }
+        Ok(())
+    }
+    fn flush(&self, volume: &VolumeId) -> Result<()> {
+        let mut s = self.record(format!("flush {volume}"));
+        s.part(volume).map(|_| ())
+    }
+    fn mount(&self, volume: &VolumeId, target: &ResolvedPath) -> Result<()> {
+        let mut s = self.record(format!("mount {volume} {target}"));
+        s.part(volume)?;
+        match s.mounts.get(target.as_str()) {
+            Some(m) if m == volume => Ok(()),
+            Some(m) => Err(Error::AlreadyExists(format!("{target} is a mount of {m}"))),
+            None => {
+                s.mounts.insert(target.as_str().to_string(), volume.clone());
+                Ok(())
+            }
+        }
+    }
+    fn unmount(&self, volume: &VolumeId, target: &ResolvedPath) -> Result<()> {
+        let mut s = self.record(format!("unmount {volume} {target}"));
+        s.part(volume)?;
+        match s.mounts.get(target.as_str()) {
+            None => Ok(()),
+            Some(m) if m == volume => {
+                s.mounts.remove(target.as_str());
+                Ok(())
+            }
+            Some(m) => Err(Error::FailedPrecondition(format!(
+                "{target} is a mount of {m}, not of {volume}"
+            ))),
+        }
+    }
+    fn volume_at(&self, target: &ResolvedPath) -> Result<VolumeId> {
+        let s = self.record(format!("volume_at {target}"));
+        s.mounts
+            .get(target.as_str())
+            .cloned()
+            .ok_or_else(|| Error::NotFound(format!("{target} is not a volume mount point")))
+    }
+    fn closest_volume(&self, target: &ResolvedPath) -> Result<VolumeId> {
+        let s = self.record(format!("closest_volume {target}"));
+        s.mounts
+            .iter()
+            .filter(|(m, _)| {
+                target.as_str() == m.as_str()
+                    || target
+                        .as_str()
+                        .strip_prefix(m.as_str())
+                        .is_some_and(|r| r.starts_with(['/', '\\']))
+            })
+            .max_by_key(|(m, _)| m.len())
+            .map(|(_, v)| v.clone())
+            .ok_or_else(|| Error::NotFound(format!("no volume holds {target}")))
+    }
+}

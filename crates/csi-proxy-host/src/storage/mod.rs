@@ -1,0 +1,352 @@
+//! Disk and Volume storage: the one implementation of [`DiskApi`] and
+//! [`VolumeApi`] that validates every argument, over an OS backend.
+//!
+//! [`Storage`] checks what a request carries before the backend sees it:
+//! volume ids must be `\\?\Volume{GUID}\` ([`VolumeId`]), target paths go
+//! through the [`PathPolicy`] (inside the allowed roots on a component
+//! boundary, links resolved and re-checked, never an allowed root itself),
+//! sizes must not be negative. Existence (an unknown disk number or volume)
+//! is the backend's answer: [`Error::NotFound`].
+//!
+//! Backends implement [`StorageBackend`] over already-validated values:
+//! `linux` (sysfs, block-device ioctls, our own GPT code, `mkfs`/`resize2fs`
+//! with fixed argv), `windows` (IOCTLs and Win32 volume calls; WMI on one COM
+//! worker thread where Windows has no other API) and [`fake::FakeStorage`]
+//! (an in-memory model for tests of the layers above).
+
+pub mod fake;
+mod ids;
+pub mod parse;
+
+pub use ids::{canonical_guid, VolumeId};
+
+use crate::disk::{self, DiskApi, DiskIds, DiskLocation};
+use crate::path::{LinkReader, OsLinks, PathPolicy, ResolvedPath};
+use crate::volume::{self, VolumeApi};
+use crate::{Error, Result};
+use std::collections::BTreeMap;
+
+/// Growth smaller than this is skipped by ResizeVolume (as upstream does).
+pub const MIN_RESIZE_GROWTH: u64 = 100 * 1024 * 1024;
+
+/// Size and usage of a volume, in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VolumeStats {
+    pub total_bytes: u64,
+    pub used_bytes: u64,
+}
+
+/// What ResizeVolume asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResizeTarget {
+    /// The largest size the volume can have (request size 0).
+    Maximum,
+    /// This many bytes.
+    Bytes(u64),
+}
+
+/// What a backend should do for a resize, given the volume's current and
+/// maximum sizes: [`plan_resize`] decides the same way on every OS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResizePlan {
+    /// Nothing to do (already that size, or growth under
+    /// [`MIN_RESIZE_GROWTH`]).
+    Skip,
+    /// Grow to this many bytes.
+    Grow(u64),
+    /// Shrink to this many bytes.
+    Shrink(u64),
+}
+
+/// The resize rule shared by every backend: `Maximum` means `max_bytes`; a
+/// size above `max_bytes` is refused (FailedPrecondition); growth below
+/// [`MIN_RESIZE_GROWTH`] is skipped.
+pub fn plan_resize(current_bytes: u64, max_bytes: u64, target: ResizeTarget) -> Result<ResizePlan> {
+    let want = match target {
+        ResizeTarget::Maximum => max_bytes.max(current_bytes),
+        ResizeTarget::Bytes(b) => b,
+    };
+    if want > max_bytes.max(current_bytes) {
+        return Err(Error::FailedPrecondition(format!(
+            "requested size {want} bytes exceeds the maximum size of the volume ({max_bytes} bytes)"
+        )));
+    }
+    Ok(if want >= current_bytes {
+        if want - current_bytes < MIN_RESIZE_GROWTH {
+            ResizePlan::Skip
+        } else {
+            ResizePlan::Grow(want)
+        }
+    } else {
+        ResizePlan::Shrink(want)
+    })
+}
+
+/// Host storage operations on validated arguments. Disk numbers and volume
+/// ids that do not exist are answered with [`Error::NotFound`].
+pub trait StorageBackend: Send + Sync {
+    /// Location of every disk that has one.
+    fn disk_locations(&self) -> Result<BTreeMap<u32, DiskLocation>>;
+    /// Page-0x83 id and serial number of every disk.
+    fn disk_ids(&self) -> Result<BTreeMap<u32, DiskIds>>;
+    /// Size of a disk in bytes.
+    fn disk_size(&self, disk: u32) -> Result<u64>;
+    /// Is the disk online?
+    fn disk_online(&self, disk: u32) -> Result<bool>;
+    /// Bring the disk online or take it offline (a no-op if it already is).
+    fn set_disk_online(&self, disk: u32, online: bool) -> Result<()>;
+    /// GPT-initialise a raw disk and create one basic data partition spanning
+    /// it unless a data partition exists. Idempotent.
+    fn partition_disk(&self, disk: u32) -> Result<()>;
+    /// Refresh the host's view of disks (new disks, changed sizes).
+    fn rescan(&self) -> Result<()>;
+
+    /// The volumes of a disk; `partition` `None` means all partitions.
+    fn volumes_on_disk(&self, disk: u32, partition: Option<u32>) -> Result<Vec<VolumeId>>;
+    /// The disk that holds a volume.
+    fn volume_disk(&self, volume: &VolumeId) -> Result<u32>;
+    /// Does the volume carry a filesystem?
+    fn is_formatted(&self, volume: &VolumeId) -> Result<bool>;
+    /// Put a fresh filesystem on the volume (refused while it is mounted).
+    fn format(&self, volume: &VolumeId) -> Result<()>;
+    /// Total and used bytes of the volume's filesystem.
+    fn volume_stats(&self, volume: &VolumeId) -> Result<VolumeStats>;
+    /// Resize the partition and its filesystem (see [`plan_resize`]).
+    fn resize(&self, volume: &VolumeId, target: ResizeTarget) -> Result<()>;
+    /// Flush the volume's write cache to the device.
+    fn flush(&self, volume: &VolumeId) -> Result<()>;
+    /// Mount the volume at `target` (a directory inside the allowed roots;
+    /// idempotent for the same volume).
+    fn mount(&self, volume: &VolumeId, target: &ResolvedPath) -> Result<()>;
+    /// Flush, then remove the mount of `volume` at `target`.
+    fn unmount(&self, volume: &VolumeId, target: &ResolvedPath) -> Result<()>;
+    /// The volume mounted at `target` (which must be a mount point).
+    fn volume_at(&self, target: &ResolvedPath) -> Result<VolumeId>;
+    /// The volume whose filesystem holds `target`.
+    fn closest_volume(&self, target: &ResolvedPath) -> Result<VolumeId>;
+}
+
+/// The Disk and Volume APIs over a backend, with every argument validated.
+pub struct Storage<B> {
+    policy: PathPolicy,
+    links: Box<dyn LinkReader + Send + Sync>,
+    backend: B,
+}
+
+impl<B: StorageBackend> Storage<B> {
+    /// Storage over `backend`, resolving target paths on the real filesystem.
+    pub fn new(policy: PathPolicy, backend: B) -> Self {
+        Self::with_links(policy, backend, OsLinks)
+    }
+
+    /// Storage with a custom link reader (tests).
+    pub fn with_links(
+        policy: PathPolicy,
+        backend: B,
+        links: impl LinkReader + Send + Sync + 'static,
+    ) -> Self {
+        Storage {
+            policy,
+            links: Box::new(links),
+            backend,
+        }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// A target path for a mount or unmount: inside the roots, links in the
+    /// parents resolved, the final component taken as it is (a link there
+    /// is refused by the backend), never a root itself.
+    fn mount_target(&self, path: &str) -> Result<ResolvedPath> {
+        let resolved = self.policy.resolve(path, &*self.links, false)?;
+        if resolved.is_root() {
+            return Err(Error::PermissionDenied(format!(
+                "target path {path:?} is an allowed root itself; mount below it"
+            )));
+        }
+        Ok(resolved)
+    }
+
+    /// A path to look up: inside the roots with every link resolved.
+    fn lookup_target(&self, path: &str) -> Result<ResolvedPath> {
+        self.policy.resolve(path, &*self.links, true)
+    }
+}
+
+fn size_i64(bytes: u64) -> i64 {
+    i64::try_from(bytes).unwrap_or(i64::MAX)
+}
+
+impl<B: StorageBackend> DiskApi for Storage<B> {
+    fn list_disk_locations(
+        &self,
+        _: disk::ListDiskLocationsRequest,
+    ) -> Result<disk::ListDiskLocationsResponse> {
+        Ok(disk::ListDiskLocationsResponse {
+            disk_locations: self.backend.disk_locations()?.into_iter().collect(),
+        })
+    }
+    fn partition_disk(
+        &self,
+        req: disk::PartitionDiskRequest,
+    ) -> Result<disk::PartitionDiskResponse> {
+        self.backend.partition_disk(req.disk_number)?;
+        Ok(disk::PartitionDiskResponse {})
+    }
+    fn rescan(&self, _: disk::RescanRequest) -> Result<disk::RescanResponse> {
+        self.backend.rescan()?;
+        Ok(disk::RescanResponse {})
+    }
+    fn list_disk_ids(&self, _: disk::ListDiskIdsRequest) -> Result<disk::ListDiskIdsResponse> {
+        Ok(disk::ListDiskIdsResponse {
+            disk_ids: self.backend.disk_ids()?.into_iter().collect(),
+        })
+    }
+    fn get_disk_stats(&self, req: disk::GetDiskStatsRequest) -> Result<disk::GetDiskStatsResponse> {
+        Ok(disk::GetDiskStatsResponse {
+            total_bytes: size_i64(self.backend.disk_size(req.disk_number)?),
+        })
+    }
+    fn set_disk_state(&self, req: disk::SetDiskStateRequest) -> Result<disk::SetDiskStateResponse> {
+        self.backend
+            .set_disk_online(req.disk_number, req.is_online)?;
+        Ok(disk::SetDiskStateResponse {})
+    }
+    fn get_disk_state(&self, req: disk::GetDiskStateRequest) -> Result<disk::GetDiskStateResponse> {
+        Ok(disk::GetDiskStateResponse {
+            is_online: self.backend.disk_online(req.disk_number)?,
+        })
+    }
+    fn get_disk_number_by_name(
+        &self,
+        req: disk::GetDiskNumberByNameRequest,
+    ) -> Result<disk::GetDiskNumberByNameResponse> {
+        let name = req.disk_name.as_str();
+        if name.is_empty() || name.len() > 1024 || name.chars().any(char::is_control) {
+            return Err(Error::InvalidArgument(format!(
+                "disk name {:?} must be a non-empty page-0x83 id of at most 1024 bytes without control characters",
+                name.chars().take(80).collect::<String>()
+            )));
+        }
+        self.backend
+            .disk_ids()?
+            .into_iter()
+            .find(|(_, ids)| ids.page83 == name)
+            .map(|(disk_number, _)| disk::GetDiskNumberByNameResponse { disk_number })
+            .ok_or_else(|| Error::NotFound(format!("no disk has the page-0x83 id {name:?}")))
+    }
+}
+
+impl<B: StorageBackend> VolumeApi for Storage<B> {
+    fn list_volumes_on_disk(
+        &self,
+        req: volume::ListVolumesOnDiskRequest,
+    ) -> Result<volume::ListVolumesOnDiskResponse> {
+        let partition = (req.partition_number != 0).then_some(req.partition_number);
+        let ids = self.backend.volumes_on_disk(req.disk_number, partition)?;
+        Ok(volume::ListVolumesOnDiskResponse {
+            volume_ids: ids.into_iter().map(|v| v.as_str().to_string()).collect(),
+        })
+    }
+    fn mount_volume(&self, req: volume::MountVolumeRequest) -> Result<volume::MountVolumeResponse> {
+        let v = VolumeId::parse(&req.volume_id)?;
+        let target = self.mount_target(&req.target_path)?;
+        self.backend.mount(&v, &target)?;
+        Ok(volume::MountVolumeResponse {})
+    }
+    fn unmount_volume(
+        &self,
+        req: volume::UnmountVolumeRequest,
+    ) -> Result<volume::UnmountVolumeResponse> {
+        let v = VolumeId::parse(&req.volume_id)?;
+        let target = self.mount_target(&req.target_path)?;
+        self.backend.unmount(&v, &target)?;
+        Ok(volume::UnmountVolumeResponse {})
+    }
+    fn is_volume_formatted(
+        &self,
+        req: volume::IsVolumeFormattedRequest,
+    ) -> Result<volume::IsVolumeFormattedResponse> {
+        let v = VolumeId::parse(&req.volume_id)?;
+        Ok(volume::IsVolumeFormattedResponse {
+            formatted: self.backend.is_formatted(&v)?,
+        })
+    }
+    fn format_volume(
+        &self,
+        req: volume::FormatVolumeRequest,
+    ) -> Result<volume::FormatVolumeResponse> {
+        let v = VolumeId::parse(&req.volume_id)?;
+        self.backend.format(&v)?;
+        Ok(volume::FormatVolumeResponse {})
+    }
+    fn resize_volume(
+        &self,
+        req: volume::ResizeVolumeRequest,
+    ) -> Result<volume::ResizeVolumeResponse> {
+        let v = VolumeId::parse(&req.volume_id)?;
+        let target = match req.size_bytes {
+            0 => ResizeTarget::Maximum,
+            n if n < 0 => {
+                return Err(Error::InvalidArgument(format!(
+                    "size_bytes {n} is negative: give a size in bytes, or 0 for the maximum"
+                )))
+            }
+            n => ResizeTarget::Bytes(n as u64),
+        };
+        self.backend.resize(&v, target)?;
+        Ok(volume::ResizeVolumeResponse {})
+    }
+    fn get_volume_stats(
+        &self,
+        req: volume::GetVolumeStatsRequest,
+    ) -> Result<volume::GetVolumeStatsResponse> {
+        let v = VolumeId::parse(&req.volume_id)?;
+        let s = self.backend.volume_stats(&v)?;
+        Ok(volume::GetVolumeStatsResponse {
+            total_bytes: size_i64(s.total_bytes),
+            used_bytes: size_i64(s.used_bytes),
+        })
+    }
+    fn get_disk_number_from_volume_id(
+        &self,
+        req: volume::GetDiskNumberFromVolumeIdRequest,
+    ) -> Result<volume::GetDiskNumberFromVolumeIdResponse> {
+        let v = VolumeId::parse(&req.volume_id)?;
+        Ok(volume::GetDiskNumberFromVolumeIdResponse {
+            disk_number: self.backend.volume_disk(&v)?,
+        })
+    }
+    fn get_volume_id_from_target_path(
+        &self,
+        req: volume::GetVolumeIdFromTargetPathRequest,
+    ) -> Result<volume::GetVolumeIdFromTargetPathResponse> {
+        let target = self.lookup_target(&req.target_path)?;
+        Ok(volume::GetVolumeIdFromTargetPathResponse {
+            volume_id: self.backend.volume_at(&target)?.as_str().to_string(),
+        })
+    }
+    fn get_closest_volume_id_from_target_path(
+        &self,
+        req: volume::GetClosestVolumeIdFromTargetPathRequest,
+    ) -> Result<volume::GetClosestVolumeIdFromTargetPathResponse> {
+        let target = self.lookup_target(&req.target_path)?;
+        Ok(volume::GetClosestVolumeIdFromTargetPathResponse {
+            volume_id: self.backend.closest_volume(&target)?.as_str().to_string(),
+        })
+    }
+    fn write_volume_cache(
+        &self,
+        req: volume::WriteVolumeCacheRequest,
+    ) -> Result<volume::WriteVolumeCacheResponse> {
+        let v = VolumeId::parse(&req.volume_id)?;
+        self.backend.flush(&v)?;
+        Ok(volume::WriteVolumeCacheResponse {})
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests;

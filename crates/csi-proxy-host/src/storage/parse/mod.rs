@@ -1,0 +1,1 @@
+//! Pure parsers and encoders of on-disk and IOCTL structures; no I/O.

@@ -1,0 +1,309 @@
+//! The validation layer over the recording fake: bad arguments never reach
+//! the backend; good ones arrive normalised.
+
+use super::fake::FakeStorage;
+use super::*;
+use crate::disk::*;
+use crate::path::Flavor;
+use crate::volume::*;
+
+const PAGE83: &str = "60022480abcdef0123456789abcdef01";
+
+fn storage() -> (tempfile::TempDir, Storage<FakeStorage>) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("kubelet");
+    std::fs::create_dir(&root).unwrap();
+    let policy = PathPolicy::new(Flavor::NATIVE, [root.to_str().unwrap()]).unwrap();
+    let fake = FakeStorage::new();
+    fake.add_disk(7, 1 << 30, PAGE83);
+    (dir, Storage::new(policy, fake))
+}
+
+fn root(dir: &tempfile::TempDir) -> String {
+    dir.path().join("kubelet").to_str().unwrap().to_string()
+}
+
+fn volume_of(s: &Storage<FakeStorage>) -> String {
+    s.partition_disk(PartitionDiskRequest { disk_number: 7 })
+        .unwrap();
+    s.list_volumes_on_disk(ListVolumesOnDiskRequest {
+        disk_number: 7,
+        partition_number: 0,
+    })
+    .unwrap()
+    .volume_ids
+    .remove(0)
+}
+
+#[test]
+fn hostile_volume_ids_never_reach_the_backend() {
+    let (_d, s) = storage();
+    for id in [
+        "",
+        "C:\\",
+        "/dev/sda1",
+        "\\\\.\\PhysicalDrive0",
+        "\\\\?\\Volume{x}\\",
+        "\\\\?\\GLOBALROOT\\Device\\Harddisk0\\Partition1",
+        "\\\\?\\Volume{0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0}\\..\\x",
+        "\\\\?\\Volume{0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0}'; DROP",
+    ] {
+        let v = id.to_string();
+        let errs = [
+            s.is_volume_formatted(IsVolumeFormattedRequest {
+                volume_id: v.clone(),
+            })
+            .unwrap_err(),
+            s.format_volume(FormatVolumeRequest {
+                volume_id: v.clone(),
+            })
+            .unwrap_err(),
+            s.get_volume_stats(GetVolumeStatsRequest {
+                volume_id: v.clone(),
+            })
+            .unwrap_err(),
+            s.write_volume_cache(WriteVolumeCacheRequest {
+                volume_id: v.clone(),
+            })
+            .unwrap_err(),
+            s.resize_volume(ResizeVolumeRequest {
+                volume_id: v.clone(),
+                size_bytes: 0,
+            })
+            .unwrap_err(),
+            s.get_disk_number_from_volume_id(GetDiskNumberFromVolumeIdRequest {
+                volume_id: v.clone(),
+            })
+            .unwrap_err(),
+        ];
+        for e in errs {
+            assert!(matches!(e, Error::InvalidArgument(_)), "{id:?}: {e}");
+        }
+    }
+    assert!(s.backend().calls().is_empty(), "{:?}", s.backend().calls());
+}
+
+#[test]
+fn hostile_target_paths_never_reach_the_backend() {
+    let (d, s) = storage();
+    let v = volume_of(&s);
+    let before = s.backend().calls().len();
+    let r = root(&d);
+    let outside = d.path().join("elsewhere");
+    std::fs::create_dir(&outside).unwrap();
+    let link = format!("{r}/link-out");
+    std::os::unix::fs::symlink(&outside, &link).unwrap();
+    for (target, want_denied) in [
+        ("relative/path".to_string(), false),
+        (format!("{r}/../escape"), false),
+        (format!("{r}/a\0b"), false),
+        (format!("{r}X/mnt"), true),
+        ("/etc".to_string(), true),
+        (r.clone(), true),
+        (format!("{link}/mnt"), true),
+    ] {
+        for e in [
+            s.mount_volume(MountVolumeRequest {
+                volume_id: v.clone(),
+                target_path: target.clone(),
+            })
+            .unwrap_err(),
+            s.unmount_volume(UnmountVolumeRequest {
+                volume_id: v.clone(),
+                target_path: target.clone(),
+            })
+            .unwrap_err(),
+        ] {
+            match e {
+                Error::PermissionDenied(_) if want_denied => {}
+                Error::InvalidArgument(_) if !want_denied => {}
+                e => panic!("{target:?}: {e}"),
+            }
+        }
+        if target == r {
+            continue; // looking up a root is allowed (it is not a mount point)
+        }
+        let e = s
+            .get_volume_id_from_target_path(GetVolumeIdFromTargetPathRequest {
+                target_path: target.clone(),
+            })
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::PermissionDenied(_) | Error::InvalidArgument(_)),
+            "{e}"
+        );
+    }
+    assert_eq!(
+        s.backend().calls().len(),
+        before,
+        "{:?}",
+        s.backend().calls()
+    );
+    assert!(s.backend().mounts().is_empty());
+}
+
+#[test]
+fn life_cycle_over_the_fake() {
+    let (d, s) = storage();
+    let v = volume_of(&s);
+    s.partition_disk(PartitionDiskRequest { disk_number: 7 })
+        .unwrap();
+    assert_eq!(
+        s.backend().disk(7).unwrap().partitions.len(),
+        1,
+        "partitioning is idempotent"
+    );
+    assert!(
+        !s.is_volume_formatted(IsVolumeFormattedRequest {
+            volume_id: v.clone()
+        })
+        .unwrap()
+        .formatted
+    );
+    s.format_volume(FormatVolumeRequest {
+        volume_id: v.clone(),
+    })
+    .unwrap();
+    assert!(
+        s.is_volume_formatted(IsVolumeFormattedRequest {
+            volume_id: v.clone()
+        })
+        .unwrap()
+        .formatted
+    );
+    let target = format!("{}/mnt", root(&d));
+    // Upper-case hex and no trailing backslash name the same volume.
+    let loud = v
+        .trim_end_matches('\\')
+        .to_uppercase()
+        .replace("\\\\?\\VOLUME", "\\\\?\\Volume");
+    s.mount_volume(MountVolumeRequest {
+        volume_id: loud,
+        target_path: target.clone(),
+    })
+    .unwrap();
+    s.mount_volume(MountVolumeRequest {
+        volume_id: v.clone(),
+        target_path: target.clone(),
+    })
+    .unwrap();
+    let got = s
+        .get_volume_id_from_target_path(GetVolumeIdFromTargetPathRequest {
+            target_path: target.clone(),
+        })
+        .unwrap();
+    assert_eq!(got.volume_id, v);
+    let got = s
+        .get_closest_volume_id_from_target_path(GetClosestVolumeIdFromTargetPathRequest {
+            target_path: format!("{target}/sub/dir"),
+        })
+        .unwrap();
+    assert_eq!(got.volume_id, v);
+    assert_eq!(
+        s.get_disk_number_from_volume_id(GetDiskNumberFromVolumeIdRequest {
+            volume_id: v.clone()
+        })
+        .unwrap()
+        .disk_number,
+        7
+    );
+    s.backend().set_disk_size(7, 2 << 30);
+    s.resize_volume(ResizeVolumeRequest {
+        volume_id: v.clone(),
+        size_bytes: 0,
+    })
+    .unwrap();
+    let stats = s
+        .get_volume_stats(GetVolumeStatsRequest {
+            volume_id: v.clone(),
+        })
+        .unwrap();
+    assert_eq!(stats.total_bytes, (2 << 30) - (2 << 20));
+    let e = s
+        .resize_volume(ResizeVolumeRequest {
+            volume_id: v.clone(),
+            size_bytes: -1,
+        })
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    s.unmount_volume(UnmountVolumeRequest {
+        volume_id: v.clone(),
+        target_path: target.clone(),
+    })
+    .unwrap();
+    assert!(s.backend().mounts().is_empty());
+}
+
+#[test]
+fn disk_calls() {
+    let (_d, s) = storage();
+    let n = s
+        .get_disk_number_by_name(GetDiskNumberByNameRequest {
+            disk_name: PAGE83.into(),
+        })
+        .unwrap();
+    assert_eq!(n.disk_number, 7);
+    let e = s
+        .get_disk_number_by_name(GetDiskNumberByNameRequest {
+            disk_name: "nope".into(),
+        })
+        .unwrap_err();
+    assert!(matches!(e, Error::NotFound(_)), "{e}");
+    for bad in ["", "a\nb", &"x".repeat(2000)] {
+        let e = s
+            .get_disk_number_by_name(GetDiskNumberByNameRequest {
+                disk_name: bad.into(),
+            })
+            .unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    }
+    let e = s
+        .get_disk_stats(GetDiskStatsRequest { disk_number: 8 })
+        .unwrap_err();
+    assert!(matches!(e, Error::NotFound(_)), "{e}");
+    assert_eq!(
+        s.get_disk_stats(GetDiskStatsRequest { disk_number: 7 })
+            .unwrap()
+            .total_bytes,
+        1 << 30
+    );
+    s.set_disk_state(SetDiskStateRequest {
+        disk_number: 7,
+        is_online: false,
+    })
+    .unwrap();
+    assert!(
+        !s.get_disk_state(GetDiskStateRequest { disk_number: 7 })
+            .unwrap()
+            .is_online
+    );
+    let locs = s.list_disk_locations(ListDiskLocationsRequest {}).unwrap();
+    assert_eq!(locs.disk_locations[&7].target, "7");
+    let ids = s.list_disk_ids(ListDiskIdsRequest {}).unwrap();
+    assert_eq!(ids.disk_ids[&7].page83, PAGE83);
+}
+
+#[test]
+fn resize_rule() {
+    const M: u64 = 1 << 20;
+    use ResizePlan::*;
+    use ResizeTarget::*;
+    assert_eq!(plan_resize(1000 * M, 1000 * M, Maximum).unwrap(), Skip);
+    assert_eq!(plan_resize(1000 * M, 1099 * M, Maximum).unwrap(), Skip);
+    assert_eq!(
+        plan_resize(1000 * M, 1100 * M, Maximum).unwrap(),
+        Grow(1100 * M)
+    );
+    assert_eq!(
+        plan_resize(1000 * M, 2000 * M, Bytes(1500 * M)).unwrap(),
+        Grow(1500 * M)
+    );
+    assert_eq!(
+        plan_resize(1000 * M, 2000 * M, Bytes(500 * M)).unwrap(),
+        Shrink(500 * M)
+    );
+    assert!(matches!(
+        plan_resize(1000 * M, 2000 * M, Bytes(3000 * M)),
+        Err(Error::FailedPrecondition(_))
+    ));
+}
