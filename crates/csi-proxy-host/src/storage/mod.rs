@@ -17,6 +17,8 @@
 pub mod fake;
 mod ids;
 pub mod parse;
+#[cfg(windows)]
+pub mod windows;
 
 pub use ids::{canonical_guid, VolumeId};
 

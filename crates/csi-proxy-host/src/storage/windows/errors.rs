@@ -1,0 +1,78 @@
+//! Win32 errors → host [`Error`] kinds, in one place. Every message names
+//! the operation, its subject and the OS text with its code.
+
+use crate::Error;
+use std::io;
+
+/// Kinds a Win32 error code is sorted into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    NotFound,
+    PermissionDenied,
+    InvalidArgument,
+    AlreadyExists,
+    FailedPrecondition,
+    Unsupported,
+    Internal,
+}
+
+/// The kind of a Win32 error code.
+pub fn kind_of(code: u32) -> Kind {
+    match code {
+        // FILE_NOT_FOUND, PATH_NOT_FOUND, INVALID_DRIVE, DEV_NOT_EXIST,
+        // BAD_NETPATH, BAD_UNIT, NO_SUCH_DEVICE, NOT_FOUND, NO_VOLUME_ID
+        2 | 3 | 15 | 55 | 53 | 20 | 433 | 1168 | 1173 => Kind::NotFound,
+        // ACCESS_DENIED, PRIVILEGE_NOT_HELD
+        5 | 1314 => Kind::PermissionDenied,
+        // INVALID_PARAMETER, INVALID_NAME, BAD_PATHNAME, DIRECTORY (not a
+        // directory name), FILENAME_EXCED_RANGE
+        87 | 123 | 161 | 267 | 206 => Kind::InvalidArgument,
+        // FILE_EXISTS, ALREADY_EXISTS
+        80 | 183 => Kind::AlreadyExists,
+        // WRITE_PROTECT, NOT_READY, SHARING_VIOLATION, LOCK_VIOLATION,
+        // DIR_NOT_EMPTY, BUSY, UNRECOGNIZED_VOLUME, DEVICE_IN_USE,
+        // DISK_FULL, HANDLE_DISK_FULL, MOUNT_POINT (4390 is
+        // NOT_A_REPARSE_POINT)
+        19 | 21 | 32 | 33 | 145 | 170 | 1005 | 2404 | 112 | 39 | 4390 => Kind::FailedPrecondition,
+        // INVALID_FUNCTION, NOT_SUPPORTED, CALL_NOT_IMPLEMENTED
+        1 | 50 | 120 => Kind::Unsupported,
+        _ => Kind::Internal,
+    }
+}
+
+/// A host error for a failed Win32 call: `op` is what we tried (e.g.
+/// "GetDiskFreeSpaceExW"), `subject` what on (a volume id, a disk, a path).
+pub fn win32(op: &str, subject: &str, e: io::Error) -> Error {
+    let msg = format!("{op} {subject}: {e}");
+    let kind = match e.raw_os_error() {
+        Some(c) => kind_of(c as u32),
+        None => match e.kind() {
+            io::ErrorKind::NotFound => Kind::NotFound,
+            io::ErrorKind::PermissionDenied => Kind::PermissionDenied,
+            io::ErrorKind::InvalidInput => Kind::InvalidArgument,
+            io::ErrorKind::InvalidData => Kind::Internal,
+            io::ErrorKind::Unsupported => Kind::Unsupported,
+            _ => Kind::Internal,
+        },
+    };
+    match kind {
+        Kind::NotFound => Error::NotFound(msg),
+        Kind::PermissionDenied => Error::PermissionDenied(msg),
+        Kind::InvalidArgument => Error::InvalidArgument(msg),
+        Kind::AlreadyExists => Error::AlreadyExists(msg),
+        Kind::FailedPrecondition => Error::FailedPrecondition(msg),
+        Kind::Unsupported => Error::Unimplemented(format!(
+            "{msg} (the device or this Windows does not support the operation)"
+        )),
+        Kind::Internal => Error::Internal(msg),
+    }
+}
+
+/// Like [`win32`], but a missing object is reported as `missing` (e.g.
+/// "disk 7 does not exist") so the client sees what was not found.
+pub fn win32_or_missing(op: &str, subject: &str, e: io::Error, missing: &str) -> Error {
+    match win32(op, subject, e) {
+        Error::NotFound(msg) => Error::NotFound(format!("{missing} ({msg})")),
+        other => other,
+    }
+}
