@@ -1,1 +1,3 @@
 //! Pure parsers and encoders of on-disk and IOCTL structures; no I/O.
+
+pub mod msft;
