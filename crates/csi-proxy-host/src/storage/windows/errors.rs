@@ -76,3 +76,51 @@ pub fn win32_or_missing(op: &str, subject: &str, e: io::Error, missing: &str) ->
         other => other,
     }
 }
+
+/// A host error for a failed COM/WMI call (an HRESULT). WMI's own codes and
+/// Win32 errors wrapped in an HRESULT are sorted like [`kind_of`].
+pub fn hresult(op: &str, subject: &str, e: &windows::core::Error) -> Error {
+    use windows::Win32::System::Wmi::{
+        WBEM_E_ACCESS_DENIED, WBEM_E_INVALID_CLASS, WBEM_E_INVALID_METHOD,
+        WBEM_E_INVALID_NAMESPACE, WBEM_E_INVALID_OBJECT_PATH, WBEM_E_INVALID_PARAMETER,
+        WBEM_E_METHOD_NOT_IMPLEMENTED, WBEM_E_NOT_FOUND, WBEM_E_NOT_SUPPORTED,
+    };
+    let hr = e.code().0;
+    let text = e.message();
+    let msg = format!(
+        "{op} {subject}: {} (HRESULT 0x{:08X})",
+        text.trim(),
+        hr as u32
+    );
+    let kind = match hr {
+        x if x == WBEM_E_NOT_FOUND.0
+            || x == WBEM_E_INVALID_CLASS.0
+            || x == WBEM_E_INVALID_NAMESPACE.0
+            || x == WBEM_E_INVALID_OBJECT_PATH.0 =>
+        {
+            Kind::NotFound
+        }
+        x if x == WBEM_E_ACCESS_DENIED.0 => Kind::PermissionDenied,
+        x if x == WBEM_E_NOT_SUPPORTED.0
+            || x == WBEM_E_METHOD_NOT_IMPLEMENTED.0
+            || x == WBEM_E_INVALID_METHOD.0 =>
+        {
+            Kind::Unsupported
+        }
+        // Our parameters are built from validated values: a rejected one
+        // is our fault, not the client's.
+        x if x == WBEM_E_INVALID_PARAMETER.0 => Kind::Internal,
+        // FACILITY_WIN32: the low word is a Win32 error code.
+        x if (x as u32) & 0xFFFF_0000 == 0x8007_0000 => kind_of((x as u32) & 0xFFFF),
+        _ => Kind::Internal,
+    };
+    match kind {
+        Kind::NotFound => Error::NotFound(msg),
+        Kind::PermissionDenied => Error::PermissionDenied(msg),
+        Kind::InvalidArgument => Error::InvalidArgument(msg),
+        Kind::AlreadyExists => Error::AlreadyExists(msg),
+        Kind::FailedPrecondition => Error::FailedPrecondition(msg),
+        Kind::Unsupported => Error::Unimplemented(msg),
+        Kind::Internal => Error::Internal(msg),
+    }
+}

@@ -7,3 +7,7 @@
 
 mod errors;
 mod win32;
+pub mod wmi;
+
+#[cfg(test)]
+mod tests;
