@@ -1,3 +1,33 @@
-//! Pure parsers and encoders of on-disk and IOCTL structures; no I/O.
+//! Pure parsers for what the Windows disk and volume backend receives:
+//! IOCTL output buffers, WMI property strings, volume ids.
+//!
+//! Nothing here calls the OS, so everything is compiled and tested on every
+//! platform. Rules shared by all parsers:
+//!
+//! * every parser returns `Result<_, ParseError>` and never panics, whatever
+//!   the input: all reads are bounds-checked, all offset arithmetic is
+//!   checked, and every loop is bounded by the length of the buffer;
+//! * binary layouts are those of 64-bit Windows (little-endian, natural
+//!   alignment), with the offsets written out as constants and checked
+//!   against the `windows-sys` definitions by a Windows-only test;
+//! * a buffer longer than the structure is fine (IOCTL output buffers are
+//!   usually oversized); a shorter one is [`ParseError::Truncated`].
 
+// gpt and fs_probe are added by the partition-table work
+
+mod bytes;
+pub mod cim;
+pub mod device_id;
+pub mod error;
+pub mod extents;
+pub mod guid;
+pub mod layout;
+pub mod location;
 pub mod msft;
+
+#[cfg(test)]
+pub(crate) mod fixtures;
+#[cfg(all(test, windows))]
+mod windows_abi;
+
+pub use error::ParseError;
