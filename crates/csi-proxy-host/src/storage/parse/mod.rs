@@ -24,6 +24,7 @@ pub mod guid;
 pub mod layout;
 pub mod location;
 pub mod msft;
+pub mod multi_sz;
 
 #[cfg(test)]
 pub(crate) mod fixtures;

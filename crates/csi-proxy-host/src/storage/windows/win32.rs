@@ -111,27 +111,31 @@ pub fn open_device(path: &str, access: u32) -> io::Result<Handle> {
     Ok(Handle(h))
 }
 
-/// One `DeviceIoControl` call into `out` (its length is the buffer size);
-/// returns the number of bytes written.
-fn ioctl_once(h: &Handle, code: u32, input: &[u8], out: &mut [u8]) -> io::Result<usize> {
-    let in_len = u32::try_from(input.len())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "input buffer too large"))?;
+/// One `DeviceIoControl` call with `input` (a plain `#[repr(C)]` input
+/// structure, or none) into `out` (its length is the buffer size); returns
+/// the number of bytes written.
+fn ioctl_once<T>(h: &Handle, code: u32, input: Option<&T>, out: &mut [u8]) -> io::Result<usize> {
+    let (in_ptr, in_len) = match input {
+        Some(t) => (
+            (t as *const T).cast::<core::ffi::c_void>(),
+            u32::try_from(std::mem::size_of::<T>()).map_err(|_| {
+                io::Error::new(io::ErrorKind::InvalidInput, "input buffer too large")
+            })?,
+        ),
+        None => (std::ptr::null(), 0),
+    };
     let out_len = u32::try_from(out.len())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "output buffer too large"))?;
     let mut returned = 0u32;
-    // SAFETY: the handle is open for the whole call; `input` and `out` are
-    // valid for their stated lengths (the OS only reads `input` and writes
-    // at most `out_len` bytes into `out`); the call is synchronous (no
+    // SAFETY: the handle is open for the whole call; `in_ptr` is null or
+    // points to a live `T` of `in_len` bytes that the OS only reads; `out`
+    // is valid for `out_len` writable bytes; the call is synchronous (no
     // OVERLAPPED, the handle was not opened for overlapped I/O).
     let ok = unsafe {
         DeviceIoControl(
             h.raw(),
             code,
-            if input.is_empty() {
-                std::ptr::null()
-            } else {
-                input.as_ptr().cast()
-            },
+            in_ptr,
             in_len,
             if out.is_empty() {
                 std::ptr::null_mut()
@@ -151,9 +155,8 @@ fn ioctl_once(h: &Handle, code: u32, input: &[u8], out: &mut [u8]) -> io::Result
 
 /// An I/O control with output: starts with `initial` bytes and doubles the
 /// buffer (up to 1 MiB) while the OS answers ERROR_INSUFFICIENT_BUFFER or
-/// ERROR_MORE_DATA. Returns the bytes written (the buffer is zero-filled
-/// beyond them).
-pub fn ioctl(h: &Handle, code: u32, input: &[u8], initial: usize) -> io::Result<Vec<u8>> {
+/// ERROR_MORE_DATA. Returns the bytes written.
+pub fn ioctl<T>(h: &Handle, code: u32, input: Option<&T>, initial: usize) -> io::Result<Vec<u8>> {
     let mut size = initial.clamp(8, MAX_IOCTL_OUTPUT);
     loop {
         let mut out = vec![0u8; size];
@@ -173,8 +176,11 @@ pub fn ioctl(h: &Handle, code: u32, input: &[u8], initial: usize) -> io::Result<
     }
 }
 
+/// The largest output buffer [`ioctl`] uses.
+pub const MAX_OUTPUT: usize = MAX_IOCTL_OUTPUT;
+
 /// An I/O control without output.
-pub fn ioctl_no_output(h: &Handle, code: u32, input: &[u8]) -> io::Result<()> {
+pub fn ioctl_no_output<T>(h: &Handle, code: u32, input: Option<&T>) -> io::Result<()> {
     ioctl_once(h, code, input, &mut []).map(|_| ())
 }
 
@@ -468,4 +474,31 @@ pub fn disk_interface_paths() -> io::Result<Vec<String>> {
         paths.push(from_wide(path)?);
     }
     Ok(paths)
+}
+
+/// `GetVolumePathNamesForVolumeNameW(volume)`: every drive letter and
+/// directory where the volume (`\\?\Volume{GUID}\`) is mounted, as the raw
+/// NUL-separated list (parsed by `storage::parse::multi_sz`).
+pub fn volume_path_names_raw(volume: &str) -> io::Result<Vec<u16>> {
+    use windows_sys::Win32::Storage::FileSystem::GetVolumePathNamesForVolumeNameW;
+    let name = wide(volume)?;
+    let mut len = 1024u32;
+    loop {
+        let mut buf = vec![0u16; len as usize];
+        let mut needed = 0u32;
+        // SAFETY: `name` is NUL-terminated; `buf` is writable for `len`
+        // characters; `needed` is writable.
+        let ok = unsafe {
+            GetVolumePathNamesForVolumeNameW(name.as_ptr(), buf.as_mut_ptr(), len, &mut needed)
+        };
+        if ok != 0 {
+            return Ok(buf);
+        }
+        let e = last_error();
+        if code_of(&e) == ERROR_MORE_DATA && needed > len && (needed as usize) < MAX_IOCTL_OUTPUT {
+            len = needed;
+            continue;
+        }
+        return Err(e);
+    }
 }

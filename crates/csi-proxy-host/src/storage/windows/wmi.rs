@@ -38,6 +38,7 @@ use windows::Win32::System::Wmi::{
 };
 
 use super::errors;
+use crate::storage::parse::cim;
 use crate::{Error, Result};
 
 /// The Windows Storage Management API namespace.
@@ -90,6 +91,14 @@ impl WmiWorker {
         reply_rx.recv().map_err(|_| {
             Error::Internal("the WMI job failed without an answer (it panicked)".into())
         })?
+    }
+
+    /// Whether the worker thread has been started.
+    pub fn started(&self) -> bool {
+        self.sender
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
     }
 
     /// The channel to the running worker, starting it if needed.
@@ -518,7 +527,7 @@ impl Object {
             return Ok(None);
         }
         if let Some(s) = v.as_string() {
-            return cim_uint64(&s)
+            return cim::cim_u64(&s)
                 .map(Some)
                 .map_err(|e| Error::Internal(format!("WMI property {name}: {e}")));
         }
@@ -686,11 +695,4 @@ impl Drop for Var {
         // frees what it holds (BSTR, interface) exactly once.
         let _ = unsafe { VariantClear(&mut self.0) };
     }
-}
-
-/// A CIM uint64 in its string form.
-// TODO(winparse): replace with storage::parse::cim once merged.
-fn cim_uint64(s: &str) -> std::result::Result<u64, String> {
-    s.parse::<u64>()
-        .map_err(|_| format!("{s:?} is not a CIM uint64"))
 }

@@ -1,0 +1,229 @@
+//! Disk operations over I/O controls on `\\.\PhysicalDriveN` (no WMI).
+
+use std::io;
+
+use windows_sys::Win32::System::Ioctl::{
+    PropertyStandardQuery, StorageDeviceIdProperty, StorageDeviceProperty,
+    IOCTL_DISK_GET_DISK_ATTRIBUTES, IOCTL_DISK_GET_DRIVE_GEOMETRY_EX,
+    IOCTL_DISK_SET_DISK_ATTRIBUTES, IOCTL_DISK_UPDATE_PROPERTIES, IOCTL_STORAGE_GET_DEVICE_NUMBER,
+    IOCTL_STORAGE_QUERY_PROPERTY, SET_DISK_ATTRIBUTES, STORAGE_PROPERTY_QUERY,
+};
+
+use super::errors::{self, win32};
+use super::win32::{self as w, Handle, GENERIC_READ, GENERIC_WRITE};
+use crate::disk::DiskIds;
+use crate::storage::parse::{device_id, extents, ParseError};
+use crate::{Error, Result};
+
+/// Disk numbers probed past the last one found before giving up, when the
+/// disks are found by trying `\\.\PhysicalDriveN` (numbers can have gaps
+/// after disks are removed).
+const PROBE_GAP: u32 = 32;
+/// Never probe beyond this disk number.
+const PROBE_LIMIT: u32 = 4096;
+
+/// `\\.\PhysicalDriveN`.
+pub fn disk_path(disk: u32) -> String {
+    format!(r"\\.\PhysicalDrive{disk}")
+}
+
+fn subject(disk: u32) -> String {
+    format!("disk {disk} ({})", disk_path(disk))
+}
+
+/// Opens disk `disk`; an unknown number is [`Error::NotFound`].
+pub fn open_disk(disk: u32, access: u32) -> Result<Handle> {
+    w::open_device(&disk_path(disk), access).map_err(|e| {
+        errors::win32_or_missing(
+            "CreateFileW",
+            &subject(disk),
+            e,
+            &format!("disk {disk} does not exist"),
+        )
+    })
+}
+
+/// A parse failure of an OS answer: our bug or a driver's, never the
+/// client's.
+pub fn bad_answer(op: &str, subject: &str, e: ParseError) -> Error {
+    Error::Internal(format!("{op} on {subject}: unexpected answer: {e}"))
+}
+
+/// Whether an error means "this device does not answer this query".
+fn not_supported(e: &io::Error) -> bool {
+    // ERROR_INVALID_FUNCTION, ERROR_NOT_SUPPORTED
+    matches!(w::code(e), Some(1 | 50))
+}
+
+/// `IOCTL_STORAGE_GET_DEVICE_NUMBER` on an open disk or volume handle.
+pub fn device_number(h: &Handle, subject: &str) -> Result<extents::StorageDeviceNumber> {
+    let out = w::ioctl::<()>(h, IOCTL_STORAGE_GET_DEVICE_NUMBER, None, 64)
+        .map_err(|e| win32("IOCTL_STORAGE_GET_DEVICE_NUMBER", subject, e))?;
+    extents::parse_storage_device_number(&out)
+        .map_err(|e| bad_answer("IOCTL_STORAGE_GET_DEVICE_NUMBER", subject, e))
+}
+
+/// The numbers of the disks of this host, ascending. SetupDi over the disk
+/// device interface first; when it finds nothing (wine, or a failure), the
+/// `\\.\PhysicalDriveN` names are probed until [`PROBE_GAP`] numbers in a
+/// row do not exist.
+pub fn disk_numbers() -> Result<Vec<u32>> {
+    let mut found = Vec::new();
+    match w::disk_interface_paths() {
+        Ok(paths) => {
+            for p in paths {
+                // A disk that went away meanwhile is skipped.
+                let Ok(h) = w::open_device(&p, 0) else {
+                    continue;
+                };
+                if let Ok(n) = device_number(&h, &p) {
+                    found.push(n.device_number);
+                }
+            }
+        }
+        Err(e) => tracing::debug!("SetupDi disk enumeration failed, probing instead: {e}"),
+    }
+    if found.is_empty() {
+        let mut missing = 0;
+        let mut n = 0;
+        while missing < PROBE_GAP && n < PROBE_LIMIT {
+            match w::open_device(&disk_path(n), 0) {
+                Ok(_) => {
+                    found.push(n);
+                    missing = 0;
+                }
+                // FILE_NOT_FOUND, PATH_NOT_FOUND: no such disk.
+                Err(e) if matches!(w::code(&e), Some(2 | 3)) => missing += 1,
+                // Any other answer (e.g. access denied) means it exists.
+                Err(_) => {
+                    found.push(n);
+                    missing = 0;
+                }
+            }
+            n += 1;
+        }
+    }
+    found.sort_unstable();
+    found.dedup();
+    Ok(found)
+}
+
+/// Size in bytes (`IOCTL_DISK_GET_DRIVE_GEOMETRY_EX`, which needs no access
+/// rights, unlike `IOCTL_DISK_GET_LENGTH_INFO`).
+pub fn disk_size(disk: u32) -> Result<u64> {
+    let s = subject(disk);
+    let h = open_disk(disk, 0)?;
+    let out = w::ioctl::<()>(&h, IOCTL_DISK_GET_DRIVE_GEOMETRY_EX, None, 256)
+        .map_err(|e| win32("IOCTL_DISK_GET_DRIVE_GEOMETRY_EX", &s, e))?;
+    let size = extents::parse_disk_geometry_ex_size(&out)
+        .map_err(|e| bad_answer("IOCTL_DISK_GET_DRIVE_GEOMETRY_EX", &s, e))?;
+    u64::try_from(size).map_err(|_| {
+        Error::Internal(format!(
+            "IOCTL_DISK_GET_DRIVE_GEOMETRY_EX on {s}: negative size {size}"
+        ))
+    })
+}
+
+/// `IOCTL_STORAGE_QUERY_PROPERTY` (standard query) for `property`, parsed
+/// by `parse`; a descriptor larger than the buffer is asked for again at its
+/// full size. `None` when the device does not support the property.
+fn query_property<T>(
+    h: &Handle,
+    subject: &str,
+    property: i32,
+    parse: impl Fn(&[u8]) -> std::result::Result<T, ParseError>,
+) -> Result<Option<T>> {
+    let query = STORAGE_PROPERTY_QUERY {
+        PropertyId: property,
+        QueryType: PropertyStandardQuery,
+        AdditionalParameters: [0],
+    };
+    let mut size = 1024;
+    loop {
+        let out = match w::ioctl(h, IOCTL_STORAGE_QUERY_PROPERTY, Some(&query), size) {
+            Ok(out) => out,
+            Err(e) if not_supported(&e) => return Ok(None),
+            Err(e) => return Err(win32("IOCTL_STORAGE_QUERY_PROPERTY", subject, e)),
+        };
+        match parse(&out) {
+            Ok(v) => return Ok(Some(v)),
+            Err(ParseError::Truncated { need, .. })
+                if need > size && need <= w::MAX_OUTPUT && out.len() == size =>
+            {
+                size = need;
+            }
+            Err(e) => return Err(bad_answer("IOCTL_STORAGE_QUERY_PROPERTY", subject, e)),
+        }
+    }
+}
+
+/// Page-0x83 id (first device-associated identifier, as upstream) and
+/// serial number of a disk; a device that answers neither query gets empty
+/// strings.
+pub fn disk_ids(disk: u32) -> Result<DiskIds> {
+    let s = subject(disk);
+    let h = open_disk(disk, 0)?;
+    let page83 = query_property(
+        &h,
+        &s,
+        StorageDeviceIdProperty,
+        device_id::parse_storage_device_id_descriptor,
+    )?
+    .and_then(|ids| device_id::page83_id(&ids))
+    .unwrap_or_default();
+    let serial_number = query_property(
+        &h,
+        &s,
+        StorageDeviceProperty,
+        device_id::parse_storage_device_descriptor_serial,
+    )?
+    .flatten()
+    .unwrap_or_default();
+    Ok(DiskIds {
+        page83,
+        serial_number,
+    })
+}
+
+fn attributes(h: &Handle, s: &str) -> Result<extents::DiskAttributes> {
+    let out = w::ioctl::<()>(h, IOCTL_DISK_GET_DISK_ATTRIBUTES, None, 64)
+        .map_err(|e| win32("IOCTL_DISK_GET_DISK_ATTRIBUTES", s, e))?;
+    extents::parse_disk_attributes(&out)
+        .map_err(|e| bad_answer("IOCTL_DISK_GET_DISK_ATTRIBUTES", s, e))
+}
+
+/// Whether the disk is online (`DISK_ATTRIBUTE_OFFLINE` clear).
+pub fn disk_online(disk: u32) -> Result<bool> {
+    let s = subject(disk);
+    let h = open_disk(disk, 0)?;
+    Ok(!attributes(&h, &s)?.is_offline())
+}
+
+/// Brings the disk online or takes it offline, persistently
+/// (`IOCTL_DISK_SET_DISK_ATTRIBUTES` with only the offline bit in the mask,
+/// then `IOCTL_DISK_UPDATE_PROPERTIES`); nothing is changed if the disk is
+/// already in that state.
+pub fn set_disk_online(disk: u32, online: bool) -> Result<()> {
+    let s = subject(disk);
+    let h = open_disk(disk, GENERIC_READ | GENERIC_WRITE)?;
+    if attributes(&h, &s)?.is_offline() != online {
+        return Ok(());
+    }
+    let set = SET_DISK_ATTRIBUTES {
+        Version: std::mem::size_of::<SET_DISK_ATTRIBUTES>() as u32,
+        Persist: true,
+        Reserved1: [0; 3],
+        Attributes: if online {
+            0
+        } else {
+            extents::DISK_ATTRIBUTE_OFFLINE
+        },
+        AttributesMask: extents::DISK_ATTRIBUTE_OFFLINE,
+        Reserved2: [0; 4],
+    };
+    w::ioctl_no_output(&h, IOCTL_DISK_SET_DISK_ATTRIBUTES, Some(&set))
+        .map_err(|e| win32("IOCTL_DISK_SET_DISK_ATTRIBUTES", &s, e))?;
+    w::ioctl_no_output::<()>(&h, IOCTL_DISK_UPDATE_PROPERTIES, None)
+        .map_err(|e| win32("IOCTL_DISK_UPDATE_PROPERTIES", &s, e))?;
+    Ok(())
+}
