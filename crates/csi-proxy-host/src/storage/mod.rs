@@ -16,6 +16,8 @@
 
 pub mod fake;
 mod ids;
+#[cfg(target_os = "linux")]
+pub mod linux;
 pub mod parse;
 
 pub use ids::{canonical_guid, VolumeId};
