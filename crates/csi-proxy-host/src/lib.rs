@@ -12,6 +12,7 @@ mod host;
 pub mod iscsi;
 pub mod path;
 pub mod smb;
+pub mod storage;
 pub mod system;
 pub mod volume;
 

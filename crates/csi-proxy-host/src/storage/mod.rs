@@ -1,0 +1,3 @@
+//! Disk and Volume storage: shared types, parsers, backends.
+
+pub mod parse;
