@@ -1,0 +1,382 @@
+//! Encoders that build valid buffers in the Windows / SCSI layouts, for
+//! table tests, round-trip property tests and the fuzz seeds.
+
+use super::device_id::{CodeSet, Identifier};
+use super::layout::{
+    entry_offset, layout_offset, PartitionEntry, PartitionKind, PartitionStyle, GPT_NAME_UNITS,
+    LAYOUT_HEADER_SIZE, PARTITION_ENTRY_SIZE, STYLE_GPT, STYLE_MBR, STYLE_RAW,
+};
+
+fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
+    buf[at..at + bytes.len()].copy_from_slice(bytes);
+}
+
+fn align4(n: usize) -> usize {
+    (n + 3) & !3
+}
+
+/// One `STORAGE_IDENTIFIER` to encode.
+#[derive(Debug, Clone)]
+pub(crate) struct FixtureId {
+    pub code_set: u32,
+    pub id_type: u32,
+    pub association: u32,
+    pub bytes: Vec<u8>,
+}
+
+impl FixtureId {
+    pub fn new(code_set: u32, id_type: u32, association: u32, bytes: &[u8]) -> FixtureId {
+        FixtureId {
+            code_set,
+            id_type,
+            association,
+            bytes: bytes.to_vec(),
+        }
+    }
+
+    /// What the parser must return for it.
+    pub fn identifier(&self) -> Identifier {
+        Identifier {
+            code_set: CodeSet::from_u32(self.code_set),
+            id_type: self.id_type,
+            association: self.association,
+            bytes: self.bytes.clone(),
+        }
+    }
+}
+
+/// `STORAGE_DEVICE_ID_DESCRIPTOR` with identifiers 4-byte aligned, every
+/// `NextOffset` (the last one included) set to the aligned identifier size.
+pub(crate) fn device_id_descriptor(ids: &[FixtureId]) -> Vec<u8> {
+    let mut buf = vec![0u8; 12];
+    for id in ids {
+        let start = buf.len();
+        let next = align4(16 + id.bytes.len());
+        buf.resize(start + next, 0);
+        put(&mut buf, start, &id.code_set.to_le_bytes());
+        put(&mut buf, start + 4, &id.id_type.to_le_bytes());
+        put(&mut buf, start + 8, &(id.bytes.len() as u16).to_le_bytes());
+        put(&mut buf, start + 10, &(next as u16).to_le_bytes());
+        put(&mut buf, start + 12, &id.association.to_le_bytes());
+        put(&mut buf, start + 16, &id.bytes);
+    }
+    let size = buf.len() as u32;
+    put(&mut buf, 0, &16u32.to_le_bytes()); // sizeof(STORAGE_DEVICE_ID_DESCRIPTOR)
+    put(&mut buf, 4, &size.to_le_bytes());
+    put(&mut buf, 8, &(ids.len() as u32).to_le_bytes());
+    buf
+}
+
+/// Raw VPD page 0x83 from `(code set, association, designator type, bytes)`.
+pub(crate) fn vpd_page83(designators: &[(u8, u8, u8, &[u8])]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for &(code_set, association, id_type, bytes) in designators {
+        body.push(code_set & 0x0F);
+        body.push(((association & 0x03) << 4) | (id_type & 0x0F));
+        body.push(0);
+        body.push(bytes.len() as u8);
+        body.extend_from_slice(bytes);
+    }
+    vpd_page(0x83, &body)
+}
+
+/// Raw VPD page 0x80 holding `serial`.
+pub(crate) fn vpd_page80(serial: &[u8]) -> Vec<u8> {
+    vpd_page(0x80, serial)
+}
+
+fn vpd_page(code: u8, body: &[u8]) -> Vec<u8> {
+    let mut buf = vec![0x00, code];
+    buf.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    buf.extend_from_slice(body);
+    buf
+}
+
+/// `STORAGE_DEVICE_DESCRIPTOR` with the given NUL-terminated strings after
+/// the 40-byte fixed part (offset 0 for `None`).
+pub(crate) fn device_descriptor(
+    vendor: Option<&[u8]>,
+    product: Option<&[u8]>,
+    serial: Option<&[u8]>,
+) -> Vec<u8> {
+    let mut buf = vec![0u8; 40];
+    put(&mut buf, 0, &40u32.to_le_bytes()); // Version = sizeof
+    buf[8] = 0; // DeviceType: direct access
+    buf[11] = 1; // CommandQueueing
+    put(&mut buf, 28, &1u32.to_le_bytes()); // BusType: SCSI
+    for (field, value) in [(12usize, vendor), (16, product), (24, serial)] {
+        if let Some(v) = value {
+            let at = buf.len() as u32;
+            buf.extend_from_slice(v);
+            buf.push(0);
+            put(&mut buf, field, &at.to_le_bytes());
+        }
+    }
+    let size = buf.len() as u32;
+    put(&mut buf, 4, &size.to_le_bytes());
+    buf
+}
+
+/// `VOLUME_DISK_EXTENTS` from `(disk, offset, length)`; at least the
+/// 32-byte `sizeof` of the structure, as Windows requires.
+pub(crate) fn volume_disk_extents(extents: &[(u32, i64, i64)]) -> Vec<u8> {
+    let mut buf = vec![0u8; 8 + 24 * extents.len().max(1)];
+    put(&mut buf, 0, &(extents.len() as u32).to_le_bytes());
+    put(&mut buf, 4, &0xCCCC_CCCCu32.to_le_bytes()); // padding is garbage
+    for (i, &(disk, offset, length)) in extents.iter().enumerate() {
+        let at = 8 + 24 * i;
+        put(&mut buf, at, &disk.to_le_bytes());
+        put(&mut buf, at + 4, &0xCCCC_CCCCu32.to_le_bytes());
+        put(&mut buf, at + 8, &offset.to_le_bytes());
+        put(&mut buf, at + 16, &length.to_le_bytes());
+    }
+    buf
+}
+
+/// `STORAGE_DEVICE_NUMBER`.
+pub(crate) fn storage_device_number(device_type: u32, number: u32, partition: u32) -> Vec<u8> {
+    [device_type, number, partition]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect()
+}
+
+/// `GET_LENGTH_INFORMATION`.
+pub(crate) fn length_info(length: i64) -> Vec<u8> {
+    length.to_le_bytes().to_vec()
+}
+
+/// `DISK_GEOMETRY_EX` (40 bytes: geometry, `DiskSize`, padded `Data[1]`).
+pub(crate) fn disk_geometry_ex(size: i64) -> Vec<u8> {
+    let mut buf = vec![0u8; 40];
+    put(&mut buf, 0, &(size / (255 * 63 * 512)).to_le_bytes()); // Cylinders
+    put(&mut buf, 8, &12u32.to_le_bytes()); // MediaType: FixedMedia
+    put(&mut buf, 12, &255u32.to_le_bytes()); // TracksPerCylinder
+    put(&mut buf, 16, &63u32.to_le_bytes()); // SectorsPerTrack
+    put(&mut buf, 20, &512u32.to_le_bytes()); // BytesPerSector
+    put(&mut buf, 24, &size.to_le_bytes());
+    buf
+}
+
+/// `GET_DISK_ATTRIBUTES`.
+pub(crate) fn disk_attributes(attributes: u64) -> Vec<u8> {
+    let mut buf = vec![0u8; 16];
+    put(&mut buf, 0, &16u32.to_le_bytes());
+    put(&mut buf, 8, &attributes.to_le_bytes());
+    buf
+}
+
+/// One slot of a drive layout to encode.
+#[derive(Debug, Clone)]
+pub(crate) enum LayoutSlot {
+    /// Encoded as given (number 0 makes it an omitted container).
+    Used(PartitionEntry),
+    /// An unused MBR slot / empty GPT entry: all zero but the style.
+    Unused,
+}
+
+/// `DRIVE_LAYOUT_INFORMATION_EX` with one entry per slot.
+pub(crate) fn drive_layout(style: PartitionStyle, slots: &[LayoutSlot]) -> Vec<u8> {
+    use entry_offset as o;
+    let mut buf = vec![0u8; LAYOUT_HEADER_SIZE + PARTITION_ENTRY_SIZE * slots.len()];
+    let style_value = match style {
+        PartitionStyle::Mbr { signature } => {
+            put(
+                &mut buf,
+                layout_offset::MBR_SIGNATURE,
+                &signature.to_le_bytes(),
+            );
+            put(
+                &mut buf,
+                layout_offset::MBR_CHECKSUM,
+                &0x5A5A_5A5Au32.to_le_bytes(),
+            );
+            STYLE_MBR
+        }
+        PartitionStyle::Gpt { disk_id } => {
+            put(
+                &mut buf,
+                layout_offset::GPT_DISK_ID,
+                &disk_id.to_windows_bytes(),
+            );
+            put(
+                &mut buf,
+                layout_offset::GPT_STARTING_USABLE,
+                &17_408i64.to_le_bytes(),
+            );
+            put(
+                &mut buf,
+                layout_offset::GPT_USABLE_LENGTH,
+                &(1i64 << 40).to_le_bytes(),
+            );
+            put(
+                &mut buf,
+                layout_offset::GPT_MAX_PARTITIONS,
+                &128u32.to_le_bytes(),
+            );
+            STYLE_GPT
+        }
+        PartitionStyle::Raw => STYLE_RAW,
+    };
+    put(&mut buf, layout_offset::STYLE, &style_value.to_le_bytes());
+    put(
+        &mut buf,
+        layout_offset::COUNT,
+        &(slots.len() as u32).to_le_bytes(),
+    );
+    for (i, slot) in slots.iter().enumerate() {
+        let at = LAYOUT_HEADER_SIZE + PARTITION_ENTRY_SIZE * i;
+        put(&mut buf, at + o::STYLE, &style_value.to_le_bytes());
+        let LayoutSlot::Used(p) = slot else {
+            continue;
+        };
+        put(&mut buf, at + o::STARTING_OFFSET, &p.offset.to_le_bytes());
+        put(&mut buf, at + o::LENGTH, &p.length.to_le_bytes());
+        put(&mut buf, at + o::NUMBER, &p.number.to_le_bytes());
+        buf[at + o::REWRITE] = 0;
+        buf[at + o::IS_SERVICE] = 0;
+        match &p.kind {
+            PartitionKind::Mbr { type_byte } => {
+                buf[at + o::MBR_TYPE] = *type_byte;
+                buf[at + o::MBR_BOOT] = u8::from(i == 0);
+                buf[at + o::MBR_RECOGNIZED] = 1;
+                let hidden = (p.offset / 512) as u32;
+                put(&mut buf, at + o::MBR_HIDDEN_SECTORS, &hidden.to_le_bytes());
+                put(&mut buf, at + o::MBR_ID, &[0x77; 16]);
+            }
+            PartitionKind::Gpt {
+                type_guid,
+                id,
+                attributes,
+                name,
+            } => {
+                put(&mut buf, at + o::GPT_TYPE, &type_guid.to_windows_bytes());
+                put(&mut buf, at + o::GPT_ID, &id.to_windows_bytes());
+                put(&mut buf, at + o::GPT_ATTRIBUTES, &attributes.to_le_bytes());
+                for (k, unit) in name.encode_utf16().take(GPT_NAME_UNITS).enumerate() {
+                    put(&mut buf, at + o::GPT_NAME + 2 * k, &unit.to_le_bytes());
+                }
+            }
+        }
+    }
+    buf
+}
+
+/// Writes valid sample buffers as fuzz seeds when
+/// `CSI_PROXY_FUZZ_SEEDS_DIR` is set:
+/// `CSI_PROXY_FUZZ_SEEDS_DIR=$PWD/fuzz/seeds/storage_descriptors cargo test
+/// -p csi-proxy-host --lib write_fuzz_seeds -- --ignored`.
+#[test]
+#[ignore = "writes files; run by hand to refresh the fuzz seeds"]
+fn write_fuzz_seeds() {
+    use super::guid::Guid;
+    use super::layout::{BASIC_DATA, MICROSOFT_RESERVED};
+
+    let Some(dir) = std::env::var_os("CSI_PROXY_FUZZ_SEEDS_DIR") else {
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let gpt_entry = |number, offset, length, type_guid, name: &str| PartitionEntry {
+        number,
+        offset,
+        length,
+        kind: PartitionKind::Gpt {
+            type_guid,
+            id: Guid::from_u128(0x0f0e_0d0c_0b0a_0908_0706_0504_0302_0100 + u128::from(number)),
+            attributes: 0,
+            name: name.to_string(),
+        },
+    };
+    let seeds: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "device_id_descriptor",
+            device_id_descriptor(&[
+                FixtureId::new(1, 2, 0, &[0x60, 0x02, 0x24, 0x80, 0xa1, 0xb2, 0xc3, 0xd4]),
+                FixtureId::new(2, 0, 0, b"MSFT    Virtual Disk    \0"),
+                FixtureId::new(1, 3, 1, &[0x50, 0x01]),
+            ]),
+        ),
+        (
+            "vpd_page83",
+            vpd_page83(&[
+                (1, 0, 3, &[0x60, 0x0a, 0x09, 0x80, 0, 1][..]),
+                (2, 0, 1, &b"LIO-ORG disk0"[..]),
+            ]),
+        ),
+        ("vpd_page80", vpd_page80(b"  6002248ABCD  ")),
+        (
+            "device_descriptor",
+            device_descriptor(
+                Some(b"Msft    "),
+                Some(b"Virtual Disk"),
+                Some(b" 6002248A "),
+            ),
+        ),
+        (
+            "layout_gpt",
+            drive_layout(
+                PartitionStyle::Gpt {
+                    disk_id: Guid::from_u128(0x5b7a3f3e_2d64_4c38_9a43_3d1f1c0b7e21),
+                },
+                &[
+                    LayoutSlot::Used(gpt_entry(
+                        1,
+                        17_408,
+                        (16 << 20) - 17_408,
+                        MICROSOFT_RESERVED,
+                        "Microsoft reserved partition",
+                    )),
+                    LayoutSlot::Used(gpt_entry(
+                        2,
+                        16 << 20,
+                        10 << 30,
+                        BASIC_DATA,
+                        "Basic data partition",
+                    )),
+                ],
+            ),
+        ),
+        (
+            "layout_mbr",
+            drive_layout(
+                PartitionStyle::Mbr {
+                    signature: 0x1234_abcd,
+                },
+                &[
+                    LayoutSlot::Used(PartitionEntry {
+                        number: 1,
+                        offset: 1 << 20,
+                        length: 20 << 30,
+                        kind: PartitionKind::Mbr { type_byte: 7 },
+                    }),
+                    LayoutSlot::Unused,
+                    LayoutSlot::Unused,
+                    LayoutSlot::Unused,
+                ],
+            ),
+        ),
+        (
+            "volume_disk_extents",
+            volume_disk_extents(&[(2, 1 << 20, 10 << 30), (3, 0, 4096)]),
+        ),
+        ("disk_geometry_ex", disk_geometry_ex(137_438_953_472)),
+        ("disk_attributes", disk_attributes(1)),
+        (
+            "location_scsi",
+            b"PCI Slot 3 : Adapter 0 : Port 0 : Target 1 : LUN 0".to_vec(),
+        ),
+        (
+            "location_nvme",
+            b"Integrated : Bus 12606208 : Device 0 : Function 0 : Adapter 0".to_vec(),
+        ),
+        (
+            "volume_id",
+            br"\\?\Volume{E3C9E316-0B5C-4DB8-817D-F92DF00215AE}\".to_vec(),
+        ),
+        ("cim_u64", b"137438953472".to_vec()),
+    ];
+    for (name, bytes) in seeds {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+}
