@@ -627,7 +627,7 @@ fn parse_header(sector: &[u8]) -> Result<Header, GptError> {
         return Err(corrupt(Defect::HeaderCrc));
     }
     let entry_size = le32(sector, 84);
-    if entry_size < DEFAULT_ENTRY_SIZE || entry_size % 128 != 0 || entry_size > MAX_ENTRY_SIZE {
+    if entry_size < DEFAULT_ENTRY_SIZE || !entry_size.is_multiple_of(128) || entry_size > MAX_ENTRY_SIZE {
         return Err(corrupt(Defect::EntrySize(entry_size)));
     }
     let entry_count = le32(sector, 80);
@@ -939,13 +939,11 @@ impl Layout {
 
 fn encode_name(name: &str) -> Result<[u8; 2 * NAME_UNITS], GptError> {
     let mut out = [0u8; 2 * NAME_UNITS];
-    let mut n = 0;
-    for unit in name.encode_utf16() {
+    for (n, unit) in name.encode_utf16().enumerate() {
         if n == NAME_UNITS {
             return Err(GptError::NameTooLong);
         }
         put(&mut out, 2 * n, &unit.to_le_bytes());
-        n += 1;
     }
     Ok(out)
 }
@@ -1003,7 +1001,7 @@ fn align_up(lba: u64, align: u64) -> Option<u64> {
 /// enforces, so the encoders can rely on them.
 fn check_gpt(gpt: &Gpt, ss: u64) -> Result<(), GptError> {
     if gpt.entry_size < DEFAULT_ENTRY_SIZE
-        || gpt.entry_size % 128 != 0
+        || !gpt.entry_size.is_multiple_of(128)
         || gpt.entry_size > MAX_ENTRY_SIZE
     {
         return Err(corrupt(Defect::EntrySize(gpt.entry_size)));
