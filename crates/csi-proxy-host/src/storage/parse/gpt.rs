@@ -627,7 +627,10 @@ fn parse_header(sector: &[u8]) -> Result<Header, GptError> {
         return Err(corrupt(Defect::HeaderCrc));
     }
     let entry_size = le32(sector, 84);
-    if entry_size < DEFAULT_ENTRY_SIZE || !entry_size.is_multiple_of(128) || entry_size > MAX_ENTRY_SIZE {
+    if entry_size < DEFAULT_ENTRY_SIZE
+        || !entry_size.is_multiple_of(128)
+        || entry_size > MAX_ENTRY_SIZE
+    {
         return Err(corrupt(Defect::EntrySize(entry_size)));
     }
     let entry_count = le32(sector, 80);
