@@ -360,7 +360,7 @@ pub enum Defect {
     HeaderCrc,
     #[error("GPT header claims to be at LBA {0}")]
     MyLba(u64),
-    #[error("GPT entry size {0} is not a multiple of 128 in 128..=4096")]
+    #[error("GPT entry size {0} is not 128 * 2^n in 128..=4096")]
     EntrySize(u32),
     #[error("GPT entry count {0} out of range 1..=1024")]
     EntryCount(u32),
@@ -465,6 +465,11 @@ fn put(b: &mut [u8], off: usize, v: &[u8]) {
     if let Some(dst) = b.get_mut(off..off + v.len()) {
         dst.copy_from_slice(v);
     }
+}
+
+/// Entry sizes the UEFI specification allows (128 * 2^n), bounded.
+fn valid_entry_size(entry_size: u32) -> bool {
+    (DEFAULT_ENTRY_SIZE..=MAX_ENTRY_SIZE).contains(&entry_size) && entry_size.is_power_of_two()
 }
 
 fn check_sector_size(sector_size: u32) -> Result<u64, GptError> {
@@ -627,10 +632,7 @@ fn parse_header(sector: &[u8]) -> Result<Header, GptError> {
         return Err(corrupt(Defect::HeaderCrc));
     }
     let entry_size = le32(sector, 84);
-    if entry_size < DEFAULT_ENTRY_SIZE
-        || !entry_size.is_multiple_of(128)
-        || entry_size > MAX_ENTRY_SIZE
-    {
+    if !valid_entry_size(entry_size) {
         return Err(corrupt(Defect::EntrySize(entry_size)));
     }
     let entry_count = le32(sector, 80);
@@ -1003,10 +1005,7 @@ fn align_up(lba: u64, align: u64) -> Option<u64> {
 /// Checks that a caller-supplied [`Gpt`] obeys the rules [`parse_table`]
 /// enforces, so the encoders can rely on them.
 fn check_gpt(gpt: &Gpt, ss: u64) -> Result<(), GptError> {
-    if gpt.entry_size < DEFAULT_ENTRY_SIZE
-        || !gpt.entry_size.is_multiple_of(128)
-        || gpt.entry_size > MAX_ENTRY_SIZE
-    {
+    if !valid_entry_size(gpt.entry_size) {
         return Err(corrupt(Defect::EntrySize(gpt.entry_size)));
     }
     if gpt.entry_count == 0 || gpt.entry_count > MAX_ENTRY_COUNT {

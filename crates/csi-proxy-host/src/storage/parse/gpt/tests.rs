@@ -513,6 +513,7 @@ fn header_rules() {
         (24, 2u64.to_le_bytes().to_vec(), Defect::MyLba(2)),
         (84, 64u32.to_le_bytes().to_vec(), Defect::EntrySize(64)),
         (84, 200u32.to_le_bytes().to_vec(), Defect::EntrySize(200)),
+        (84, 384u32.to_le_bytes().to_vec(), Defect::EntrySize(384)),
         (84, 8192u32.to_le_bytes().to_vec(), Defect::EntrySize(8192)),
         (80, 0u32.to_le_bytes().to_vec(), Defect::EntryCount(0)),
         (80, 1025u32.to_le_bytes().to_vec(), Defect::EntryCount(1025)),
