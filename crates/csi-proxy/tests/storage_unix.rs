@@ -8,7 +8,7 @@
 mod common;
 mod storage;
 
-use common::Proxy;
+use common::{assert_code, Proxy};
 use csi_proxy_api::{disk, volume};
 use std::path::Path;
 use storage::{can_run, fs_total, is_mount_point, LoopDisk, MIB};
@@ -16,25 +16,6 @@ use tonic::Code;
 
 fn s(p: &Path) -> String {
     p.display().to_string()
-}
-
-fn assert_code<T: std::fmt::Debug>(
-    r: Result<tonic::Response<T>, tonic::Status>,
-    codes: &[Code],
-    what: &str,
-) {
-    match r {
-        Ok(v) => panic!("{what}: expected an error, got {:?}", v.into_inner()),
-        Err(st) => {
-            assert!(
-                codes.contains(&st.code()),
-                "{what}: got {:?} {}",
-                st.code(),
-                st.message()
-            );
-            assert!(!st.message().is_empty(), "{what}: empty message");
-        }
-    }
 }
 
 const SIZE: u64 = 256 * MIB;

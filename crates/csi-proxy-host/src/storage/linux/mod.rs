@@ -502,6 +502,17 @@ impl LinuxStorage {
     }
 }
 
+/// Refuses to change a volume whose disk is offline (read-only).
+fn ensure_online(f: &Found, volume: &VolumeId) -> Result<()> {
+    if f.disk.read_only {
+        return Err(Error::FailedPrecondition(format!(
+            "volume {volume} is on disk {}, which is offline",
+            f.disk.number
+        )));
+    }
+    Ok(())
+}
+
 const CAP_SYS_RESOURCE: u32 = 24;
 
 /// Is `cap` in this process's effective capability set?
@@ -709,12 +720,7 @@ impl StorageBackend for LinuxStorage {
     fn format(&self, volume: &VolumeId) -> Result<()> {
         let _g = self.lock();
         let f = self.find(volume)?;
-        if f.disk.read_only {
-            return Err(Error::FailedPrecondition(format!(
-                "volume {volume} is on disk {}, which is offline",
-                f.disk.number
-            )));
-        }
+        ensure_online(&f, volume)?;
         if let Some(m) = mountinfo::of_device(&Self::mounts()?, f.part.major, f.part.minor).next() {
             return Err(Error::FailedPrecondition(format!(
                 "volume {volume} is mounted at {:?}; unmount it before formatting",
@@ -770,12 +776,7 @@ impl StorageBackend for LinuxStorage {
     fn resize(&self, volume: &VolumeId, target: ResizeTarget) -> Result<()> {
         let _g = self.lock();
         let f = self.find(volume)?;
-        if f.disk.read_only {
-            return Err(Error::FailedPrecondition(format!(
-                "volume {volume} is on disk {}, which is offline",
-                f.disk.number
-            )));
-        }
+        ensure_online(&f, volume)?;
         let (disk_path, fd) = self.open_disk(&f.disk, Access::Write)?;
         let shown = disk_path.display().to_string();
         let (table, ss, sectors) = self.table(&f.disk, &fd)?;
@@ -849,12 +850,7 @@ impl StorageBackend for LinuxStorage {
                 )))
             };
         }
-        if f.disk.read_only {
-            return Err(Error::FailedPrecondition(format!(
-                "volume {volume} is on disk {}, which is offline",
-                f.disk.number
-            )));
-        }
+        ensure_online(&f, volume)?;
         let kind = self.probe(&f.part)?.0.ok_or_else(|| {
             Error::FailedPrecondition(format!(
                 "volume {volume} has no filesystem; format it first"

@@ -85,15 +85,24 @@ impl Sysfs {
         self.root.join("block").join(name)
     }
 
+    /// The kernel names in `/sys/block`, without the ignored kinds.
+    fn names(&self) -> io::Result<Vec<String>> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(self.root.join("block"))? {
+            if let Ok(name) = entry?.file_name().into_string() {
+                if !ignored(&name) {
+                    out.push(name);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Every disk with a non-zero size (detached loop devices have size 0).
     pub fn disks(&self) -> io::Result<Vec<BlockDisk>> {
         let mut out = Vec::new();
-        for entry in fs::read_dir(self.root.join("block"))? {
-            let name = entry?.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if ignored(name) {
-                continue;
-            }
+        for name in self.names()? {
+            let name = name.as_str();
             match self.disk(name) {
                 Ok(Some(d)) => out.push(d),
                 Ok(None) => {}
@@ -112,19 +121,14 @@ impl Sysfs {
     /// per disk, for the calls that list every disk.
     pub fn numbers(&self) -> io::Result<Vec<(String, u32)>> {
         let mut out = Vec::new();
-        for entry in fs::read_dir(self.root.join("block"))? {
-            let name = entry?.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if ignored(name) {
-                continue;
-            }
-            let dir = self.disk_dir(name);
+        for name in self.names()? {
+            let dir = self.disk_dir(&name);
             let (Ok(size), Ok(seq)) = (read_u64(&dir.join("size")), read_u64(&dir.join("diskseq")))
             else {
                 continue;
             };
             if let (true, Ok(number)) = (size > 0, u32::try_from(seq)) {
-                out.push((name.to_string(), number));
+                out.push((name, number));
             }
         }
         out.sort_by_key(|d| d.1);
@@ -199,15 +203,10 @@ impl Sysfs {
     /// The disk with this number: reads only each disk's `diskseq` until
     /// it finds the one.
     pub fn disk_by_number(&self, number: u32) -> io::Result<Option<BlockDisk>> {
-        for entry in fs::read_dir(self.root.join("block"))? {
-            let name = entry?.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if ignored(name) {
-                continue;
-            }
-            match read_u64(&self.disk_dir(name).join("diskseq")) {
+        for name in self.names()? {
+            match read_u64(&self.disk_dir(&name).join("diskseq")) {
                 Ok(seq) if seq == u64::from(number) => {
-                    return match self.disk(name) {
+                    return match self.disk(&name) {
                         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
                         other => other,
                     }
