@@ -15,6 +15,7 @@ mod sys;
 mod sysfs;
 pub mod tools;
 
+use super::parse::guid::Guid;
 use super::parse::{device_id, fs_probe, gpt};
 use super::{plan_resize, ResizePlan, ResizeTarget, StorageBackend, VolumeId, VolumeStats};
 use crate::disk::{DiskIds, DiskLocation};
@@ -295,16 +296,17 @@ impl LinuxStorage {
                     .partitions
                     .iter()
                     .find(|e| e.number == p.number)
-                    .map(|e| e.unique_guid.to_string()),
+                    // The on-disk GPT layout is the Windows GUID layout.
+                    .map(|e| Guid::from_windows_bytes(e.unique_guid.0)),
                 // MBR partitions have no GUID: derive a stable one from the
                 // disk signature and the partition number.
-                gpt::Table::Mbr { signature, .. } => {
-                    Some(format!("{signature:08x}-0000-0000-0000-{:012x}", p.number))
-                }
+                gpt::Table::Mbr { signature, .. } => Some(Guid::from_u128(
+                    (u128::from(*signature) << 96) | u128::from(p.number),
+                )),
                 gpt::Table::Raw => None,
             };
             if let Some(g) = guid {
-                out.push((p.clone(), VolumeId::from_guid(&g)?));
+                out.push((p.clone(), VolumeId::from_guid(g)));
             }
         }
         Ok(out)
