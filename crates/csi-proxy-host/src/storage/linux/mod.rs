@@ -297,7 +297,7 @@ impl LinuxStorage {
                     .iter()
                     .find(|e| e.number == p.number)
                     // The on-disk GPT layout is the Windows GUID layout.
-                    .map(|e| Guid::from_windows_bytes(e.unique_guid.0)),
+                    .map(|e| e.unique_guid.canonical()),
                 // MBR partitions have no GUID: derive a stable one from the
                 // disk signature and the partition number.
                 gpt::Table::Mbr { signature, .. } => Some(Guid::from_u128(

@@ -140,35 +140,13 @@ impl Guid {
             Some(rest) => rest.strip_suffix('}').ok_or_else(err)?,
             None => text,
         };
-        let raw = inner.as_bytes();
-        if raw.len() != 36 {
-            return Err(err());
-        }
-        let mut digits = [0u8; 16];
-        let mut n = 0;
-        let mut i = 0;
-        while i < 36 {
-            if matches!(i, 8 | 13 | 18 | 23) {
-                if raw[i] != b'-' {
-                    return Err(err());
-                }
-                i += 1;
-                continue;
-            }
-            let hi = hex_value(raw[i]).ok_or_else(err)?;
-            let lo = hex_value(raw[i + 1]).ok_or_else(err)?;
-            digits[n] = (hi << 4) | lo;
-            n += 1;
-            i += 2;
-        }
-        // `digits` is the text order; the first three fields are stored
-        // little-endian.
-        let d1 = u32::from_be_bytes([digits[0], digits[1], digits[2], digits[3]]);
-        let d2 = u16::from_be_bytes([digits[4], digits[5]]);
-        let d3 = u16::from_be_bytes([digits[6], digits[7]]);
-        let mut d4 = [0u8; 8];
-        d4.copy_from_slice(&digits[8..16]);
-        Ok(Guid::from_fields(d1, d2, d3, d4))
+        let g = super::guid::Guid::parse(inner).map_err(|_| err())?;
+        Ok(Guid(g.to_windows_bytes()))
+    }
+
+    /// The same GUID in the canonical representation of [`super::guid`].
+    pub fn canonical(self) -> super::guid::Guid {
+        super::guid::Guid::from_windows_bytes(self.0)
     }
 
     /// Whether this is the all-zero GUID.
@@ -185,33 +163,9 @@ impl Guid {
     }
 }
 
-fn hex_value(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    }
-}
-
 impl fmt::Display for Guid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let b = &self.0;
-        write!(
-            f,
-            "{:08x}-{:04x}-{:04x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
-            u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
-            u16::from_le_bytes([b[4], b[5]]),
-            u16::from_le_bytes([b[6], b[7]]),
-            b[8],
-            b[9],
-            b[10],
-            b[11],
-            b[12],
-            b[13],
-            b[14],
-            b[15]
-        )
+        fmt::Display::fmt(&self.canonical(), f)
     }
 }
 
