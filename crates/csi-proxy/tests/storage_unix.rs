@@ -425,10 +425,19 @@ async fn hostile_inputs_touch_nothing() {
     .unwrap();
     std::os::unix::fs::symlink(&proxy.outside, proxy.kubelet.join("escape")).unwrap();
     let before = proxy.snapshot();
-    let mounts_before = std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .count();
+    // Other tests mount in parallel: count only mounts of this test's tree
+    // and of this disk.
+    let ours = |root: &Path, dev: &str| -> usize {
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let root = s(root);
+        let devs =
+            std::fs::read_to_string(format!("/sys/block/{dev}/{dev}p1/dev")).unwrap_or_default();
+        info.lines()
+            .filter(|l| l.contains(&root) || l.split(' ').nth(2) == Some(devs.trim()))
+            .count()
+    };
+    let mounts_before = ours(proxy.root.path(), &loopd.name);
+    assert_eq!(mounts_before, 0);
 
     let k = s(&proxy.kubelet);
     let o = s(&proxy.outside);
@@ -663,11 +672,9 @@ async fn hostile_inputs_touch_nothing() {
         "hostile requests changed the tree"
     );
     assert_eq!(
-        std::fs::read_to_string("/proc/self/mountinfo")
-            .unwrap()
-            .lines()
-            .count(),
-        mounts_before
+        ours(proxy.root.path(), &loopd.name),
+        mounts_before,
+        "a mount was left"
     );
     let f = v
         .is_volume_formatted(volume::v2alpha1::IsVolumeFormattedRequest {
