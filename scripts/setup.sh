@@ -27,7 +27,8 @@ system32="$WINEPREFIX/drive_c/windows/system32"
 
 # gcc/libc6-dev: linker for the Linux target; mingw: linker for the Windows
 # target and the shim; wine/wine64/libwine: runs the Windows test binaries;
-# e2fsprogs/util-linux: mkfs, mount, blkid, losetup for the Linux backend tests;
+# e2fsprogs/xfsprogs/util-linux: mkfs, resize2fs, xfs_growfs, losetup for the
+# Linux storage backend and its tests;
 # golang-go and Debian's packaged grpc-go (with x/net for HTTP/2 framing, x/sys
 # for named pipes), built in GOPATH mode from /usr/share/gocode: the real Go
 # client of crates/csi-proxy/tests/go_client.rs (compat/go).
@@ -35,7 +36,7 @@ apt_packages=(
     gcc libc6-dev
     gcc-mingw-w64-x86-64 binutils-mingw-w64-x86-64
     wine wine64 libwine
-    e2fsprogs util-linux
+    e2fsprogs xfsprogs util-linux
     golang-go golang-google-grpc-dev golang-golang-x-net-dev golang-golang-x-sys-dev
 )
 

@@ -16,6 +16,9 @@ export WINEDEBUG=-all
 echo "== Linux tests"
 cargo test --workspace --locked
 
+echo "== Library mode: the Disk/Volume life cycle in-process (needs root; skips otherwise)"
+cargo run --locked -q -p csi-proxy-host --example library_mode
+
 echo "== Windows tests under wine"
 # The Go client of tests/go_client_pipes.rs: go cannot run inside wine.
 compat/go/build.sh windows

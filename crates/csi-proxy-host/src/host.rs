@@ -10,8 +10,8 @@ use crate::system::{NoSystemBackend, SystemApi};
 use crate::volume::{NoVolumeBackend, VolumeApi};
 use std::sync::Arc;
 
-/// Every API group, version-free. Disk, iSCSI, SMB, system and volume have
-/// no host backend yet: their `No*Backend` answers Unimplemented.
+/// Every API group, version-free. iSCSI, SMB and system have no host
+/// backend yet: their `No*Backend` answers Unimplemented.
 #[derive(Clone)]
 pub struct Host {
     pub disk: Arc<dyn DiskApi>,
@@ -28,17 +28,39 @@ pub struct Fakes {
     pub filesystem: Arc<RecordingFilesystem>,
 }
 
+/// Choices of the real host beyond the path policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostOptions {
+    /// The filesystem FormatVolume creates on Linux (`ext4`, `ext3`,
+    /// `ext2`, `xfs`). Windows always formats NTFS.
+    pub volume_fs_type: String,
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        HostOptions {
+            volume_fs_type: "ext4".to_string(),
+        }
+    }
+}
+
 impl Host {
     /// The real host of this OS, with `policy` guarding every path.
     pub fn os(policy: PathPolicy) -> Host {
-        Host {
-            disk: Arc::new(NoDiskBackend),
+        Self::os_with(policy, &HostOptions::default()).expect("the default host options are valid")
+    }
+
+    /// The real host of this OS with explicit options.
+    pub fn os_with(policy: PathPolicy, options: &HostOptions) -> crate::Result<Host> {
+        let (disk, volume) = os_storage(&policy, options)?;
+        Ok(Host {
+            disk,
             filesystem: Arc::new(Filesystem::new(policy, filesystem::OsFilesystem)),
             iscsi: Arc::new(NoIscsiBackend),
             smb: Arc::new(NoSmbBackend),
             system: Arc::new(NoSystemBackend),
-            volume: Arc::new(NoVolumeBackend),
-        }
+            volume,
+        })
     }
 
     /// A host over recording fakes (for tests of the layers above).
@@ -54,4 +76,35 @@ impl Host {
         };
         (host, Fakes { filesystem: fs })
     }
+}
+
+type StoragePair = (Arc<dyn DiskApi>, Arc<dyn VolumeApi>);
+
+#[cfg(target_os = "linux")]
+fn os_storage(policy: &PathPolicy, options: &HostOptions) -> crate::Result<StoragePair> {
+    use crate::storage::linux::{FsType, LinuxStorage};
+    use crate::storage::Storage;
+    let fs = FsType::parse(&options.volume_fs_type).ok_or_else(|| {
+        crate::Error::InvalidArgument(format!(
+            "unsupported volume filesystem type {:?} (supported: {})",
+            options.volume_fs_type,
+            FsType::ALL.map(FsType::name).join(", ")
+        ))
+    })?;
+    let storage = Arc::new(Storage::new(policy.clone(), LinuxStorage::new(fs)));
+    Ok((storage.clone(), storage))
+}
+
+#[cfg(windows)]
+fn os_storage(policy: &PathPolicy, _: &HostOptions) -> crate::Result<StoragePair> {
+    use crate::storage::windows::WindowsStorage;
+    use crate::storage::Storage;
+    // Creating the backend starts nothing: COM comes with the first WMI call.
+    let storage = Arc::new(Storage::new(policy.clone(), WindowsStorage::new()));
+    Ok((storage.clone(), storage))
+}
+
+#[cfg(not(any(target_os = "linux", windows)))]
+fn os_storage(_: &PathPolicy, _: &HostOptions) -> crate::Result<StoragePair> {
+    Ok((Arc::new(NoDiskBackend), Arc::new(NoVolumeBackend)))
 }

@@ -17,4 +17,4 @@ pub mod system;
 pub mod volume;
 
 pub use error::{Error, Result};
-pub use host::{Fakes, Host};
+pub use host::{Fakes, Host, HostOptions};

@@ -77,6 +77,12 @@ pub struct Cli {
     )]
     pub metrics_bind_address: String,
 
+    /// Filesystem that FormatVolume creates on Linux: ext4, ext3, ext2 or
+    /// xfs (Windows always formats NTFS).
+    #[arg(long = "volume-fs-type", value_name = "FS", default_value = "ext4",
+          value_parser = ["ext4", "ext3", "ext2", "xfs"])]
+    pub volume_fs_type: String,
+
     /// Directory of the Unix sockets (Linux mode).
     #[arg(long = "socket-dir", value_name = "DIR")]
     pub socket_dir: Option<PathBuf>,
@@ -694,7 +700,7 @@ mod tests {
                 "help lacks --{long}:\n{help}"
             );
         }
-        assert_eq!(count, 29, "flag count changed; update the help checks");
+        assert_eq!(count, 30, "flag count changed; update the help checks");
         for flag in [
             "kubelet-path",
             "kubelet-csi-plugins-path",
@@ -703,6 +709,7 @@ mod tests {
             "windows-service",
             "require-privacy",
             "metrics-bind-address",
+            "volume-fs-type",
             "socket-dir",
             "socket-mode",
             "pipe-sddl",

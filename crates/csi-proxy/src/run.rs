@@ -4,7 +4,7 @@ use crate::cli::Cli;
 use anyhow::{bail, Context, Result};
 use csi_proxy_api::{ApiVersion, Group, API_VERSIONS};
 use csi_proxy_host::path::{Flavor, PathPolicy};
-use csi_proxy_host::Host;
+use csi_proxy_host::{Host, HostOptions};
 use csi_proxy_server::{Config, Transport};
 use tokio_util::sync::CancellationToken;
 
@@ -125,7 +125,13 @@ pub fn run(cli: Cli) -> Result<()> {
         log_requests: crate::logging::verbosity() >= 2,
         preface_timeout: cli.preface_timeout,
     };
-    let host = Host::os(policy.clone());
+    let host = Host::os_with(
+        policy.clone(),
+        &HostOptions {
+            volume_fs_type: cli.volume_fs_type.clone(),
+        },
+    )
+    .context("invalid -volume-fs-type")?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -150,6 +156,11 @@ pub fn run(cli: Cli) -> Result<()> {
         let result = server.serve(token).await;
         signals.abort();
         result?;
+        #[cfg(target_os = "linux")]
+        tracing::info!(
+            child_processes = csi_proxy_host::storage::linux::spawned_processes(),
+            "storage tools run by this process (mkfs, resize2fs, ...)"
+        );
         tracing::info!("csi-proxy stopped");
         Ok(())
     })

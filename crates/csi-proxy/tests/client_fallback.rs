@@ -95,7 +95,11 @@ async fn fallback_picks_v1_when_every_version_is_served() {
         assert!(
             matches!(
                 st.code(),
-                Code::Ok | Code::InvalidArgument | Code::Unimplemented | Code::PermissionDenied
+                Code::Ok
+                    | Code::InvalidArgument
+                    | Code::Unimplemented
+                    | Code::PermissionDenied
+                    | Code::NotFound
             ),
             "{api} {method}: {st:?}"
         );

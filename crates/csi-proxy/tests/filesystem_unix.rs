@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::Proxy;
+use common::{assert_code, Proxy};
 use csi_proxy_api::filesystem::{v1, v1alpha1, v1beta1, v1beta2, v2alpha1};
 use std::path::Path;
 use tonic::Code;
@@ -40,21 +40,6 @@ fn plant_escape(proxy: &Proxy) {
     let link = proxy.kubelet.join("escape");
     if !link.exists() {
         std::os::unix::fs::symlink(&proxy.outside, link).unwrap();
-    }
-}
-
-fn assert_code<T: std::fmt::Debug>(r: Result<T, tonic::Status>, codes: &[Code], what: &str) {
-    match r {
-        Ok(v) => panic!("{what}: expected an error, got {v:?}"),
-        Err(st) => {
-            assert!(
-                codes.contains(&st.code()),
-                "{what}: got {:?} {}",
-                st.code(),
-                st.message()
-            );
-            assert!(!st.message().is_empty(), "{what}: empty message");
-        }
     }
 }
 

@@ -78,9 +78,9 @@ async fn an_endpoint_serves_only_its_own_service() {
 #[tokio::test]
 async fn groups_without_a_backend_answer_unimplemented_clearly() {
     let proxy = Proxy::start(&[]);
-    let st = raw_call(proxy.channel("disk-v1").await, "/v1.Disk/ListDiskLocations").await;
+    let st = raw_call(proxy.channel("smb-v1").await, "/v1.Smb/NewSmbGlobalMapping").await;
     assert_eq!(st.code(), Code::Unimplemented);
-    assert!(st.message().contains("disk"), "{}", st.message());
+    assert!(st.message().contains("smb"), "{}", st.message());
     let st = raw_call(
         proxy.channel("system-v1alpha1").await,
         "/v1alpha1.System/GetBIOSSerialNumber",

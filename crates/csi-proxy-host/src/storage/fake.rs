@@ -158,7 +158,9 @@ impl StorageBackend for FakeStorage {
     fn partition_disk(&self, disk: u32) -> Result<()> {
         let mut s = self.record(format!("partition_disk {disk}"));
         s.next_guid += 1;
-        let guid = format!("00000000-0000-4000-8000-{:012x}", s.next_guid);
+        let guid = crate::storage::parse::guid::Guid::from_u128(
+            0x0000_0000_0000_4000_8000_0000_0000_0000 | u128::from(s.next_guid),
+        );
         let d = s.disks.get_mut(&disk).ok_or_else(|| no_disk(disk))?;
         if !d.online {
             return Err(Error::FailedPrecondition(format!("disk {disk} is offline")));
@@ -167,7 +169,7 @@ impl StorageBackend for FakeStorage {
             let size = d.size.saturating_sub(2 << 20);
             d.partitions.push(FakePartition {
                 number: 1,
-                volume: VolumeId::from_guid(&guid)?,
+                volume: VolumeId::from_guid(guid),
                 size,
                 formatted: false,
                 used: 0,

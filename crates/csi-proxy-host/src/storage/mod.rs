@@ -15,12 +15,13 @@
 //! (an in-memory model for tests of the layers above).
 
 pub mod fake;
-mod ids;
+#[cfg(target_os = "linux")]
+pub mod linux;
 pub mod parse;
 #[cfg(windows)]
 pub mod windows;
 
-pub use ids::{canonical_guid, VolumeId};
+pub use parse::guid::VolumeId;
 
 use crate::disk::{self, DiskApi, DiskIds, DiskLocation};
 use crate::path::{LinkReader, OsLinks, PathPolicy, ResolvedPath};
@@ -178,6 +179,18 @@ impl<B: StorageBackend> Storage<B> {
     }
 }
 
+/// A client-supplied volume id, validated: exactly `\\?\Volume{GUID}` with
+/// or without the trailing `\` (GUID hex in any case); anything else is
+/// [`Error::InvalidArgument`].
+pub fn volume_id(s: &str) -> Result<VolumeId> {
+    VolumeId::parse(s).map_err(|e| {
+        let shown: String = s.chars().take(80).collect();
+        Error::InvalidArgument(format!(
+            "volume id {shown:?}: {e}; expected \\\\?\\Volume{{xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx}}\\"
+        ))
+    })
+}
+
 fn size_i64(bytes: u64) -> i64 {
     i64::try_from(bytes).unwrap_or(i64::MAX)
 }
@@ -254,7 +267,7 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
         })
     }
     fn mount_volume(&self, req: volume::MountVolumeRequest) -> Result<volume::MountVolumeResponse> {
-        let v = VolumeId::parse(&req.volume_id)?;
+        let v = volume_id(&req.volume_id)?;
         let target = self.mount_target(&req.target_path)?;
         self.backend.mount(&v, &target)?;
         Ok(volume::MountVolumeResponse {})
@@ -263,7 +276,7 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
         &self,
         req: volume::UnmountVolumeRequest,
     ) -> Result<volume::UnmountVolumeResponse> {
-        let v = VolumeId::parse(&req.volume_id)?;
+        let v = volume_id(&req.volume_id)?;
         let target = self.mount_target(&req.target_path)?;
         self.backend.unmount(&v, &target)?;
         Ok(volume::UnmountVolumeResponse {})
@@ -272,7 +285,7 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
         &self,
         req: volume::IsVolumeFormattedRequest,
     ) -> Result<volume::IsVolumeFormattedResponse> {
-        let v = VolumeId::parse(&req.volume_id)?;
+        let v = volume_id(&req.volume_id)?;
         Ok(volume::IsVolumeFormattedResponse {
             formatted: self.backend.is_formatted(&v)?,
         })
@@ -281,7 +294,7 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
         &self,
         req: volume::FormatVolumeRequest,
     ) -> Result<volume::FormatVolumeResponse> {
-        let v = VolumeId::parse(&req.volume_id)?;
+        let v = volume_id(&req.volume_id)?;
         self.backend.format(&v)?;
         Ok(volume::FormatVolumeResponse {})
     }
@@ -289,7 +302,7 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
         &self,
         req: volume::ResizeVolumeRequest,
     ) -> Result<volume::ResizeVolumeResponse> {
-        let v = VolumeId::parse(&req.volume_id)?;
+        let v = volume_id(&req.volume_id)?;
         let target = match req.size_bytes {
             0 => ResizeTarget::Maximum,
             n if n < 0 => {
@@ -306,7 +319,7 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
         &self,
         req: volume::GetVolumeStatsRequest,
     ) -> Result<volume::GetVolumeStatsResponse> {
-        let v = VolumeId::parse(&req.volume_id)?;
+        let v = volume_id(&req.volume_id)?;
         let s = self.backend.volume_stats(&v)?;
         Ok(volume::GetVolumeStatsResponse {
             total_bytes: size_i64(s.total_bytes),
@@ -317,7 +330,7 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
         &self,
         req: volume::GetDiskNumberFromVolumeIdRequest,
     ) -> Result<volume::GetDiskNumberFromVolumeIdResponse> {
-        let v = VolumeId::parse(&req.volume_id)?;
+        let v = volume_id(&req.volume_id)?;
         Ok(volume::GetDiskNumberFromVolumeIdResponse {
             disk_number: self.backend.volume_disk(&v)?,
         })
@@ -344,7 +357,7 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
         &self,
         req: volume::WriteVolumeCacheRequest,
     ) -> Result<volume::WriteVolumeCacheResponse> {
-        let v = VolumeId::parse(&req.volume_id)?;
+        let v = volume_id(&req.volume_id)?;
         self.backend.flush(&v)?;
         Ok(volume::WriteVolumeCacheResponse {})
     }

@@ -307,3 +307,32 @@ fn resize_rule() {
         Err(Error::FailedPrecondition(_))
     ));
 }
+
+#[test]
+fn volume_ids_normalise_and_reject_with_invalid_argument() {
+    const G: &str = "0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0";
+    let want = format!("\\\\?\\Volume{{{G}}}\\");
+    for ok in [
+        want.clone(),
+        format!("\\\\?\\Volume{{{G}}}"),
+        format!("\\\\?\\Volume{{{}}}\\", G.to_uppercase()),
+    ] {
+        let v = volume_id(&ok).unwrap();
+        assert_eq!(v.as_str(), want);
+        assert_eq!(v.device_path(), &want[..want.len() - 1]);
+    }
+    for bad in [
+        "",
+        "\\\\.\\Volume{0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0}\\",
+        "\\\\?\\Volume{0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0}\\\\",
+        "\\\\?\\Volume{0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f}\\",
+        "\\\\?\\Volume{0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0}\0",
+        "/dev/sda1",
+    ] {
+        let e = volume_id(bad).unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidArgument(m) if m.contains("volume id")),
+            "{bad:?}: {e}"
+        );
+    }
+}

@@ -18,6 +18,26 @@ pub struct Proxy {
     pub stderr_path: PathBuf,
 }
 
+/// `r` must be an error with one of `codes` and a non-empty message.
+pub fn assert_code<T: std::fmt::Debug>(
+    r: Result<T, tonic::Status>,
+    codes: &[tonic::Code],
+    what: &str,
+) {
+    match r {
+        Ok(v) => panic!("{what}: expected an error, got {v:?}"),
+        Err(st) => {
+            assert!(
+                codes.contains(&st.code()),
+                "{what}: got {:?} {}",
+                st.code(),
+                st.message()
+            );
+            assert!(!st.message().is_empty(), "{what}: empty message");
+        }
+    }
+}
+
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_csi-proxy")
 }

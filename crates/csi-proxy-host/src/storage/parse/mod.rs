@@ -1,25 +1,26 @@
-//! Pure parsers for what the Windows disk and volume backend receives:
-//! IOCTL output buffers, WMI property strings, volume ids.
+//! Pure parsers and encoders of on-disk structures and of what the Windows
+//! backend receives (IOCTL output buffers, WMI property strings); no I/O.
 //!
 //! Nothing here calls the OS, so everything is compiled and tested on every
 //! platform. Rules shared by all parsers:
 //!
-//! * every parser returns `Result<_, ParseError>` and never panics, whatever
-//!   the input: all reads are bounds-checked, all offset arithmetic is
-//!   checked, and every loop is bounded by the length of the buffer;
-//! * binary layouts are those of 64-bit Windows (little-endian, natural
-//!   alignment), with the offsets written out as constants and checked
-//!   against the `windows-sys` definitions by a Windows-only test;
+//! * every parser returns a `Result` and never panics, whatever the input:
+//!   all reads are bounds-checked, all offset arithmetic is checked, and every
+//!   loop is bounded by the length of the buffer;
+//! * Windows binary layouts are those of 64-bit Windows (little-endian,
+//!   natural alignment), with the offsets written out as constants and
+//!   checked against the `windows-sys` definitions by a Windows-only test;
 //! * a buffer longer than the structure is fine (IOCTL output buffers are
-//!   usually oversized); a shorter one is [`ParseError::Truncated`].
-
-// gpt and fs_probe are added by the partition-table work
+//!   usually oversized); a shorter one is an error.
 
 mod bytes;
 pub mod cim;
+mod crc32;
 pub mod device_id;
 pub mod error;
 pub mod extents;
+pub mod fs_probe;
+pub mod gpt;
 pub mod guid;
 pub mod layout;
 pub mod location;

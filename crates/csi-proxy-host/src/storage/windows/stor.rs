@@ -12,15 +12,12 @@ use std::time::{Duration, Instant};
 
 use super::wmi::{Object, Value, Wmi, WmiWorker};
 use crate::disk::DiskLocation;
+use crate::storage::parse::guid::Guid;
+use crate::storage::parse::layout::{BASIC_DATA, MICROSOFT_RESERVED};
 use crate::storage::parse::{cim, location, msft};
-use crate::storage::{canonical_guid, plan_resize, ResizePlan, ResizeTarget, VolumeId};
+use crate::storage::{plan_resize, ResizePlan, ResizeTarget, VolumeId};
 use crate::{Error, Result};
 
-/// GPT type of the Microsoft reserved partition (ignored when deciding
-/// whether a disk has partitions).
-const MSR_GPT_TYPE: &str = "e3c9e316-0b5c-4db8-817d-f92df00215ae";
-/// GPT type of a basic data partition.
-const BASIC_DATA_GPT_TYPE: &str = "{ebd0a0a2-b9e5-4433-87c0-68b6b72699c7}";
 /// MBR type of an NTFS/exFAT ("IFS") partition.
 const MBR_TYPE_IFS: u32 = 7;
 /// `MSFT_Disk.PartitionStyle`: 0 unknown (raw), 1 MBR, 2 GPT.
@@ -155,13 +152,14 @@ fn disk_object(wmi: &Wmi, number: u32) -> Result<Object> {
         })
 }
 
-/// Whether a `GptType` (`{GUID}`) is the Microsoft reserved partition's.
-fn is_msr(gpt_type: &str) -> bool {
+/// Whether a `GptType` (`{GUID}`) is the Microsoft reserved partition's
+/// (ignored when deciding whether a disk has partitions).
+pub(super) fn is_msr(gpt_type: &str) -> bool {
     let g = gpt_type
         .trim()
         .trim_start_matches('{')
         .trim_end_matches('}');
-    canonical_guid(g).as_deref() == Some(MSR_GPT_TYPE)
+    Guid::parse(g).is_ok_and(|g| g == MICROSOFT_RESERVED)
 }
 
 /// Initialises a raw disk as GPT and creates one basic data partition over
@@ -216,7 +214,7 @@ pub fn partition_disk(worker: &WmiWorker, number: u32) -> Result<()> {
             ("AssignDriveLetter", Value::Bool(false)),
         ];
         match style {
-            STYLE_GPT => args.push(("GptType", Value::Str(BASIC_DATA_GPT_TYPE.into()))),
+            STYLE_GPT => args.push(("GptType", Value::Str(format!("{{{BASIC_DATA}}}")))),
             STYLE_MBR => args.push(("MbrType", Value::U32(MBR_TYPE_IFS))),
             other => {
                 return Err(Error::FailedPrecondition(format!(

@@ -258,3 +258,13 @@ fn storage_wmi_operations_answer_without_msft_classes() {
     let _ = locs;
     assert!(s.wmi().started());
 }
+
+#[test]
+fn the_msr_partition_type_is_recognised_in_any_case_and_with_braces() {
+    use super::stor::is_msr;
+    assert!(is_msr("{e3c9e316-0b5c-4db8-817d-f92df00215ae}"));
+    assert!(is_msr("{E3C9E316-0B5C-4DB8-817D-F92DF00215AE}"));
+    assert!(is_msr("e3c9e316-0b5c-4db8-817d-f92df00215ae"));
+    assert!(!is_msr("{ebd0a0a2-b9e5-4433-87c0-68b6b72699c7}"));
+    assert!(!is_msr(""));
+}

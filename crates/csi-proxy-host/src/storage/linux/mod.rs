@@ -1,0 +1,949 @@
+//! The Linux storage backend: real block devices.
+//!
+//! The mapping of the Windows model onto Linux is documented in
+//! `docs/linux-storage.md`. In short: a disk number is the kernel's
+//! `diskseq`; a volume is a partition, named `\\?\Volume{GUID}\` after its
+//! GPT unique partition GUID; "offline" is the block layer's read-only flag;
+//! a volume mount point is a mount of the partition's filesystem on a
+//! directory. Reads come from sysfs, `/proc/self/mountinfo`, the partition
+//! table and superblocks (parsed by our own code in `storage::parse`);
+//! only format and resize run tools (`mkfs.*`, `resize2fs`, ...), with fixed
+//! argv. Device nodes missing from `/dev` (no udev) are created from sysfs.
+
+mod mountinfo;
+mod sys;
+mod sysfs;
+pub mod tools;
+
+use super::parse::guid::Guid;
+use super::parse::{device_id, fs_probe, gpt};
+use super::{plan_resize, ResizePlan, ResizeTarget, StorageBackend, VolumeId, VolumeStats};
+use crate::disk::{DiskIds, DiskLocation};
+use crate::path::ResolvedPath;
+use crate::{Error, Result};
+use mountinfo::Mount;
+use std::collections::BTreeMap;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use sys::Access;
+use sysfs::{BlockDisk, BlockPartition, Sysfs};
+
+pub use tools::spawned as spawned_processes;
+
+/// Filesystems FormatVolume can create.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsType {
+    Ext2,
+    Ext3,
+    Ext4,
+    Xfs,
+}
+
+impl FsType {
+    /// Every supported type, by name.
+    pub const ALL: [FsType; 4] = [FsType::Ext2, FsType::Ext3, FsType::Ext4, FsType::Xfs];
+
+    /// `ext4`, `xfs`, ...
+    pub fn name(self) -> &'static str {
+        match self {
+            FsType::Ext2 => "ext2",
+            FsType::Ext3 => "ext3",
+            FsType::Ext4 => "ext4",
+            FsType::Xfs => "xfs",
+        }
+    }
+
+    /// Parses a name given on the command line.
+    pub fn parse(s: &str) -> Option<FsType> {
+        Self::ALL.into_iter().find(|t| t.name() == s)
+    }
+}
+
+/// The Linux backend.
+pub struct LinuxStorage {
+    sysfs: Sysfs,
+    dev_dir: PathBuf,
+    fs_type: FsType,
+    /// Serialises every operation that changes the host.
+    change: Mutex<()>,
+    /// Volume id → the disk that held it when last seen (a hint only).
+    hints: Mutex<std::collections::HashMap<VolumeId, String>>,
+}
+
+impl Default for LinuxStorage {
+    fn default() -> Self {
+        Self::new(FsType::Ext4)
+    }
+}
+
+/// A volume found on the host.
+#[derive(Clone, Debug)]
+struct Found {
+    disk: BlockDisk,
+    part: BlockPartition,
+}
+
+fn from_io(op: &'static str, subject: &str, e: io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::ENXIO) | Some(libc::ENODEV) => {
+            Error::NotFound(format!("{op} {subject}: the device is gone ({e})"))
+        }
+        Some(libc::EBUSY) => Error::FailedPrecondition(format!(
+            "{op} {subject}: the device is in use (mounted, or held by another program): {e}"
+        )),
+        Some(libc::EROFS) | Some(libc::EACCES) => Error::FailedPrecondition(format!(
+            "{op} {subject}: the device is read-only (offline): {e}"
+        )),
+        Some(libc::EPERM) => Error::PermissionDenied(format!(
+            "{op} {subject}: not permitted (csi-proxy needs root / CAP_SYS_ADMIN): {e}"
+        )),
+        _ => Error::io(op, subject, e),
+    }
+}
+
+fn no_disk(disk: u32) -> Error {
+    Error::NotFound(format!("disk {disk} does not exist"))
+}
+
+fn random_guid() -> Result<gpt::Guid> {
+    let mut b = [0u8; 16];
+    sys::random_bytes(&mut b).map_err(|e| Error::io("getrandom", "", e))?;
+    Ok(gpt::Guid::from_random_bytes(b))
+}
+
+impl LinuxStorage {
+    /// The backend; FormatVolume creates `fs_type`.
+    pub fn new(fs_type: FsType) -> Self {
+        LinuxStorage {
+            sysfs: Sysfs::default(),
+            dev_dir: PathBuf::from("/dev"),
+            fs_type,
+            change: Mutex::new(()),
+            hints: Mutex::default(),
+        }
+    }
+
+    /// Creates (and looks up) device nodes in `dir` instead of `/dev`.
+    pub fn with_dev_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.dev_dir = dir.into();
+        self
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.change.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn disk(&self, number: u32) -> Result<BlockDisk> {
+        self.sysfs
+            .disk_by_number(number)
+            .map_err(|e| Error::io("read", "/sys/block", e))?
+            .ok_or_else(|| no_disk(number))
+    }
+
+    /// The device node of `name`, created from sysfs if missing.
+    fn node(&self, name: &str, major: u32, minor: u32) -> Result<PathBuf> {
+        let path = self.dev_dir.join(name);
+        match std::fs::symlink_metadata(&path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                tracing::info!(node = %path.display(), major, minor, "creating missing device node");
+                match sys::mknod_block(&path, major, minor) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(from_io("mknod", &path.display().to_string(), e)),
+                }
+            }
+            Err(e) => return Err(from_io("stat", &path.display().to_string(), e)),
+        }
+        Ok(path)
+    }
+
+    /// Opens a block device, checking that the node really is `major:minor`.
+    fn open(
+        &self,
+        name: &str,
+        major: u32,
+        minor: u32,
+        access: Access,
+    ) -> Result<(PathBuf, OwnedFd)> {
+        let path = self.node(name, major, minor)?;
+        let shown = path.display().to_string();
+        let fd = sys::open_block(&path, access).map_err(|e| from_io("open", &shown, e))?;
+        let rdev = sys::block_rdev(&fd).map_err(|e| from_io("fstat", &shown, e))?;
+        if rdev != libc::makedev(major, minor) {
+            return Err(Error::Internal(format!(
+                "device node {shown} is stale: it is {}:{}, sysfs says {major}:{minor}",
+                libc::major(rdev),
+                libc::minor(rdev)
+            )));
+        }
+        Ok((path, fd))
+    }
+
+    fn open_disk(&self, d: &BlockDisk, access: Access) -> Result<(PathBuf, OwnedFd)> {
+        self.open(&d.name, d.major, d.minor, access)
+    }
+
+    fn open_part(&self, p: &BlockPartition, access: Access) -> Result<(PathBuf, OwnedFd)> {
+        self.open(&p.name, p.major, p.minor, access)
+    }
+
+    /// The partition table of a disk, with its sector size and sector count.
+    fn table(&self, d: &BlockDisk, fd: &OwnedFd) -> Result<(gpt::Table, u32, u64)> {
+        let ss = sys::sector_size(fd).map_err(|e| from_io("BLKSSZGET", &d.name, e))?;
+        let size = sys::size_bytes(fd).map_err(|e| from_io("BLKGETSIZE64", &d.name, e))?;
+        let sectors = size / u64::from(ss);
+        let head =
+            sys::read_at(fd, 0, gpt::head_len(ss)).map_err(|e| from_io("read", &d.name, e))?;
+        let table = gpt::parse_table(&head, ss, sectors).map_err(|e| {
+            Error::FailedPrecondition(format!(
+                "disk {} ({}): partition table: {e}",
+                d.number, d.name
+            ))
+        })?;
+        Ok((table, ss, sectors))
+    }
+
+    /// Makes the kernel's partitions of `d` match its partition table:
+    /// first `BLKRRPART` (kernels with a parser for the table), then every
+    /// partition still missing is added with `BLKPG` (kernels built without
+    /// partition-table parsers, as some VM kernels are). Partitions the
+    /// kernel has but the table lacks are left alone.
+    fn sync_partitions(&self, d: &BlockDisk, fd: &OwnedFd) -> Result<BlockDisk> {
+        let shown = d.name.as_str();
+        if !d.partscan && d.name.starts_with("loop") {
+            // A loop device attached without partition scanning: turn it on
+            // (as `losetup -P` would).
+            sys::loop_enable_partscan(fd).map_err(|e| from_io("LOOP_SET_STATUS64", shown, e))?;
+        }
+        if d.partitions.is_empty() {
+            match sys::reread_partitions(fd) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    return Err(Error::FailedPrecondition(format!(
+                        "disk {} ({shown}) does not support partitions",
+                        d.number
+                    )))
+                }
+                // In use: the kernel keeps its view; add what is missing below.
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
+                Err(e) => return Err(from_io("BLKRRPART", shown, e)),
+            }
+        }
+        let (table, ss, _) = self.table(d, fd)?;
+        let ss = u64::from(ss);
+        let wanted: Vec<(u32, u64, u64)> = match &table {
+            gpt::Table::Gpt(g) => g
+                .partitions
+                .iter()
+                .map(|p| (p.number, p.first_lba * ss, p.sectors() * ss))
+                .collect(),
+            gpt::Table::Mbr { partitions, .. } => partitions
+                .iter()
+                // Extended partitions are containers, not volumes.
+                .filter(|p| !matches!(p.type_byte, 0x05 | 0x0f | 0x85))
+                .map(|p| (u32::from(p.number), p.start_lba * ss, p.sectors * ss))
+                .collect(),
+            gpt::Table::Raw => Vec::new(),
+        };
+        let now = self
+            .sysfs
+            .disk(&d.name)
+            .map_err(|e| from_io("read", shown, e))?
+            .ok_or_else(|| no_disk(d.number))?;
+        for (number, start, len) in wanted {
+            if now.partitions.iter().any(|p| p.number == number) {
+                continue;
+            }
+            tracing::info!(
+                disk = shown,
+                number,
+                start,
+                len,
+                "registering partition with the kernel"
+            );
+            match sys::add_partition(fd, number, start, len) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
+                Err(e) => return Err(from_io("BLKPG add partition", shown, e)),
+            }
+        }
+        let now = self
+            .sysfs
+            .disk(&d.name)
+            .map_err(|e| from_io("read", shown, e))?
+            .ok_or_else(|| no_disk(d.number))?;
+        for p in &now.partitions {
+            self.node(&p.name, p.major, p.minor)?;
+        }
+        Ok(now)
+    }
+
+    /// The volume ids of a disk's partitions, from its partition table.
+    fn volumes_of(&self, d: &BlockDisk) -> Result<Vec<(BlockPartition, VolumeId)>> {
+        if d.partitions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (_, fd) = self.open_disk(d, Access::Read)?;
+        let (table, _, _) = self.table(d, &fd)?;
+        let mut out = Vec::new();
+        for p in &d.partitions {
+            let guid = match &table {
+                gpt::Table::Gpt(g) => g
+                    .partitions
+                    .iter()
+                    .find(|e| e.number == p.number)
+                    // The on-disk GPT layout is the Windows GUID layout.
+                    .map(|e| e.unique_guid.canonical()),
+                // MBR partitions have no GUID: derive a stable one from the
+                // disk signature and the partition number.
+                gpt::Table::Mbr { signature, .. } => Some(Guid::from_u128(
+                    (u128::from(*signature) << 96) | u128::from(p.number),
+                )),
+                gpt::Table::Raw => None,
+            };
+            if let Some(g) = guid {
+                out.push((p.clone(), VolumeId::from_guid(g)));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Finds a volume on the host. The disk that held it last time is
+    /// checked first (its partition table is read again, so a stale hint
+    /// costs one read); otherwise every partitioned disk is read.
+    fn find(&self, v: &VolumeId) -> Result<Found> {
+        let hint = self.hints().get(v).cloned();
+        if let Some(name) = hint {
+            if let Ok(Some(d)) = self.sysfs.disk(&name) {
+                if let Ok(vols) = self.volumes_of(&d) {
+                    if let Some((part, _)) = vols.into_iter().find(|(_, id)| id == v) {
+                        return Ok(Found { disk: d, part });
+                    }
+                }
+            }
+        }
+        let disks = self
+            .sysfs
+            .disks()
+            .map_err(|e| Error::io("read", "/sys/block", e))?;
+        let mut found = None;
+        let mut hints = std::collections::HashMap::new();
+        for d in disks.into_iter().filter(|d| !d.partitions.is_empty()) {
+            let vols = match self.volumes_of(&d) {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::debug!(disk = d.name, error = %e, "partition table unreadable");
+                    continue;
+                }
+            };
+            for (part, id) in vols {
+                hints.insert(id.clone(), d.name.clone());
+                if &id == v && found.is_none() {
+                    found = Some(Found {
+                        disk: d.clone(),
+                        part,
+                    });
+                }
+            }
+        }
+        *self.hints() = hints;
+        found.ok_or_else(|| Error::NotFound(format!("volume {v} does not exist")))
+    }
+
+    fn hints(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<VolumeId, String>> {
+        self.hints.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The volume of the partition `major:minor`.
+    fn volume_of_dev(&self, major: u32, minor: u32, subject: &str) -> Result<VolumeId> {
+        let not_volume = || {
+            Error::NotFound(format!(
+                "{subject} is not on a disk volume (device {major}:{minor} is not a partition with a volume id)"
+            ))
+        };
+        let (disk, number) = self
+            .sysfs
+            .partition_of_dev(major, minor)
+            .ok_or_else(not_volume)?;
+        let d = self
+            .sysfs
+            .disk(&disk)
+            .map_err(|e| from_io("read", &disk, e))?
+            .ok_or_else(not_volume)?;
+        self.volumes_of(&d)?
+            .into_iter()
+            .find(|(p, _)| p.number == number)
+            .map(|(_, id)| id)
+            .ok_or_else(not_volume)
+    }
+
+    fn mounts() -> Result<Vec<Mount>> {
+        mountinfo::read().map_err(|e| Error::io("read", "/proc/self/mountinfo", e))
+    }
+
+    fn probe(&self, p: &BlockPartition) -> Result<(Option<fs_probe::FsKind>, Vec<u8>)> {
+        let (_, fd) = self.open_part(p, Access::Read)?;
+        let head =
+            sys::read_at(&fd, 0, fs_probe::PROBE_LEN).map_err(|e| from_io("read", &p.name, e))?;
+        Ok((fs_probe::probe(&head), head))
+    }
+
+    fn location(&self, name: &str) -> Option<DiskLocation> {
+        let loc = |adapter: &str, bus: &str, target: &str, lun: &str| DiskLocation {
+            adapter: adapter.into(),
+            bus: bus.into(),
+            target: target.into(),
+            lun_id: lun.into(),
+        };
+        if let Some(n) = name.strip_prefix("loop") {
+            return Some(loc("loop", "0", "0", n));
+        }
+        let dev = self.sysfs.device_link(name)?;
+        let base = dev.file_name()?.to_str()?;
+        // SCSI: .../host2/target2:0:1/2:0:1:3 = host:channel:target:lun.
+        let hctl: Vec<&str> = base.split(':').collect();
+        if hctl.len() == 4
+            && hctl
+                .iter()
+                .all(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+        {
+            return Some(loc(hctl[0], hctl[1], hctl[2], hctl[3]));
+        }
+        // NVMe: .../nvme/nvme0 with the namespace id as the target.
+        if let Some(ctrl) = base.strip_prefix("nvme") {
+            let nsid = self.sysfs.read_disk_file(name, "nsid")?;
+            let nsid = String::from_utf8_lossy(&nsid).trim().to_string();
+            return Some(loc(&format!("nvme{ctrl}"), "0", &nsid, "0"));
+        }
+        // virtio-blk: .../virtio3.
+        if let Some(n) = base.strip_prefix("virtio") {
+            return Some(loc("virtio", "0", "0", n));
+        }
+        None
+    }
+
+    fn ids(&self, name: &str) -> DiskIds {
+        // Loop devices have no identifiers; skip the file lookups.
+        if name.starts_with("loop") {
+            return DiskIds::default();
+        }
+        let text = |b: Vec<u8>| {
+            String::from_utf8_lossy(&b)
+                .trim()
+                .trim_matches('\0')
+                .to_string()
+        };
+        let page83 = self
+            .sysfs
+            .read_disk_file(name, "device/vpd_pg83")
+            .and_then(|b| device_id::parse_scsi_vpd_page83(&b).ok())
+            .and_then(|ids| device_id::page83_id(&ids))
+            .or_else(|| self.sysfs.read_disk_file(name, "wwid").map(text))
+            .or_else(|| self.sysfs.read_disk_file(name, "device/wwid").map(text))
+            .unwrap_or_default();
+        let serial_number = self
+            .sysfs
+            .read_disk_file(name, "device/vpd_pg80")
+            .and_then(|b| device_id::parse_scsi_vpd_page80(&b).ok())
+            .or_else(|| self.sysfs.read_disk_file(name, "device/serial").map(text))
+            .or_else(|| self.sysfs.read_disk_file(name, "serial").map(text))
+            .unwrap_or_default();
+        DiskIds {
+            page83,
+            serial_number,
+        }
+    }
+
+    /// Grows the filesystem on `p` to fill the partition.
+    fn grow_filesystem(&self, p: &BlockPartition, node: &Path, mounts: &[Mount]) -> Result<()> {
+        let (kind, _) = self.probe(p)?;
+        let Some(kind) = kind else { return Ok(()) };
+        let node_s = node
+            .to_str()
+            .ok_or_else(|| Error::Internal("device path".into()))?;
+        let mounted = mountinfo::of_device(mounts, p.major, p.minor).next();
+        match kind.name() {
+            "ext2" | "ext3" | "ext4" => {
+                if mounted.is_none() {
+                    tools::run("e2fsck", &["-f", "-p", node_s], &[1])?;
+                } else if !has_capability(CAP_SYS_RESOURCE) {
+                    return Err(Error::PermissionDenied(format!(
+                        "growing the mounted {} filesystem on {} needs CAP_SYS_RESOURCE, which csi-proxy lacks; \
+                         the partition has grown: unmount the volume and resize again, or grant the capability",
+                        kind.name(),
+                        p.name
+                    )));
+                }
+                tools::run("resize2fs", &[node_s], &[])
+            }
+            "xfs" => match mounted {
+                Some(m) => tools::run("xfs_growfs", &[m.mount_point.as_str()], &[]),
+                None => Err(Error::FailedPrecondition(format!(
+                    "the xfs filesystem on {} can only grow while mounted; mount it and resize again",
+                    p.name
+                ))),
+            },
+            other => Err(Error::FailedPrecondition(format!(
+                "cannot grow a {other} filesystem (supported: ext2/3/4, xfs)"
+            ))),
+        }
+    }
+
+    /// Is the ext filesystem on `p` at least [`super::MIN_RESIZE_GROWTH`]
+    /// smaller than the partition (a grow that was interrupted)?
+    fn filesystem_lags(&self, p: &BlockPartition) -> Result<bool> {
+        let (_, head) = self.probe(p)?;
+        Ok(fs_probe::ext_usage(&head).is_some_and(|u| {
+            let fs = u.blocks_total.saturating_mul(u64::from(u.block_size));
+            fs.saturating_add(super::MIN_RESIZE_GROWTH) <= p.size
+        }))
+    }
+}
+
+/// Refuses to change a volume whose disk is offline (read-only).
+fn ensure_online(f: &Found, volume: &VolumeId) -> Result<()> {
+    if f.disk.read_only {
+        return Err(Error::FailedPrecondition(format!(
+            "volume {volume} is on disk {}, which is offline",
+            f.disk.number
+        )));
+    }
+    Ok(())
+}
+
+const CAP_SYS_RESOURCE: u32 = 24;
+
+/// Is `cap` in this process's effective capability set?
+fn has_capability(cap: u32) -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|eff| eff & (1 << cap) != 0)
+}
+
+fn is_dir_empty(path: &Path) -> io::Result<bool> {
+    Ok(std::fs::read_dir(path)?.next().is_none())
+}
+
+impl StorageBackend for LinuxStorage {
+    fn disk_locations(&self) -> Result<BTreeMap<u32, DiskLocation>> {
+        let disks = self
+            .sysfs
+            .numbers()
+            .map_err(|e| Error::io("read", "/sys/block", e))?;
+        Ok(disks
+            .iter()
+            .filter_map(|(name, n)| self.location(name).map(|l| (*n, l)))
+            .collect())
+    }
+
+    fn disk_ids(&self) -> Result<BTreeMap<u32, DiskIds>> {
+        let disks = self
+            .sysfs
+            .numbers()
+            .map_err(|e| Error::io("read", "/sys/block", e))?;
+        Ok(disks.iter().map(|(name, n)| (*n, self.ids(name))).collect())
+    }
+
+    fn disk_size(&self, disk: u32) -> Result<u64> {
+        Ok(self.disk(disk)?.size)
+    }
+
+    fn disk_online(&self, disk: u32) -> Result<bool> {
+        Ok(!self.disk(disk)?.read_only)
+    }
+
+    fn set_disk_online(&self, disk: u32, online: bool) -> Result<()> {
+        let _g = self.lock();
+        let d = self.disk(disk)?;
+        if d.read_only != online {
+            return Ok(());
+        }
+        if !online {
+            let mounts = Self::mounts()?;
+            let devs = std::iter::once((d.major, d.minor))
+                .chain(d.partitions.iter().map(|p| (p.major, p.minor)));
+            for (ma, mi) in devs {
+                if let Some(m) = mountinfo::of_device(&mounts, ma, mi).next() {
+                    return Err(Error::FailedPrecondition(format!(
+                        "disk {disk} has a volume mounted at {:?}; unmount it before taking the disk offline",
+                        m.mount_point
+                    )));
+                }
+            }
+        }
+        let (path, fd) = self.open_disk(&d, Access::Read)?;
+        sys::set_read_only(&fd, !online)
+            .map_err(|e| from_io("BLKROSET", &path.display().to_string(), e))
+    }
+
+    fn partition_disk(&self, disk: u32) -> Result<()> {
+        let _g = self.lock();
+        let d = self.disk(disk)?;
+        if d.read_only {
+            return Err(Error::FailedPrecondition(format!("disk {disk} is offline")));
+        }
+        // Look first without claiming the disk: a partitioned disk (perhaps
+        // with mounted volumes) keeps its table; the kernel is only told
+        // about partitions it does not know yet.
+        {
+            let (_, fd) = self.open_disk(&d, Access::Read)?;
+            let (table, _, _) = self.table(&d, &fd)?;
+            let has_data = match &table {
+                gpt::Table::Gpt(g) => g
+                    .partitions
+                    .iter()
+                    .any(|p| p.type_guid != gpt::Guid::MICROSOFT_RESERVED),
+                gpt::Table::Mbr { partitions, .. } => !partitions.is_empty(),
+                gpt::Table::Raw => false,
+            };
+            if has_data {
+                self.sync_partitions(&d, &fd)?;
+                return Ok(());
+            }
+        }
+        let (path, fd) = self.open_disk(&d, Access::Exclusive)?;
+        let shown = path.display().to_string();
+        let (table, ss, sectors) = self.table(&d, &fd)?;
+        let name = "Basic data partition";
+        let writes = match table {
+            gpt::Table::Gpt(g) => gpt::add_single_partition(
+                &g,
+                ss,
+                sectors,
+                random_guid()?,
+                gpt::Guid::BASIC_DATA,
+                name,
+            ),
+            gpt::Table::Raw | gpt::Table::Mbr { .. } => {
+                let head = sys::read_at(&fd, 0, fs_probe::PROBE_LEN)
+                    .map_err(|e| from_io("read", &shown, e))?;
+                if let Some(kind) = fs_probe::probe(&head) {
+                    return Err(Error::FailedPrecondition(format!(
+                        "disk {disk} holds a {} filesystem without a partition table; refusing to partition it",
+                        kind.name()
+                    )));
+                }
+                gpt::create_single_partition(
+                    ss,
+                    sectors,
+                    random_guid()?,
+                    random_guid()?,
+                    gpt::Guid::BASIC_DATA,
+                    name,
+                )
+            }
+        }
+        .map_err(|e| Error::FailedPrecondition(format!("disk {disk}: {e}")))?;
+        for w in &writes {
+            sys::write_at(&fd, w.offset, &w.bytes).map_err(|e| from_io("write", &shown, e))?;
+        }
+        sys::fsync(&fd).map_err(|e| from_io("fsync", &shown, e))?;
+        let now = self.sync_partitions(&d, &fd)?;
+        if now.partitions.is_empty() {
+            return Err(Error::Internal(format!(
+                "disk {disk}: the kernel shows no partition after writing the partition table"
+            )));
+        }
+        Ok(())
+    }
+
+    fn rescan(&self) -> Result<()> {
+        let _g = self.lock();
+        for entry in self.sysfs.class_entries("scsi_host") {
+            if let Err(e) = std::fs::write(entry.join("scan"), "- - -") {
+                tracing::warn!(host = %entry.display(), error = %e, "SCSI host scan failed");
+            }
+        }
+        for entry in self.sysfs.class_entries("nvme") {
+            let _ = std::fs::write(entry.join("rescan_controller"), "1");
+        }
+        let disks = self
+            .sysfs
+            .disks()
+            .map_err(|e| Error::io("read", "/sys/block", e))?;
+        for d in disks {
+            let res = if d.name.starts_with("loop") {
+                self.open_disk(&d, Access::Read).and_then(|(p, fd)| {
+                    sys::loop_set_capacity(&fd)
+                        .map_err(|e| from_io("LOOP_SET_CAPACITY", &p.display().to_string(), e))?;
+                    if d.partscan {
+                        self.sync_partitions(&d, &fd)?;
+                    }
+                    Ok(())
+                })
+            } else {
+                let rescan = self.sysfs.disk_dir(&d.name).join("device/rescan");
+                match std::fs::write(&rescan, "1") {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                        Err(Error::io("write", rescan.display().to_string(), e))
+                    }
+                    _ => Ok(()),
+                }
+            };
+            if let Err(e) = res {
+                tracing::warn!(disk = d.name, error = %e, "rescan of disk failed");
+            }
+        }
+        Ok(())
+    }
+
+    fn volumes_on_disk(&self, disk: u32, partition: Option<u32>) -> Result<Vec<VolumeId>> {
+        let d = self.disk(disk)?;
+        let vols = self.volumes_of(&d)?;
+        let out: Vec<VolumeId> = vols
+            .into_iter()
+            .filter(|(p, _)| partition.is_none_or(|n| n == p.number))
+            .map(|(_, v)| v)
+            .collect();
+        if let (Some(n), true) = (partition, out.is_empty()) {
+            return Err(Error::NotFound(format!("disk {disk} has no partition {n}")));
+        }
+        Ok(out)
+    }
+
+    fn volume_disk(&self, volume: &VolumeId) -> Result<u32> {
+        Ok(self.find(volume)?.disk.number)
+    }
+
+    fn is_formatted(&self, volume: &VolumeId) -> Result<bool> {
+        let f = self.find(volume)?;
+        Ok(self.probe(&f.part)?.0.is_some())
+    }
+
+    fn format(&self, volume: &VolumeId) -> Result<()> {
+        let _g = self.lock();
+        let f = self.find(volume)?;
+        ensure_online(&f, volume)?;
+        if let Some(m) = mountinfo::of_device(&Self::mounts()?, f.part.major, f.part.minor).next() {
+            return Err(Error::FailedPrecondition(format!(
+                "volume {volume} is mounted at {:?}; unmount it before formatting",
+                m.mount_point
+            )));
+        }
+        // Claim the partition for a moment: fails if anything holds it.
+        let (node, fd) = self.open_part(&f.part, Access::Exclusive)?;
+        drop(fd);
+        let node = node
+            .to_str()
+            .ok_or_else(|| Error::Internal("device path".into()))?;
+        match self.fs_type {
+            FsType::Xfs => tools::run("mkfs.xfs", &["-f", "-q", node], &[]),
+            t => tools::run(&format!("mkfs.{}", t.name()), &["-F", "-q", node], &[]),
+        }
+    }
+
+    fn volume_stats(&self, volume: &VolumeId) -> Result<VolumeStats> {
+        let f = self.find(volume)?;
+        let mounts = Self::mounts()?;
+        if let Some(m) = mountinfo::of_device(&mounts, f.part.major, f.part.minor).next() {
+            let st = nix::sys::statvfs::statvfs(m.mount_point.as_str())
+                .map_err(|e| from_io("statvfs", &m.mount_point, e.into()))?;
+            let frsize = st.fragment_size() as u64;
+            let total = (st.blocks() as u64).saturating_mul(frsize);
+            let free = (st.blocks_free() as u64).saturating_mul(frsize);
+            return Ok(VolumeStats {
+                total_bytes: total,
+                used_bytes: total.saturating_sub(free),
+            });
+        }
+        let (kind, head) = self.probe(&f.part)?;
+        match fs_probe::ext_usage(&head) {
+            Some(u) => {
+                let bs = u64::from(u.block_size);
+                let total = u.blocks_total.saturating_mul(bs);
+                Ok(VolumeStats {
+                    total_bytes: total,
+                    used_bytes: total.saturating_sub(u.blocks_free.saturating_mul(bs)),
+                })
+            }
+            None => Err(Error::FailedPrecondition(match kind {
+                None => format!("volume {volume} has no filesystem"),
+                Some(k) => format!(
+                    "volume {volume} holds {} and is not mounted; stats of unmounted volumes are read only from ext filesystems",
+                    k.name()
+                ),
+            })),
+        }
+    }
+
+    fn resize(&self, volume: &VolumeId, target: ResizeTarget) -> Result<()> {
+        let _g = self.lock();
+        let f = self.find(volume)?;
+        ensure_online(&f, volume)?;
+        let (disk_path, fd) = self.open_disk(&f.disk, Access::Write)?;
+        let shown = disk_path.display().to_string();
+        let (table, ss, sectors) = self.table(&f.disk, &fd)?;
+        let gpt::Table::Gpt(g) = table else {
+            return Err(Error::FailedPrecondition(format!(
+                "volume {volume} is on an MBR disk; only GPT partitions can be resized"
+            )));
+        };
+        let entry = g
+            .partitions
+            .iter()
+            .find(|e| e.number == f.part.number)
+            .ok_or_else(|| Error::NotFound(format!("volume {volume}: partition entry is gone")))?;
+        let ss64 = u64::from(ss);
+        let max_end = gpt::max_partition_end(&g, ss, f.part.number, sectors)
+            .map_err(|e| Error::FailedPrecondition(format!("volume {volume}: {e}")))?;
+        let max_bytes = (max_end.saturating_sub(entry.first_lba) + 1).saturating_mul(ss64);
+        let current = (entry.last_lba.saturating_sub(entry.first_lba) + 1).saturating_mul(ss64);
+        let mounts = Self::mounts()?;
+        let (node, _) = self.open_part(&f.part, Access::Read)?;
+        match plan_resize(current, max_bytes, target)? {
+            ResizePlan::Shrink(n) => Err(Error::FailedPrecondition(format!(
+                "volume {volume} is {current} bytes; shrinking it to {n} bytes is not supported on Linux"
+            ))),
+            ResizePlan::Skip => {
+                if self.filesystem_lags(&f.part)? {
+                    self.grow_filesystem(&f.part, &node, &mounts)?;
+                }
+                Ok(())
+            }
+            ResizePlan::Grow(n) => {
+                let new_last = entry.first_lba + n / ss64 - 1;
+                let head = sys::read_at(&fd, 0, gpt::head_len(ss)).map_err(|e| from_io("read", &shown, e))?;
+                let plan = gpt::grow(&g, &head, ss, sectors, f.part.number, Some(new_last))
+                    .map_err(|e| Error::FailedPrecondition(format!("volume {volume}: {e}")))?;
+                for w in &plan.writes {
+                    sys::write_at(&fd, w.offset, &w.bytes).map_err(|e| from_io("write", &shown, e))?;
+                }
+                sys::fsync(&fd).map_err(|e| from_io("fsync", &shown, e))?;
+                let len = (plan.new_last_lba - entry.first_lba + 1) * ss64;
+                sys::resize_partition(&fd, f.part.number, entry.first_lba * ss64, len)
+                    .map_err(|e| from_io("BLKPG resize", &shown, e))?;
+                self.grow_filesystem(&f.part, &node, &mounts)
+            }
+        }
+    }
+
+    fn flush(&self, volume: &VolumeId) -> Result<()> {
+        let f = self.find(volume)?;
+        for m in mountinfo::of_device(&Self::mounts()?, f.part.major, f.part.minor).take(1) {
+            let dir = std::fs::File::open(&m.mount_point)
+                .map_err(|e| from_io("open", &m.mount_point, e))?;
+            sys::syncfs(&OwnedFd::from(dir)).map_err(|e| from_io("syncfs", &m.mount_point, e))?;
+        }
+        let (node, fd) = self.open_part(&f.part, Access::Read)?;
+        sys::fsync(&fd).map_err(|e| from_io("fsync", &node.display().to_string(), e))
+    }
+
+    fn mount(&self, volume: &VolumeId, target: &ResolvedPath) -> Result<()> {
+        let _g = self.lock();
+        let f = self.find(volume)?;
+        let t = target.as_str();
+        let mounts = Self::mounts()?;
+        if let Some(m) = mountinfo::at(&mounts, t) {
+            return if (m.major, m.minor) == (f.part.major, f.part.minor) {
+                Ok(())
+            } else {
+                Err(Error::AlreadyExists(format!(
+                    "{t:?} is already a mount point (of device {}:{}, {})",
+                    m.major, m.minor, m.fs_type
+                )))
+            };
+        }
+        ensure_online(&f, volume)?;
+        let kind = self.probe(&f.part)?.0.ok_or_else(|| {
+            Error::FailedPrecondition(format!(
+                "volume {volume} has no filesystem; format it first"
+            ))
+        })?;
+        let tpath = Path::new(t);
+        match std::fs::symlink_metadata(tpath) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                use std::os::unix::fs::DirBuilderExt;
+                std::fs::DirBuilder::new()
+                    .mode(0o750)
+                    .create(tpath)
+                    .map_err(|e| from_io("mkdir", t, e))?;
+            }
+            Err(e) => return Err(from_io("stat", t, e)),
+            Ok(md) if md.file_type().is_symlink() => {
+                return Err(Error::FailedPrecondition(format!(
+                    "target {t:?} is a link, not a directory"
+                )))
+            }
+            Ok(md) if !md.is_dir() => {
+                return Err(Error::FailedPrecondition(format!(
+                    "target {t:?} is not a directory"
+                )))
+            }
+            Ok(_) => {
+                if !is_dir_empty(tpath).map_err(|e| from_io("read", t, e))? {
+                    return Err(Error::FailedPrecondition(format!(
+                        "target {t:?} is not empty; a volume is mounted only on an empty directory"
+                    )));
+                }
+            }
+        }
+        let (node, _) = self.open_part(&f.part, Access::Read)?;
+        // Mount on the directory we opened, not on whatever the path names
+        // a moment later.
+        let dir = sys::open_dir_path(tpath).map_err(|e| from_io("open", t, e))?;
+        let via = format!("/proc/self/fd/{}", dir.as_raw_fd());
+        use nix::mount::MsFlags;
+        nix::mount::mount(
+            Some(node.as_path()),
+            via.as_str(),
+            Some(kind.name()),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            None::<&str>,
+        )
+        .map_err(|e| from_io("mount", t, e.into()))
+    }
+
+    fn unmount(&self, volume: &VolumeId, target: &ResolvedPath) -> Result<()> {
+        let _g = self.lock();
+        let f = self.find(volume)?;
+        let t = target.as_str();
+        let mounts = Self::mounts()?;
+        let Some(m) = mountinfo::at(&mounts, t) else {
+            return Ok(());
+        };
+        if (m.major, m.minor) != (f.part.major, f.part.minor) {
+            return Err(Error::FailedPrecondition(format!(
+                "{t:?} is a mount of device {}:{} ({}), not of volume {volume}",
+                m.major, m.minor, m.fs_type
+            )));
+        }
+        let dir = std::fs::File::open(t).map_err(|e| from_io("open", t, e))?;
+        sys::syncfs(&OwnedFd::from(dir)).map_err(|e| from_io("syncfs", t, e))?;
+        nix::mount::umount2(t, nix::mount::MntFlags::UMOUNT_NOFOLLOW)
+            .map_err(|e| from_io("umount", t, e.into()))
+    }
+
+    fn volume_at(&self, target: &ResolvedPath) -> Result<VolumeId> {
+        let t = target.as_str();
+        let mounts = Self::mounts()?;
+        let m = mountinfo::at(&mounts, t)
+            .ok_or_else(|| Error::NotFound(format!("{t:?} is not a mount point")))?;
+        self.volume_of_dev(m.major, m.minor, t)
+    }
+
+    fn closest_volume(&self, target: &ResolvedPath) -> Result<VolumeId> {
+        let mut p = Path::new(target.as_str());
+        let md = loop {
+            match std::fs::metadata(p) {
+                Ok(md) => break md,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    p = p.parent().ok_or_else(|| {
+                        Error::NotFound(format!("no part of {:?} exists", target.as_str()))
+                    })?;
+                }
+                Err(e) => return Err(from_io("stat", target.as_str(), e)),
+            }
+        };
+        let dev = md.dev();
+        self.volume_of_dev(libc::major(dev), libc::minor(dev), target.as_str())
+    }
+}

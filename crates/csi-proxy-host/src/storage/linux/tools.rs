@@ -1,0 +1,82 @@
+//! The filesystem tools the Linux backend runs (`mkfs.*`, `resize2fs`,
+//! `e2fsck`, `xfs_growfs`): absolute paths found in fixed system
+//! directories, fixed argv (the only request-derived argument is a device
+//! path or mount point the backend built itself), an empty environment, no
+//! shell. Every spawn is counted, so tests and benchmarks can prove that the
+//! read-only calls spawn nothing.
+
+use crate::{Error, Result};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static SPAWNED: AtomicU64 = AtomicU64::new(0);
+
+/// How many child processes this process's storage backend has started.
+pub fn spawned() -> u64 {
+    SPAWNED.load(Ordering::Relaxed)
+}
+
+const DIRS: [&str; 4] = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
+
+/// The absolute path of a tool, from the fixed system directories only.
+pub fn find(tool: &str) -> Option<PathBuf> {
+    DIRS.iter()
+        .map(|d| PathBuf::from(d).join(tool))
+        .find(|p| p.is_file())
+}
+
+/// Runs `tool args...`; a non-zero exit is an error carrying its stderr.
+/// `ok_codes` lists other exit codes that mean success (e2fsck: 1 =
+/// errors corrected).
+pub fn run(tool: &str, args: &[&str], ok_codes: &[i32]) -> Result<()> {
+    let path = find(tool).ok_or_else(|| {
+        Error::FailedPrecondition(format!(
+            "{tool} is not installed (looked in {})",
+            DIRS.join(", ")
+        ))
+    })?;
+    SPAWNED.fetch_add(1, Ordering::Relaxed);
+    tracing::debug!(tool, ?args, "running");
+    let out = Command::new(&path)
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/sbin:/sbin:/usr/bin:/bin")
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::io("spawn", path.display().to_string(), e))?;
+    let code = out.status.code().unwrap_or(-1);
+    if out.status.success() || ok_codes.contains(&code) {
+        return Ok(());
+    }
+    let mut msg = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    if msg.is_empty() {
+        msg = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    }
+    msg.truncate(1000);
+    Err(Error::Internal(format!(
+        "{tool} {} failed with exit code {code}: {msg}",
+        args.join(" ")
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_fixed_argv_and_counts() {
+        let before = spawned();
+        run("true", &[], &[]).unwrap();
+        let e = run("false", &["x"], &[]).unwrap_err();
+        assert!(
+            e.to_string().contains("false x failed with exit code 1"),
+            "{e}"
+        );
+        run("false", &[], &[1]).unwrap();
+        assert!(spawned() >= before + 3);
+        let e = run("no-such-tool-here", &[], &[]).unwrap_err();
+        assert!(matches!(e, Error::FailedPrecondition(_)), "{e}");
+    }
+}

@@ -1,0 +1,191 @@
+//! Loop-device disks for the storage tests: a sparse backing file attached
+//! with partition scanning, detached (after unmounting whatever is still
+//! mounted from it) when the fixture drops, even if the test panicked.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub const MIB: u64 = 1024 * 1024;
+
+/// Storage tests need root (loop devices, mount). CI runs as root; elsewhere
+/// they are skipped with a message.
+pub fn can_run() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let ok = root && Path::new("/dev/loop-control").exists() && tool("losetup").is_some();
+    if !ok {
+        eprintln!("skipping: storage tests need root, /dev/loop-control and losetup");
+    }
+    ok
+}
+
+pub fn tool(name: &str) -> Option<PathBuf> {
+    ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+        .iter()
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.exists())
+}
+
+fn run(cmd: &str, args: &[&str]) -> String {
+    let out = Command::new(tool(cmd).unwrap_or_else(|| panic!("{cmd} not installed")))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// One loop disk.
+pub struct LoopDisk {
+    pub file: PathBuf,
+    /// `/dev/loopN`.
+    pub dev: String,
+    /// `loopN`.
+    pub name: String,
+    /// The disk number csi-proxy reports (the kernel's diskseq).
+    pub number: u32,
+    detached: bool,
+}
+
+impl LoopDisk {
+    /// A disk of `size` bytes backed by a sparse file in `dir`.
+    pub fn new(dir: &Path, size: u64) -> LoopDisk {
+        let file = dir.join(format!(
+            "disk-{}.img",
+            std::process::id() as u64 * 1000 + rand_u16() as u64
+        ));
+        let f = std::fs::File::create(&file).unwrap();
+        f.set_len(size).unwrap();
+        drop(f);
+        let dev = run(
+            "losetup",
+            &["--find", "--show", "--partscan", file.to_str().unwrap()],
+        );
+        let name = dev.trim_start_matches("/dev/").to_string();
+        let number = std::fs::read_to_string(format!("/sys/block/{name}/diskseq"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        LoopDisk {
+            file,
+            dev,
+            name,
+            number,
+            detached: false,
+        }
+    }
+
+    /// Grows the backing file (the disk itself changes at the next Rescan).
+    pub fn grow_file(&self, size: u64) {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&self.file)
+            .unwrap()
+            .set_len(size)
+            .unwrap();
+    }
+
+    /// Detaches the device now (a disk that vanishes).
+    pub fn detach(&mut self) {
+        self.cleanup();
+    }
+
+    fn mounts_of_this_disk(&self) -> Vec<String> {
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mut devs = vec![dev_of(&format!("/sys/block/{}/dev", self.name))];
+        if let Ok(rd) = std::fs::read_dir(format!("/sys/block/{}", self.name)) {
+            for e in rd.flatten() {
+                let p = e.path().join("dev");
+                if e.file_name().to_string_lossy().starts_with(&self.name) && p.exists() {
+                    devs.push(dev_of(p.to_str().unwrap()));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for line in info.lines() {
+            let f: Vec<&str> = line.split(' ').collect();
+            if f.len() > 4 && devs.iter().any(|d| d == f[2]) {
+                out.push(f[4].replace("\\040", " "));
+            }
+        }
+        out
+    }
+
+    fn cleanup(&mut self) {
+        if self.detached {
+            return;
+        }
+        self.detached = true;
+        for m in self.mounts_of_this_disk().into_iter().rev() {
+            let c = std::ffi::CString::new(m.clone()).unwrap();
+            // SAFETY: umount2 with a valid C string.
+            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+                eprintln!("cleanup: umount {m}: {}", std::io::Error::last_os_error());
+            }
+        }
+        // Make sure the device is writable again before detaching.
+        let _ = Command::new(tool("blockdev").unwrap_or_default())
+            .args(["--setrw", &self.dev])
+            .status();
+        let st = Command::new(tool("losetup").unwrap())
+            .args(["-d", &self.dev])
+            .status();
+        if !matches!(st, Ok(s) if s.success()) {
+            eprintln!("cleanup: losetup -d {} failed", self.dev);
+        }
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+fn dev_of(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+fn rand_u16() -> u16 {
+    let mut b = [0u8; 2];
+    // SAFETY: getrandom writes 2 bytes into the live buffer.
+    unsafe { libc::getrandom(b.as_mut_ptr().cast(), 2, 0) };
+    u16::from_le_bytes(b)
+}
+
+impl Drop for LoopDisk {
+    fn drop(&mut self) {
+        self.cleanup();
+    }
+}
+
+/// Is `path` a mount point (per /proc/self/mountinfo)?
+pub fn is_mount_point(path: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let p = path.to_str().unwrap();
+    info.lines()
+        .any(|l| l.split(' ').nth(4).map(|m| m.replace("\\040", " ")) == Some(p.to_string()))
+}
+
+/// statvfs total bytes of the filesystem at `path`.
+pub fn fs_total(path: &Path) -> u64 {
+    let st = nix::sys::statvfs::statvfs(path).unwrap();
+    st.blocks() as u64 * st.fragment_size() as u64
+}
+
+/// Can this process grow a mounted ext4 (the kernel wants CAP_SYS_RESOURCE,
+/// which some sandboxes withhold from root)?
+pub fn online_ext4_resize() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|eff| eff & (1 << 24) != 0)
+}
