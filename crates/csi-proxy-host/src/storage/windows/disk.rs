@@ -125,8 +125,8 @@ pub fn disk_size(disk: u32) -> Result<u64> {
 }
 
 /// `IOCTL_STORAGE_QUERY_PROPERTY` (standard query) for `property`, parsed
-/// by `parse`; a descriptor larger than the buffer is asked for again at its
-/// full size. `None` when the device does not support the property.
+/// by `parse`; a descriptor larger than the buffer is asked for again with
+/// more room. `None` when the device does not support the property.
 fn query_property<T>(
     h: &Handle,
     subject: &str,
@@ -147,10 +147,11 @@ fn query_property<T>(
         };
         match parse(&out) {
             Ok(v) => return Ok(Some(v)),
-            Err(ParseError::Truncated { need, .. })
-                if need > size && need <= w::MAX_OUTPUT && out.len() == size =>
-            {
-                size = need;
+            // A driver may fill the buffer or return just the header (whose
+            // Size is the full length): ask again with more room, doubling
+            // at least, up to the 1 MiB limit.
+            Err(ParseError::Truncated { need, .. }) if size < w::MAX_OUTPUT => {
+                size = need.max(size * 2).min(w::MAX_OUTPUT);
             }
             Err(e) => return Err(bad_answer("IOCTL_STORAGE_QUERY_PROPERTY", subject, e)),
         }

@@ -82,10 +82,6 @@ impl Drop for Handle {
     }
 }
 
-// SAFETY: a kernel handle may be used and closed from any thread; `Handle`
-// gives out no aliasing access beyond the raw value.
-unsafe impl Send for Handle {}
-
 /// Opens a device (`\\.\PhysicalDriveN`, `\\?\Volume{GUID}`) for I/O
 /// controls. `access` is 0 (query only: enough for most storage I/O
 /// controls), [`GENERIC_READ`] or `GENERIC_READ | GENERIC_WRITE`. Sharing
