@@ -62,11 +62,30 @@ mod linux {
         }
     }
 
+    /// p50 of the direct calls, by method: the baseline of the gRPC figures
+    /// (the same operation without the transport, measured in this run).
+    static DIRECT: std::sync::Mutex<Vec<(String, f64)>> = std::sync::Mutex::new(Vec::new());
+
     fn stats(name: &str, via: &str, mut lat: Vec<Duration>) {
         lat.sort();
         let p =
             |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)].as_secs_f64() * 1e6;
-        println!("{name:<36} {via:<7} {:>9.1} {:>9.1}", p(0.50), p(0.99));
+        let mut direct = DIRECT.lock().unwrap();
+        if via == "direct" {
+            direct.push((name.to_string(), p(0.50)));
+            println!("{name:<36} {via:<7} {:>9.1} {:>9.1}", p(0.50), p(0.99));
+        } else {
+            let base = direct
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(f64::NAN, |d| d.1);
+            println!(
+                "{name:<36} {via:<7} {:>9.1} {:>9.1}   x{:.2} of direct p50",
+                p(0.50),
+                p(0.99),
+                p(0.50) / base
+            );
+        }
     }
 
     fn time<F: FnMut(usize)>(calls: usize, mut f: F) -> Vec<Duration> {
