@@ -648,6 +648,37 @@ async fn hostile_inputs_touch_nothing() {
             &format!("disk id {bad:?}"),
         );
     }
+    let mut v1 = c.connect_volume_v1beta1().await.unwrap();
+    let mut d2 = c.connect_disk_v1beta2().await.unwrap();
+    for bad in ["", "-1", "1e3", "4294967296", "x", "7 "] {
+        assert_code(
+            v1.list_volumes_on_disk(volume::v1beta1::ListVolumesOnDiskRequest {
+                disk_id: bad.into(),
+            })
+            .await,
+            &[Code::InvalidArgument],
+            &format!("volume disk id {bad:?}"),
+        );
+        assert_code(
+            d2.set_attach_state(disk::v1beta2::SetAttachStateRequest {
+                disk_id: bad.into(),
+                is_online: false,
+            })
+            .await,
+            &[Code::InvalidArgument],
+            &format!("attach state disk id {bad:?}"),
+        );
+    }
+    // Sizes of the old versions: negative is refused there too.
+    assert_code(
+        v1.resize_volume(volume::v1beta1::ResizeVolumeRequest {
+            volume_id: id.clone(),
+            size: -1,
+        })
+        .await,
+        &[Code::InvalidArgument],
+        "negative size (v1beta1)",
+    );
     let mut d0 = c.connect_disk_v1alpha1().await.unwrap();
     assert_code(
         d0.get_disk_number_by_name(disk::v1alpha1::GetDiskNumberByNameRequest {
