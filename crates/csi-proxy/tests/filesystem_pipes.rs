@@ -9,11 +9,12 @@
 
 use csi_proxy_api::filesystem::{v1, v1alpha1, v1beta1, v1beta2, v2alpha1};
 use csi_proxy_client::{Client, Group, ProxyChannel};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
 use tokio::net::windows::named_pipe::ClientOptions;
 use tonic::Code;
+
+mod pipes;
+use pipes::Proxy;
 
 /// A channel to the filesystem pipe of `version` (the client retries while
 /// every pipe instance is busy).
@@ -29,54 +30,7 @@ async fn connect(version: &str) -> ProxyChannel {
     channel
 }
 
-struct Proxy {
-    child: Child,
-    root: PathBuf,
-    kubelet: PathBuf,
-    outside: PathBuf,
-    log: PathBuf,
-}
-
 impl Proxy {
-    fn start() -> Proxy {
-        let root = std::env::temp_dir().join(format!("csi-proxy-pipes-{}", std::process::id()));
-        let kubelet = root.join("kubelet");
-        let outside = root.join("outside");
-        std::fs::create_dir_all(&kubelet).unwrap();
-        std::fs::create_dir_all(&outside).unwrap();
-        std::fs::write(outside.join("sentinel"), b"keep").unwrap();
-        let log = root.join("stderr.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_csi-proxy"))
-            .arg(format!("-kubelet-path={}", kubelet.display()))
-            .arg("-api-groups=filesystem,disk-v1")
-            .arg("-v=2")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start csi-proxy.exe");
-        let mut proxy = Proxy {
-            child,
-            root,
-            kubelet,
-            outside,
-            log,
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !proxy.log_text().contains("csi-proxy ready") {
-            if let Some(s) = proxy.child.try_wait().unwrap() {
-                panic!("csi-proxy.exe exited with {s}: {}", proxy.log_text());
-            }
-            assert!(Instant::now() < deadline, "not ready: {}", proxy.log_text());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        proxy
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
     fn snapshot(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         walk(&self.root, &self.root, &mut out);
@@ -98,14 +52,6 @@ fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
         } else {
             out.push((rel, format!("{:?}", std::fs::read(&p).unwrap())));
         }
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.root);
     }
 }
 
@@ -377,7 +323,7 @@ macro_rules! old {
 
 #[tokio::test]
 async fn filesystem_api_over_named_pipes_every_version() {
-    let proxy = Proxy::start();
+    let proxy = Proxy::start("pipes", "filesystem,disk-v1");
     old!(proxy, v1alpha1);
     old!(proxy, v1beta1);
     modern!(proxy, v1beta2);

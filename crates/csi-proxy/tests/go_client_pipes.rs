@@ -13,8 +13,11 @@
 #![cfg(windows)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::process::{Command, Stdio};
+use std::time::SystemTime;
+
+mod pipes;
+use pipes::Proxy;
 
 const BUILD: &str = "compat/go/build.sh windows";
 
@@ -49,63 +52,6 @@ fn go_check() -> PathBuf {
         exe.display()
     );
     exe
-}
-
-struct Proxy {
-    child: Child,
-    root: PathBuf,
-    kubelet: PathBuf,
-    outside: PathBuf,
-    log: PathBuf,
-}
-
-impl Proxy {
-    fn start() -> Proxy {
-        let root = std::env::temp_dir().join(format!("csi-proxy-go-pipes-{}", std::process::id()));
-        let kubelet = root.join("kubelet");
-        let outside = root.join("outside");
-        std::fs::create_dir_all(kubelet.join("pods\\uid\\volumes")).unwrap();
-        std::fs::create_dir_all(&outside).unwrap();
-        std::fs::write(outside.join("sentinel"), b"keep").unwrap();
-        let log = root.join("stderr.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_csi-proxy"))
-            .arg(format!("-kubelet-path={}", kubelet.display()))
-            .arg("-api-groups=filesystem")
-            .arg("-v=2")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start csi-proxy.exe");
-        let mut proxy = Proxy {
-            child,
-            root,
-            kubelet,
-            outside,
-            log,
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !proxy.log_text().contains("csi-proxy ready") {
-            if let Some(s) = proxy.child.try_wait().unwrap() {
-                panic!("csi-proxy.exe exited with {s}: {}", proxy.log_text());
-            }
-            assert!(Instant::now() < deadline, "not ready: {}", proxy.log_text());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        proxy
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.root);
-    }
 }
 
 /// Runs the Go client with the grpc.Dial `target` against `version`'s pipe
@@ -154,7 +100,8 @@ fn run(exe: &Path, p: &mut Proxy, version: &str, target: &str, mkdir: &Path) {
 #[test]
 fn go_client_over_named_pipes() {
     let exe = go_check();
-    let mut p = Proxy::start();
+    let mut p = Proxy::start("go-pipes", "filesystem");
+    std::fs::create_dir_all(p.kubelet.join("pods\\uid\\volumes")).unwrap();
     let endpoint = "csi-proxy-filesystem-v1";
     let pipe = format!(r"\\.\pipe\{endpoint}");
     let doubled = format!(r"\\.\\pipe\\{endpoint}");

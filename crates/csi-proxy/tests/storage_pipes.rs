@@ -12,57 +12,15 @@
 
 use csi_proxy_api::{disk, volume};
 use csi_proxy_client::Client;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
 use tonic::Code;
+
+mod pipes;
+use pipes::Proxy;
 
 const UNKNOWN_VOLUME: &str = "\\\\?\\Volume{0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0}\\";
 
-struct Proxy {
-    child: Child,
-    root: PathBuf,
-    kubelet: PathBuf,
-    log: PathBuf,
-}
-
 impl Proxy {
-    fn start() -> Proxy {
-        let root =
-            std::env::temp_dir().join(format!("csi-proxy-storage-pipes-{}", std::process::id()));
-        let kubelet = root.join("kubelet");
-        std::fs::create_dir_all(kubelet.join("pods\\uid\\volumes")).unwrap();
-        let log = root.join("stderr.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_csi-proxy"))
-            .arg(format!("-kubelet-path={}", kubelet.display()))
-            .arg("-api-groups=disk,volume")
-            .arg("-v=2")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start csi-proxy.exe");
-        let mut proxy = Proxy {
-            child,
-            root,
-            kubelet,
-            log,
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !proxy.log_text().contains("csi-proxy ready") {
-            if let Some(s) = proxy.child.try_wait().unwrap() {
-                panic!("csi-proxy.exe exited with {s}: {}", proxy.log_text());
-            }
-            assert!(Instant::now() < deadline, "not ready: {}", proxy.log_text());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        proxy
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
     /// Every path under the root (but the log), to prove that rejected
     /// requests changed nothing.
     fn snapshot(&self) -> Vec<String> {
@@ -83,14 +41,6 @@ impl Proxy {
         walk(&self.root, &self.root, &mut out);
         out.sort();
         out
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.root);
     }
 }
 
@@ -146,7 +96,8 @@ fn hostile_volume_ids() -> Vec<String> {
 
 #[tokio::test]
 async fn disk_and_volume_apis_over_named_pipes() {
-    let proxy = Proxy::start();
+    let proxy = Proxy::start("storage-pipes", "disk,volume");
+    std::fs::create_dir_all(proxy.kubelet.join("pods\\uid\\volumes")).unwrap();
     let client = Client::new();
     let c = c_volume();
     let mut v1 = client.connect_volume_v1().await.unwrap();

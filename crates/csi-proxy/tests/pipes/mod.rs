@@ -1,0 +1,71 @@
+//! Shared harness of the named-pipe tiers (Windows build; CI runs them under
+//! wine): start the real `csi-proxy.exe` in a temp dir with a kubelet dir
+//! and a directory outside it (with a sentinel file), wait until it is
+//! ready, and kill it and remove the dir on drop. Pipe names are
+//! machine-global, so each test file starts one proxy and serves all its
+//! tests from it.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Proxy {
+    pub child: Child,
+    pub root: PathBuf,
+    pub kubelet: PathBuf,
+    pub outside: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Proxy {
+    /// Starts the proxy in `%TEMP%\csi-proxy-<tag>-<pid>` serving
+    /// `-api-groups=<api_groups>`.
+    pub fn start(tag: &str, api_groups: &str) -> Proxy {
+        let root = std::env::temp_dir().join(format!("csi-proxy-{tag}-{}", std::process::id()));
+        let kubelet = root.join("kubelet");
+        let outside = root.join("outside");
+        std::fs::create_dir_all(&kubelet).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("sentinel"), b"keep").unwrap();
+        let log = root.join("stderr.log");
+        let child = Command::new(env!("CARGO_BIN_EXE_csi-proxy"))
+            .arg(format!("-kubelet-path={}", kubelet.display()))
+            .arg(format!("-api-groups={api_groups}"))
+            .arg("-v=2")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start csi-proxy.exe");
+        let mut proxy = Proxy {
+            child,
+            root,
+            kubelet,
+            outside,
+            log,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !proxy.log_text().contains("csi-proxy ready") {
+            if let Some(s) = proxy.child.try_wait().unwrap() {
+                panic!("csi-proxy.exe exited with {s}: {}", proxy.log_text());
+            }
+            assert!(Instant::now() < deadline, "not ready: {}", proxy.log_text());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        proxy
+    }
+
+    /// What the proxy wrote to stderr so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
