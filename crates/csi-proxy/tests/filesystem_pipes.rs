@@ -30,31 +30,6 @@ async fn connect(version: &str) -> ProxyChannel {
     channel
 }
 
-impl Proxy {
-    fn snapshot(&self) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        walk(&self.root, &self.root, &mut out);
-        out.sort();
-        out
-    }
-}
-
-fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        let rel = p.strip_prefix(base).unwrap().display().to_string();
-        if rel == "stderr.log" {
-            continue;
-        }
-        if p.is_dir() {
-            walk(base, &p, out);
-            out.push((rel, "dir".into()));
-        } else {
-            out.push((rel, format!("{:?}", std::fs::read(&p).unwrap())));
-        }
-    }
-}
-
 fn s(p: &Path) -> String {
     p.display().to_string()
 }

@@ -5,57 +5,15 @@
 //! are machine-global.
 #![cfg(windows)]
 
+mod pipes;
 mod raw;
 
 use csi_proxy_server::http2::client::{RawClient, Shape};
+use pipes::Proxy;
 use std::fs::{File, OpenOptions};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const ERROR_PIPE_BUSY: i32 = 231;
-
-struct Proxy {
-    child: Child,
-    root: PathBuf,
-    log: PathBuf,
-}
-
-impl Proxy {
-    fn start(kubelet: &std::path::Path, root: PathBuf) -> Proxy {
-        let log = root.join("stderr.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_csi-proxy"))
-            .arg(format!("-kubelet-path={}", kubelet.display()))
-            .arg("-api-groups=filesystem")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).unwrap())
-            .spawn()
-            .expect("start csi-proxy.exe");
-        let mut p = Proxy { child, root, log };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !p.log_text().contains("csi-proxy ready") {
-            if let Some(s) = p.child.try_wait().unwrap() {
-                panic!("csi-proxy.exe exited with {s}: {}", p.log_text());
-            }
-            assert!(Instant::now() < deadline, "not ready: {}", p.log_text());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        p
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.root);
-    }
-}
 
 /// Open a pipe as a plain blocking file, waiting while every instance is busy.
 fn open(pipe: &str) -> File {
@@ -73,16 +31,12 @@ fn open(pipe: &str) -> File {
 
 #[test]
 fn raw_http2_over_named_pipes() {
-    let root = std::env::temp_dir().join(format!("csi-proxy-h2pipes-{}", std::process::id()));
-    let kubelet = root.join("kubelet");
-    let existing = kubelet.join("pods\\uid\\volumes");
+    let p = Proxy::start("h2pipes", "filesystem");
+    let existing = p.kubelet.join("pods\\uid\\volumes");
     std::fs::create_dir_all(&existing).unwrap();
-    let outside = root.join("outside");
-    std::fs::create_dir_all(&outside).unwrap();
-    let p = Proxy::start(&kubelet, root.clone());
     let existing = existing.display().to_string();
-    let missing = kubelet.join("pods\\uid\\missing").display().to_string();
-    let outside = outside.join("x").display().to_string();
+    let missing = p.kubelet.join("pods\\uid\\missing").display().to_string();
+    let outside = p.outside.join("x").display().to_string();
 
     // Connections that never send anything are held open meanwhile.
     let idle: Vec<File> = (0..20)

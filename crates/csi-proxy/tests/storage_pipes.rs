@@ -20,30 +20,6 @@ use pipes::Proxy;
 
 const UNKNOWN_VOLUME: &str = "\\\\?\\Volume{0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0}\\";
 
-impl Proxy {
-    /// Every path under the root (but the log), to prove that rejected
-    /// requests changed nothing.
-    fn snapshot(&self) -> Vec<String> {
-        fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
-            for e in std::fs::read_dir(dir).unwrap() {
-                let p = e.unwrap().path();
-                let rel = p.strip_prefix(base).unwrap().display().to_string();
-                if rel == "stderr.log" {
-                    continue;
-                }
-                if p.is_dir() {
-                    walk(base, &p, out);
-                }
-                out.push(rel);
-            }
-        }
-        let mut out = Vec::new();
-        walk(&self.root, &self.root, &mut out);
-        out.sort();
-        out
-    }
-}
-
 /// The volume id of drive C:, asked of the OS directly.
 fn c_volume() -> String {
     use windows_sys::Win32::Storage::FileSystem::GetVolumeNameForVolumeMountPointW;

@@ -6,7 +6,7 @@
 //! tests from it.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -59,6 +59,31 @@ impl Proxy {
     /// What the proxy wrote to stderr so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Every path under the root (but the log) with its kind or contents,
+    /// sorted: to prove that rejected requests changed nothing.
+    pub fn snapshot(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        walk(&self.root, &self.root, &mut out);
+        out.sort();
+        out
+    }
+}
+
+fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let rel = p.strip_prefix(base).unwrap().display().to_string();
+        if rel == "stderr.log" {
+            continue;
+        }
+        if p.is_dir() {
+            walk(base, &p, out);
+            out.push((rel, "dir".into()));
+        } else {
+            out.push((rel, format!("{:?}", std::fs::read(&p).unwrap())));
+        }
     }
 }
 
