@@ -16,6 +16,21 @@ pub enum Kind {
     Internal,
 }
 
+impl Kind {
+    /// The host error of this kind carrying `msg`.
+    fn error(self, msg: String) -> Error {
+        match self {
+            Kind::NotFound => Error::NotFound(msg),
+            Kind::PermissionDenied => Error::PermissionDenied(msg),
+            Kind::InvalidArgument => Error::InvalidArgument(msg),
+            Kind::AlreadyExists => Error::AlreadyExists(msg),
+            Kind::FailedPrecondition => Error::FailedPrecondition(msg),
+            Kind::Unsupported => Error::Unimplemented(msg),
+            Kind::Internal => Error::Internal(msg),
+        }
+    }
+}
+
 /// The kind of a Win32 error code.
 pub fn kind_of(code: u32) -> Kind {
     match code {
@@ -56,15 +71,10 @@ pub fn win32(op: &str, subject: &str, e: io::Error) -> Error {
         },
     };
     match kind {
-        Kind::NotFound => Error::NotFound(msg),
-        Kind::PermissionDenied => Error::PermissionDenied(msg),
-        Kind::InvalidArgument => Error::InvalidArgument(msg),
-        Kind::AlreadyExists => Error::AlreadyExists(msg),
-        Kind::FailedPrecondition => Error::FailedPrecondition(msg),
-        Kind::Unsupported => Error::Unimplemented(format!(
+        Kind::Unsupported => kind.error(format!(
             "{msg} (the device or this Windows does not support the operation)"
         )),
-        Kind::Internal => Error::Internal(msg),
+        _ => kind.error(msg),
     }
 }
 
@@ -114,13 +124,5 @@ pub fn hresult(op: &str, subject: &str, e: &windows::core::Error) -> Error {
         x if (x as u32) & 0xFFFF_0000 == 0x8007_0000 => kind_of((x as u32) & 0xFFFF),
         _ => Kind::Internal,
     };
-    match kind {
-        Kind::NotFound => Error::NotFound(msg),
-        Kind::PermissionDenied => Error::PermissionDenied(msg),
-        Kind::InvalidArgument => Error::InvalidArgument(msg),
-        Kind::AlreadyExists => Error::AlreadyExists(msg),
-        Kind::FailedPrecondition => Error::FailedPrecondition(msg),
-        Kind::Unsupported => Error::Unimplemented(msg),
-        Kind::Internal => Error::Internal(msg),
-    }
+    kind.error(msg)
 }

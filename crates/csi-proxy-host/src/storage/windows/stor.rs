@@ -140,6 +140,20 @@ pub fn disk_locations(worker: &WmiWorker) -> Result<BTreeMap<u32, DiskLocation>>
 }
 
 /// The `MSFT_Disk` of disk `number` ([`Error::NotFound`] when none).
+/// `MSFT_Disk.Refresh`: re-reads the disk's state into the provider cache.
+fn refresh_disk(wmi: &Wmi, disk: &Object, subject: &str) -> Result<()> {
+    call_storage_method(
+        wmi,
+        &disk.path()?,
+        "MSFT_Disk",
+        "Refresh",
+        &[],
+        subject,
+        &[],
+    )
+    .map(|_| ())
+}
+
 fn disk_object(wmi: &Wmi, number: u32) -> Result<Object> {
     // `number` is an integer: nothing of the client's text enters the query.
     wmi.query(&format!("SELECT * FROM MSFT_Disk WHERE Number = {number}"))?
@@ -231,15 +245,7 @@ pub fn partition_disk(worker: &WmiWorker, number: u32) -> Result<()> {
             &subject,
             &[msft::ACCESS_PATH_IN_USE],
         )?;
-        call_storage_method(
-            wmi,
-            &disk.path()?,
-            "MSFT_Disk",
-            "Refresh",
-            &[],
-            &subject,
-            &[],
-        )?;
+        refresh_disk(wmi, &disk, &subject)?;
         // A SAN policy may leave the new partition offline.
         for p in wmi.query(&format!(
             "SELECT * FROM MSFT_Partition WHERE DiskNumber = {number} AND IsOffline = TRUE"
@@ -359,15 +365,7 @@ pub fn resize(worker: &WmiWorker, v: &VolumeId, target: ResizeTarget) -> Result<
         )?;
         if let Some(number) = part.u32("DiskNumber")? {
             let disk = disk_object(wmi, number)?;
-            call_storage_method(
-                wmi,
-                &disk.path()?,
-                "MSFT_Disk",
-                "Refresh",
-                &[],
-                &format!("disk {number}"),
-                &[],
-            )?;
+            refresh_disk(wmi, &disk, &format!("disk {number}"))?;
         }
         Ok(())
     })
