@@ -215,7 +215,7 @@ async fn life_cycle_v1_and_v2alpha1() {
             size_bytes: 0,
         })
         .await;
-    if !storage::online_ext4_resize() {
+    if !csi_proxy_host::storage::linux::can_grow_mounted_ext() {
         // This sandbox withholds CAP_SYS_RESOURCE, which the kernel wants
         // for growing a mounted ext4: a clear error, then the offline way.
         assert_code(

@@ -176,16 +176,3 @@ pub fn fs_total(path: &Path) -> u64 {
     let st = nix::sys::statvfs::statvfs(path).unwrap();
     st.blocks() as u64 * st.fragment_size() as u64
 }
-
-/// Can this process grow a mounted ext4 (the kernel wants CAP_SYS_RESOURCE,
-/// which some sandboxes withhold from root)?
-pub fn online_ext4_resize() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("CapEff:"))
-                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        })
-        .is_some_and(|eff| eff & (1 << 24) != 0)
-}

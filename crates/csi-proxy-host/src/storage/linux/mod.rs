@@ -191,8 +191,9 @@ impl LinuxStorage {
         self.open(&p.name, p.major, p.minor, access)
     }
 
-    /// The partition table of a disk, with its sector size and sector count.
-    fn table(&self, d: &BlockDisk, fd: &OwnedFd) -> Result<(gpt::Table, u32, u64)> {
+    /// The partition table of a disk, with its geometry and the bytes it
+    /// was parsed from.
+    fn table(&self, d: &BlockDisk, fd: &OwnedFd) -> Result<DiskTable> {
         let ss = sys::sector_size(fd).map_err(|e| from_io("BLKSSZGET", &d.name, e))?;
         let size = sys::size_bytes(fd).map_err(|e| from_io("BLKGETSIZE64", &d.name, e))?;
         let sectors = size / u64::from(ss);
@@ -204,7 +205,12 @@ impl LinuxStorage {
                 d.number, d.name
             ))
         })?;
-        Ok((table, ss, sectors))
+        Ok(DiskTable {
+            table,
+            sector_size: ss,
+            sectors,
+            head,
+        })
     }
 
     /// Makes the kernel's partitions of `d` match its partition table:
@@ -233,7 +239,11 @@ impl LinuxStorage {
                 Err(e) => return Err(from_io("BLKRRPART", shown, e)),
             }
         }
-        let (table, ss, _) = self.table(d, fd)?;
+        let DiskTable {
+            table,
+            sector_size: ss,
+            ..
+        } = self.table(d, fd)?;
         let ss = u64::from(ss);
         let wanted: Vec<(u32, u64, u64)> = match &table {
             gpt::Table::Gpt(g) => g
@@ -288,7 +298,7 @@ impl LinuxStorage {
             return Ok(Vec::new());
         }
         let (_, fd) = self.open_disk(d, Access::Read)?;
-        let (table, _, _) = self.table(d, &fd)?;
+        let table = self.table(d, &fd)?.table;
         let mut out = Vec::new();
         for p in &d.partitions {
             let guid = match &table {
@@ -458,9 +468,15 @@ impl LinuxStorage {
         }
     }
 
-    /// Grows the filesystem on `p` to fill the partition.
-    fn grow_filesystem(&self, p: &BlockPartition, node: &Path, mounts: &[Mount]) -> Result<()> {
-        let (kind, _) = self.probe(p)?;
+    /// Grows the filesystem `kind` on `p` (none: nothing to do) to fill the
+    /// partition.
+    fn grow_filesystem(
+        &self,
+        p: &BlockPartition,
+        kind: Option<fs_probe::FsKind>,
+        node: &Path,
+        mounts: &[Mount],
+    ) -> Result<()> {
         let Some(kind) = kind else { return Ok(()) };
         let node_s = node
             .to_str()
@@ -470,7 +486,7 @@ impl LinuxStorage {
             "ext2" | "ext3" | "ext4" => {
                 if mounted.is_none() {
                     tools::run("e2fsck", &["-f", "-p", node_s], &[1])?;
-                } else if !has_capability(CAP_SYS_RESOURCE) {
+                } else if !can_grow_mounted_ext() {
                     return Err(Error::PermissionDenied(format!(
                         "growing the mounted {} filesystem on {} needs CAP_SYS_RESOURCE, which csi-proxy lacks; \
                          the partition has grown: unmount the volume and resize again, or grant the capability",
@@ -492,16 +508,24 @@ impl LinuxStorage {
             ))),
         }
     }
+}
 
-    /// Is the ext filesystem on `p` at least [`super::MIN_RESIZE_GROWTH`]
-    /// smaller than the partition (a grow that was interrupted)?
-    fn filesystem_lags(&self, p: &BlockPartition) -> Result<bool> {
-        let (_, head) = self.probe(p)?;
-        Ok(fs_probe::ext_usage(&head).is_some_and(|u| {
-            let fs = u.blocks_total.saturating_mul(u64::from(u.block_size));
-            fs.saturating_add(super::MIN_RESIZE_GROWTH) <= p.size
-        }))
-    }
+/// A disk's partition table, its geometry, and the bytes it was parsed from.
+struct DiskTable {
+    table: gpt::Table,
+    sector_size: u32,
+    sectors: u64,
+    head: Vec<u8>,
+}
+
+/// Is the ext filesystem whose first bytes are `head` at least
+/// [`super::MIN_RESIZE_GROWTH`] smaller than its partition of
+/// `partition_size` bytes (a grow that was interrupted)?
+fn filesystem_lags(head: &[u8], partition_size: u64) -> bool {
+    fs_probe::ext_usage(head).is_some_and(|u| {
+        let fs = u.blocks_total.saturating_mul(u64::from(u.block_size));
+        fs.saturating_add(super::MIN_RESIZE_GROWTH) <= partition_size
+    })
 }
 
 /// Refuses to change a volume whose disk is offline (read-only).
@@ -515,10 +539,10 @@ fn ensure_online(f: &Found, volume: &VolumeId) -> Result<()> {
     Ok(())
 }
 
-const CAP_SYS_RESOURCE: u32 = 24;
-
-/// Is `cap` in this process's effective capability set?
-fn has_capability(cap: u32) -> bool {
+/// Can this process grow a mounted ext2/3/4? The kernel wants
+/// CAP_SYS_RESOURCE for it, which some sandboxes withhold even from root.
+pub fn can_grow_mounted_ext() -> bool {
+    const CAP_SYS_RESOURCE: u32 = 24;
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -526,7 +550,7 @@ fn has_capability(cap: u32) -> bool {
                 .find_map(|l| l.strip_prefix("CapEff:"))
                 .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
         })
-        .is_some_and(|eff| eff & (1 << cap) != 0)
+        .is_some_and(|eff| eff & (1 << CAP_SYS_RESOURCE) != 0)
 }
 
 fn is_dir_empty(path: &Path) -> io::Result<bool> {
@@ -596,7 +620,7 @@ impl StorageBackend for LinuxStorage {
         // about partitions it does not know yet.
         {
             let (_, fd) = self.open_disk(&d, Access::Read)?;
-            let (table, _, _) = self.table(&d, &fd)?;
+            let table = self.table(&d, &fd)?.table;
             let has_data = match &table {
                 gpt::Table::Gpt(g) => g
                     .partitions
@@ -612,7 +636,12 @@ impl StorageBackend for LinuxStorage {
         }
         let (path, fd) = self.open_disk(&d, Access::Exclusive)?;
         let shown = path.display().to_string();
-        let (table, ss, sectors) = self.table(&d, &fd)?;
+        let DiskTable {
+            table,
+            sector_size: ss,
+            sectors,
+            ..
+        } = self.table(&d, &fd)?;
         let name = "Basic data partition";
         let writes = match table {
             gpt::Table::Gpt(g) => gpt::add_single_partition(
@@ -781,7 +810,12 @@ impl StorageBackend for LinuxStorage {
         ensure_online(&f, volume)?;
         let (disk_path, fd) = self.open_disk(&f.disk, Access::Write)?;
         let shown = disk_path.display().to_string();
-        let (table, ss, sectors) = self.table(&f.disk, &fd)?;
+        let DiskTable {
+            table,
+            sector_size: ss,
+            sectors,
+            head,
+        } = self.table(&f.disk, &fd)?;
         let gpt::Table::Gpt(g) = table else {
             return Err(Error::FailedPrecondition(format!(
                 "volume {volume} is on an MBR disk; only GPT partitions can be resized"
@@ -799,19 +833,19 @@ impl StorageBackend for LinuxStorage {
         let current = (entry.last_lba.saturating_sub(entry.first_lba) + 1).saturating_mul(ss64);
         let mounts = Self::mounts()?;
         let (node, _) = self.open_part(&f.part, Access::Read)?;
+        let (kind, fs_head) = self.probe(&f.part)?;
         match plan_resize(current, max_bytes, target)? {
             ResizePlan::Shrink(n) => Err(Error::FailedPrecondition(format!(
                 "volume {volume} is {current} bytes; shrinking it to {n} bytes is not supported on Linux"
             ))),
             ResizePlan::Skip => {
-                if self.filesystem_lags(&f.part)? {
-                    self.grow_filesystem(&f.part, &node, &mounts)?;
+                if filesystem_lags(&fs_head, f.part.size) {
+                    self.grow_filesystem(&f.part, kind, &node, &mounts)?;
                 }
                 Ok(())
             }
             ResizePlan::Grow(n) => {
                 let new_last = entry.first_lba + n / ss64 - 1;
-                let head = sys::read_at(&fd, 0, gpt::head_len(ss)).map_err(|e| from_io("read", &shown, e))?;
                 let plan = gpt::grow(&g, &head, ss, sectors, f.part.number, Some(new_last))
                     .map_err(|e| Error::FailedPrecondition(format!("volume {volume}: {e}")))?;
                 for w in &plan.writes {
@@ -821,7 +855,7 @@ impl StorageBackend for LinuxStorage {
                 let len = (plan.new_last_lba - entry.first_lba + 1) * ss64;
                 sys::resize_partition(&fd, f.part.number, entry.first_lba * ss64, len)
                     .map_err(|e| from_io("BLKPG resize", &shown, e))?;
-                self.grow_filesystem(&f.part, &node, &mounts)
+                self.grow_filesystem(&f.part, kind, &node, &mounts)
             }
         }
     }
