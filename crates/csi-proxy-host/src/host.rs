@@ -1,8 +1,9 @@
 //! The bundle of every API group's implementation that a server (or an
 //! in-process user) works with.
 
+use crate::confined::Confined;
 use crate::disk::{DiskApi, NoDiskBackend};
-use crate::filesystem::{self, fake::RecordingFilesystem, Filesystem, FilesystemApi};
+use crate::filesystem::{fake::RecordingFilesystem, Filesystem, FilesystemApi};
 use crate::iscsi::{IscsiApi, NoIscsiBackend};
 use crate::path::PathPolicy;
 use crate::smb::{NoSmbBackend, SmbApi};
@@ -52,10 +53,12 @@ impl Host {
 
     /// The real host of this OS with explicit options.
     pub fn os_with(policy: PathPolicy, options: &HostOptions) -> crate::Result<Host> {
-        let (disk, volume) = os_storage(&policy, options)?;
+        // One confined filesystem (one set of root handles) for every group.
+        let fs = Arc::new(Confined::new(policy.clone()));
+        let (disk, volume) = os_storage(&fs, options)?;
         Ok(Host {
             disk,
-            filesystem: Arc::new(Filesystem::new(policy, filesystem::OsFilesystem)),
+            filesystem: Arc::new(Filesystem::new(policy, fs)),
             iscsi: Arc::new(NoIscsiBackend),
             smb: Arc::new(NoSmbBackend),
             system: Arc::new(NoSystemBackend),
@@ -81,30 +84,34 @@ impl Host {
 type StoragePair = (Arc<dyn DiskApi>, Arc<dyn VolumeApi>);
 
 #[cfg(target_os = "linux")]
-fn os_storage(policy: &PathPolicy, options: &HostOptions) -> crate::Result<StoragePair> {
+fn os_storage(fs: &Arc<Confined>, options: &HostOptions) -> crate::Result<StoragePair> {
     use crate::storage::linux::{FsType, LinuxStorage};
     use crate::storage::Storage;
-    let fs = FsType::parse(&options.volume_fs_type).ok_or_else(|| {
+    let fs_type = FsType::parse(&options.volume_fs_type).ok_or_else(|| {
         crate::Error::InvalidArgument(format!(
             "unsupported volume filesystem type {:?} (supported: {})",
             options.volume_fs_type,
             FsType::ALL.map(FsType::name).join(", ")
         ))
     })?;
-    let storage = Arc::new(Storage::new(policy.clone(), LinuxStorage::new(fs)));
+    let storage = Arc::new(Storage::with_confined(
+        fs.clone(),
+        LinuxStorage::new(fs_type),
+    ));
     Ok((storage.clone(), storage))
 }
 
 #[cfg(windows)]
-fn os_storage(policy: &PathPolicy, _: &HostOptions) -> crate::Result<StoragePair> {
+fn os_storage(fs: &Arc<Confined>, _: &HostOptions) -> crate::Result<StoragePair> {
     use crate::storage::windows::WindowsStorage;
     use crate::storage::Storage;
     // Creating the backend starts nothing: COM comes with the first WMI call.
-    let storage = Arc::new(Storage::new(policy.clone(), WindowsStorage::new()));
+    let backend = WindowsStorage::new().with_roots(fs.policy().clone());
+    let storage = Arc::new(Storage::with_confined(fs.clone(), backend));
     Ok((storage.clone(), storage))
 }
 
 #[cfg(not(any(target_os = "linux", windows)))]
-fn os_storage(_: &PathPolicy, _: &HostOptions) -> crate::Result<StoragePair> {
+fn os_storage(_: &Arc<Confined>, _: &HostOptions) -> crate::Result<StoragePair> {
     Ok((Arc::new(NoDiskBackend), Arc::new(NoVolumeBackend)))
 }

@@ -14,18 +14,18 @@ mod mountinfo;
 mod sys;
 mod sysfs;
 pub mod tools;
+mod usage;
 
 use super::parse::guid::Guid;
 use super::parse::{device_id, fs_probe, gpt};
 use super::{plan_resize, ResizePlan, ResizeTarget, StorageBackend, VolumeId, VolumeStats};
+use crate::confined::{Confined, Located};
 use crate::disk::{DiskIds, DiskLocation};
-use crate::path::ResolvedPath;
 use crate::{Error, Result};
 use mountinfo::Mount;
 use std::collections::BTreeMap;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::MetadataExt;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use sys::Access;
@@ -69,8 +69,6 @@ pub struct LinuxStorage {
     fs_type: FsType,
     /// Serialises every operation that changes the host.
     change: Mutex<()>,
-    /// Volume id → the disk that held it when last seen (a hint only).
-    hints: Mutex<std::collections::HashMap<VolumeId, String>>,
 }
 
 impl Default for LinuxStorage {
@@ -122,7 +120,6 @@ impl LinuxStorage {
             dev_dir: PathBuf::from("/dev"),
             fs_type,
             change: Mutex::new(()),
-            hints: Mutex::default(),
         }
     }
 
@@ -322,26 +319,16 @@ impl LinuxStorage {
         Ok(out)
     }
 
-    /// Finds a volume on the host. The disk that held it last time is
-    /// checked first (its partition table is read again, so a stale hint
-    /// costs one read); otherwise every partitioned disk is read.
+    /// Finds a volume on the host: every partitioned disk's table is read,
+    /// so a volume id that two disks carry (a cloned disk keeps its GPT
+    /// partition GUIDs) is refused, naming both, instead of acting on
+    /// whichever comes first.
     fn find(&self, v: &VolumeId) -> Result<Found> {
-        let hint = self.hints().get(v).cloned();
-        if let Some(name) = hint {
-            if let Ok(Some(d)) = self.sysfs.disk(&name) {
-                if let Ok(vols) = self.volumes_of(&d) {
-                    if let Some((part, _)) = vols.into_iter().find(|(_, id)| id == v) {
-                        return Ok(Found { disk: d, part });
-                    }
-                }
-            }
-        }
         let disks = self
             .sysfs
             .disks()
             .map_err(|e| Error::io("read", "/sys/block", e))?;
-        let mut found = None;
-        let mut hints = std::collections::HashMap::new();
+        let mut found: Vec<Found> = Vec::new();
         for d in disks.into_iter().filter(|d| !d.partitions.is_empty()) {
             let vols = match self.volumes_of(&d) {
                 Ok(v) => v,
@@ -351,21 +338,54 @@ impl LinuxStorage {
                 }
             };
             for (part, id) in vols {
-                hints.insert(id.clone(), d.name.clone());
-                if &id == v && found.is_none() {
-                    found = Some(Found {
+                if &id == v {
+                    found.push(Found {
                         disk: d.clone(),
                         part,
                     });
                 }
             }
         }
-        *self.hints() = hints;
-        found.ok_or_else(|| Error::NotFound(format!("volume {v} does not exist")))
+        match found.len() {
+            0 => Err(Error::NotFound(format!("volume {v} does not exist"))),
+            1 => Ok(found.remove(0)),
+            _ => Err(Error::FailedPrecondition(format!(
+                "volume id {v} is ambiguous: {}; refusing to act on either (detach the clone or give it new partition GUIDs)",
+                found
+                    .iter()
+                    .map(|f| format!(
+                        "disk {} ({}) partition {}",
+                        f.disk.number, f.disk.name, f.part.number
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ))),
+        }
     }
 
-    fn hints(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<VolumeId, String>> {
-        self.hints.lock().unwrap_or_else(|p| p.into_inner())
+    /// Can the device be claimed exclusively right now? `false` means the
+    /// kernel says it is in use somewhere: mounted in any mount namespace,
+    /// held by device-mapper/md, used as swap, or opened exclusively.
+    fn claimable(&self, name: &str, major: u32, minor: u32) -> Result<bool> {
+        let path = self.node(name, major, minor)?;
+        match sys::open_block(&path, Access::Exclusive) {
+            Ok(_) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Ok(false),
+            Err(e) => Err(from_io("open", &path.display().to_string(), e)),
+        }
+    }
+
+    /// Refuses to change a device (`what`, e.g. "format volume X") while
+    /// anything uses it, saying what does.
+    fn refuse_if_in_use(&self, name: &str, major: u32, minor: u32, what: &str) -> Result<()> {
+        if self.claimable(name, major, minor)? {
+            return Ok(());
+        }
+        let u = usage::of(name, major, minor, &[]);
+        Err(Error::FailedPrecondition(format!(
+            "cannot {what}: {name} is {}",
+            u.describe()
+        )))
     }
 
     /// The volume of the partition `major:minor`.
@@ -553,10 +573,6 @@ pub fn can_grow_mounted_ext() -> bool {
         .is_some_and(|eff| eff & (1 << CAP_SYS_RESOURCE) != 0)
 }
 
-fn is_dir_empty(path: &Path) -> io::Result<bool> {
-    Ok(std::fs::read_dir(path)?.next().is_none())
-}
-
 impl StorageBackend for LinuxStorage {
     fn disk_locations(&self) -> Result<BTreeMap<u32, DiskLocation>> {
         let disks = self
@@ -592,16 +608,25 @@ impl StorageBackend for LinuxStorage {
             return Ok(());
         }
         if !online {
-            let mounts = Self::mounts()?;
-            let devs = std::iter::once((d.major, d.minor))
-                .chain(d.partitions.iter().map(|p| (p.major, p.minor)));
-            for (ma, mi) in devs {
-                if let Some(m) = mountinfo::of_device(&mounts, ma, mi).next() {
-                    return Err(Error::FailedPrecondition(format!(
-                        "disk {disk} has a volume mounted at {:?}; unmount it before taking the disk offline",
-                        m.mount_point
-                    )));
+            // The whole disk is claimable only if no partition of it is in
+            // use anywhere (a partition's holder claims the disk too).
+            if !self.claimable(&d.name, d.major, d.minor)? {
+                let mut uses: Vec<String> = std::iter::once((&d.name, d.major, d.minor))
+                    .chain(d.partitions.iter().map(|p| (&p.name, p.major, p.minor)))
+                    .map(|(n, ma, mi)| (n, usage::of(n, ma, mi, &[])))
+                    .filter(|(_, u)| !u.is_empty())
+                    .map(|(n, u)| format!("{n} is {}", u.describe()))
+                    .collect();
+                if uses.is_empty() {
+                    uses.push(format!(
+                        "{} is held open exclusively by another program",
+                        d.name
+                    ));
                 }
+                return Err(Error::FailedPrecondition(format!(
+                    "disk {disk} is in use ({}); release it before taking the disk offline",
+                    uses.join("; ")
+                )));
             }
         }
         let (path, fd) = self.open_disk(&d, Access::Read)?;
@@ -752,15 +777,13 @@ impl StorageBackend for LinuxStorage {
         let _g = self.lock();
         let f = self.find(volume)?;
         ensure_online(&f, volume)?;
-        if let Some(m) = mountinfo::of_device(&Self::mounts()?, f.part.major, f.part.minor).next() {
-            return Err(Error::FailedPrecondition(format!(
-                "volume {volume} is mounted at {:?}; unmount it before formatting",
-                m.mount_point
-            )));
-        }
-        // Claim the partition for a moment: fails if anything holds it.
-        let (node, fd) = self.open_part(&f.part, Access::Exclusive)?;
-        drop(fd);
+        self.refuse_if_in_use(
+            &f.part.name,
+            f.part.major,
+            f.part.minor,
+            &format!("format volume {volume}"),
+        )?;
+        let node = self.node(&f.part.name, f.part.major, f.part.minor)?;
         let node = node
             .to_str()
             .ok_or_else(|| Error::Internal("device path".into()))?;
@@ -871,113 +894,125 @@ impl StorageBackend for LinuxStorage {
         sys::fsync(&fd).map_err(|e| from_io("fsync", &node.display().to_string(), e))
     }
 
-    fn mount(&self, volume: &VolumeId, target: &ResolvedPath) -> Result<()> {
+    fn mount(&self, volume: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
         let _g = self.lock();
         let f = self.find(volume)?;
-        let t = target.as_str();
-        let mounts = Self::mounts()?;
-        if let Some(m) = mountinfo::at(&mounts, t) {
-            return if (m.major, m.minor) == (f.part.major, f.part.minor) {
-                Ok(())
-            } else {
-                Err(Error::AlreadyExists(format!(
-                    "{t:?} is already a mount point (of device {}:{}, {})",
-                    m.major, m.minor, m.fs_type
-                )))
-            };
-        }
         ensure_online(&f, volume)?;
         let kind = self.probe(&f.part)?.0.ok_or_else(|| {
             Error::FailedPrecondition(format!(
                 "volume {volume} has no filesystem; format it first"
             ))
         })?;
-        let tpath = Path::new(t);
-        match std::fs::symlink_metadata(tpath) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                use std::os::unix::fs::DirBuilderExt;
-                std::fs::DirBuilder::new()
-                    .mode(0o750)
-                    .create(tpath)
-                    .map_err(|e| from_io("mkdir", t, e))?;
-            }
-            Err(e) => return Err(from_io("stat", t, e)),
-            Ok(md) if md.file_type().is_symlink() => {
+        // A volume the host uses anywhere outside the roots (any mount
+        // namespace), or that is held or used as swap, is never mounted
+        // inside them: Rmdir below it would edit the host's filesystem.
+        if !self.claimable(&f.part.name, f.part.major, f.part.minor)? {
+            let u = usage::of(&f.part.name, f.part.major, f.part.minor, &fs.real_roots());
+            if u.outside_roots() || u.mounts.is_empty() {
                 return Err(Error::FailedPrecondition(format!(
-                    "target {t:?} is a link, not a directory"
-                )))
-            }
-            Ok(md) if !md.is_dir() => {
-                return Err(Error::FailedPrecondition(format!(
-                    "target {t:?} is not a directory"
-                )))
-            }
-            Ok(_) => {
-                if !is_dir_empty(tpath).map_err(|e| from_io("read", t, e))? {
-                    return Err(Error::FailedPrecondition(format!(
-                        "target {t:?} is not empty; a volume is mounted only on an empty directory"
-                    )));
-                }
+                    "volume {volume} is in use outside the allowed roots ({}); refusing to mount it inside them",
+                    u.describe()
+                )));
             }
         }
+        // The target is created and opened beneath its root (no link
+        // anywhere in it); the mount goes onto that very directory.
+        let dir = fs.create_dir(target)?;
+        let st = dir
+            .mount_state()
+            .map_err(|e| Error::io("statx", target.path(), e))?;
+        if st.mount_root {
+            return if (st.major, st.minor) == (f.part.major, f.part.minor) {
+                Ok(())
+            } else {
+                Err(Error::AlreadyExists(format!(
+                    "{} is already a mount point (of device {}:{})",
+                    target.shown(),
+                    st.major,
+                    st.minor
+                )))
+            };
+        }
+        if !dir
+            .is_empty()
+            .map_err(|e| Error::io("read", target.path(), e))?
+        {
+            return Err(Error::FailedPrecondition(format!(
+                "target {} is not empty; a volume is mounted only on an empty directory",
+                target.shown()
+            )));
+        }
         let (node, _) = self.open_part(&f.part, Access::Read)?;
-        // Mount on the directory we opened, not on whatever the path names
-        // a moment later.
-        let dir = sys::open_dir_path(tpath).map_err(|e| from_io("open", t, e))?;
-        let via = format!("/proc/self/fd/{}", dir.as_raw_fd());
         use nix::mount::MsFlags;
         nix::mount::mount(
             Some(node.as_path()),
-            via.as_str(),
+            dir.proc_path().as_str(),
             Some(kind.name()),
             MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
             None::<&str>,
         )
-        .map_err(|e| from_io("mount", t, e.into()))
+        .map_err(|e| from_io("mount", target.path(), e.into()))
     }
 
-    fn unmount(&self, volume: &VolumeId, target: &ResolvedPath) -> Result<()> {
+    fn unmount(&self, volume: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
         let _g = self.lock();
         let f = self.find(volume)?;
-        let t = target.as_str();
-        let mounts = Self::mounts()?;
-        let Some(m) = mountinfo::at(&mounts, t) else {
-            return Ok(());
+        // Identify the mount by the directory reached beneath the root; the
+        // parent is held open and the unmount names the last component
+        // relative to it, without following a link.
+        let (parent, name) = match fs.open_parent(target) {
+            Err(Error::NotFound(_)) => return Ok(()),
+            other => other?,
         };
-        if (m.major, m.minor) != (f.part.major, f.part.minor) {
+        let dir = match fs.open_dir(target) {
+            Err(Error::NotFound(_)) => return Ok(()),
+            other => other?,
+        };
+        let st = dir
+            .mount_state()
+            .map_err(|e| Error::io("statx", target.path(), e))?;
+        if !st.mount_root {
+            return Ok(());
+        }
+        if (st.major, st.minor) != (f.part.major, f.part.minor) {
             return Err(Error::FailedPrecondition(format!(
-                "{t:?} is a mount of device {}:{} ({}), not of volume {volume}",
-                m.major, m.minor, m.fs_type
+                "{} is a mount of device {}:{}, not of volume {volume}",
+                target.shown(),
+                st.major,
+                st.minor
             )));
         }
-        let dir = std::fs::File::open(t).map_err(|e| from_io("open", t, e))?;
-        sys::syncfs(&OwnedFd::from(dir)).map_err(|e| from_io("syncfs", t, e))?;
-        nix::mount::umount2(t, nix::mount::MntFlags::UMOUNT_NOFOLLOW)
-            .map_err(|e| from_io("umount", t, e.into()))
+        let sync = dir
+            .open_readable()
+            .and_then(|d| sys::syncfs(&d))
+            .map_err(|e| from_io("syncfs", target.path(), e));
+        // The mount must not stay pinned by our own handle.
+        drop(dir);
+        sync?;
+        let via = format!("{}/{name}", parent.proc_path());
+        nix::mount::umount2(via.as_str(), nix::mount::MntFlags::UMOUNT_NOFOLLOW)
+            .map_err(|e| from_io("umount", target.path(), e.into()))
     }
 
-    fn volume_at(&self, target: &ResolvedPath) -> Result<VolumeId> {
-        let t = target.as_str();
-        let mounts = Self::mounts()?;
-        let m = mountinfo::at(&mounts, t)
-            .ok_or_else(|| Error::NotFound(format!("{t:?} is not a mount point")))?;
-        self.volume_of_dev(m.major, m.minor, t)
+    fn volume_at(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
+        let dir = fs.open_dir(target)?;
+        let st = dir
+            .mount_state()
+            .map_err(|e| Error::io("statx", target.path(), e))?;
+        if !st.mount_root {
+            return Err(Error::NotFound(format!(
+                "{} is not a mount point",
+                target.shown()
+            )));
+        }
+        self.volume_of_dev(st.major, st.minor, &target.shown())
     }
 
-    fn closest_volume(&self, target: &ResolvedPath) -> Result<VolumeId> {
-        let mut p = Path::new(target.as_str());
-        let md = loop {
-            match std::fs::metadata(p) {
-                Ok(md) => break md,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    p = p.parent().ok_or_else(|| {
-                        Error::NotFound(format!("no part of {:?} exists", target.as_str()))
-                    })?;
-                }
-                Err(e) => return Err(from_io("stat", target.as_str(), e)),
-            }
-        };
-        let dev = md.dev();
-        self.volume_of_dev(libc::major(dev), libc::minor(dev), target.as_str())
+    fn closest_volume(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
+        let dir = fs.open_nearest_dir(target)?;
+        let st = dir
+            .mount_state()
+            .map_err(|e| Error::io("statx", target.path(), e))?;
+        self.volume_of_dev(st.major, st.minor, &target.shown())
     }
 }

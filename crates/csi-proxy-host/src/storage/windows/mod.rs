@@ -8,6 +8,7 @@
 
 mod disk;
 mod errors;
+mod mounts;
 mod stor;
 mod volume;
 mod win32;
@@ -16,15 +17,19 @@ pub mod wmi;
 use std::collections::BTreeMap;
 
 use super::{ResizeTarget, StorageBackend, VolumeId, VolumeStats};
+use crate::confined::{Confined, Located};
 use crate::disk::{DiskIds, DiskLocation};
-use crate::path::ResolvedPath;
+use crate::path::PathPolicy;
 use crate::{Error, Result};
 
 /// The storage of this Windows host. Creating it touches nothing; COM and
 /// the WMI worker thread start with the first operation that needs WMI.
 pub struct WindowsStorage {
     wmi: wmi::WmiWorker,
-    mounts: volume::Mounts,
+    mounts: mounts::Mounts,
+    /// The allowed roots: a volume reachable anywhere else belongs to the
+    /// host (none set: every access path counts as the host's).
+    roots: Option<PathPolicy>,
 }
 
 impl Default for WindowsStorage {
@@ -38,8 +43,17 @@ impl WindowsStorage {
     pub fn new() -> Self {
         WindowsStorage {
             wmi: wmi::WmiWorker::new(wmi::STORAGE_NAMESPACE),
-            mounts: volume::Mounts::default(),
+            mounts: mounts::Mounts::default(),
+            roots: None,
         }
+    }
+
+    /// Volumes reachable only below these roots are the pods'; any other
+    /// access path (a drive letter, a folder elsewhere) makes a volume the
+    /// host's, never formatted or mounted into the roots.
+    pub fn with_roots(mut self, roots: PathPolicy) -> Self {
+        self.roots = Some(roots);
+        self
     }
 
     /// The WMI worker (for callers that need another WMI query on the same
@@ -88,12 +102,20 @@ impl StorageBackend for WindowsStorage {
     }
 
     fn set_disk_online(&self, disk: u32, online: bool) -> Result<()> {
+        if !online {
+            mounts::refuse_host_disk(
+                disk,
+                self.roots.as_ref(),
+                &format!("take disk {disk} offline"),
+            )?;
+        }
         disk::set_disk_online(disk, online)
     }
 
     fn partition_disk(&self, disk: u32) -> Result<()> {
         // The IOCTL open answers "no such disk" without starting WMI.
         drop(disk::open_disk(disk, 0)?);
+        mounts::refuse_host_disk(disk, self.roots.as_ref(), &format!("partition disk {disk}"))?;
         stor::partition_disk(&self.wmi, disk)
     }
 
@@ -113,13 +135,12 @@ impl StorageBackend for WindowsStorage {
         volume::is_formatted(v)
     }
 
-    /// Refused while the volume is mounted on a directory (drive letters
-    /// do not count: Windows may assign one on its own).
+    /// Refused while the volume is reachable anywhere: mounted on a
+    /// directory, or with a drive letter (then the host may be using it).
     fn format(&self, v: &VolumeId) -> Result<()> {
-        let dirs = volume::directory_mounts(v)?;
-        if let Some(d) = dirs.first() {
+        if let Some(p) = mounts::access_paths(v)?.first() {
             return Err(Error::FailedPrecondition(format!(
-                "volume {v} is mounted at {d:?}: unmount it before formatting"
+                "volume {v} is mounted at {p:?}: unmount it (or remove the drive letter) before formatting"
             )));
         }
         stor::format(&self.wmi, v)
@@ -137,20 +158,20 @@ impl StorageBackend for WindowsStorage {
         volume::flush(v)
     }
 
-    fn mount(&self, v: &VolumeId, target: &ResolvedPath) -> Result<()> {
-        self.mounts.mount(v, target)
+    fn mount(&self, v: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
+        self.mounts.mount(v, fs, target)
     }
 
-    fn unmount(&self, v: &VolumeId, target: &ResolvedPath) -> Result<()> {
-        self.mounts.unmount(v, target)
+    fn unmount(&self, v: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
+        self.mounts.unmount(v, fs, target)
     }
 
-    fn volume_at(&self, target: &ResolvedPath) -> Result<VolumeId> {
-        volume::volume_at(target)
+    fn volume_at(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
+        mounts::volume_at(fs, target)
     }
 
-    fn closest_volume(&self, target: &ResolvedPath) -> Result<VolumeId> {
-        volume::closest_volume(target)
+    fn closest_volume(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
+        mounts::closest_volume(fs, target)
     }
 }
 

@@ -3,9 +3,11 @@
 //! where wine lacks a call (see docs/windows-storage.md for the list).
 
 use super::errors::{kind_of, Kind};
+use super::mounts::Mounts;
 use super::wmi::{WmiWorker, CIMV2_NAMESPACE, STORAGE_NAMESPACE};
 use super::{win32, WindowsStorage};
-use crate::path::{Flavor, OsLinks, PathPolicy, ResolvedPath};
+use crate::confined::{Confined, Located};
+use crate::path::{Flavor, PathPolicy};
 use crate::storage::{StorageBackend, VolumeId};
 use crate::Error;
 
@@ -17,10 +19,10 @@ fn c_volume() -> VolumeId {
     VolumeId::parse(&name).unwrap()
 }
 
-/// A scratch directory on C: and a policy whose root it is.
+/// A scratch directory on C: and the confined filesystem whose root it is.
 struct Scratch {
     dir: std::path::PathBuf,
-    policy: PathPolicy,
+    fs: Confined,
 }
 
 impl Scratch {
@@ -34,12 +36,15 @@ impl Scratch {
             "{root}"
         );
         let policy = PathPolicy::new(Flavor::Windows, [root]).unwrap();
-        Scratch { dir, policy }
+        Scratch {
+            dir,
+            fs: Confined::new(policy),
+        }
     }
 
-    fn resolve(&self, rel: &str, follow: bool) -> ResolvedPath {
+    fn at(&self, rel: &str) -> Located {
         let p = format!("{}\\{rel}", self.dir.display());
-        self.policy.resolve(&p, &OsLinks, follow).unwrap()
+        self.fs.locate(&p).unwrap()
     }
 }
 
@@ -105,10 +110,13 @@ fn closest_volume_of_a_directory_on_c_is_the_c_volume() {
     std::fs::create_dir_all(scratch.dir.join("a\\b")).unwrap();
     let s = WindowsStorage::new();
     let c = c_volume();
-    assert_eq!(s.closest_volume(&scratch.resolve("a\\b", true)).unwrap(), c);
+    assert_eq!(
+        s.closest_volume(&scratch.fs, &scratch.at("a\\b")).unwrap(),
+        c
+    );
     // A path that does not exist (yet) walks up to an existing parent.
     assert_eq!(
-        s.closest_volume(&scratch.resolve("a\\missing\\deeper", true))
+        s.closest_volume(&scratch.fs, &scratch.at("a\\missing\\deeper"))
             .unwrap(),
         c
     );
@@ -120,38 +128,55 @@ fn plain_directories_are_not_mount_points() {
     std::fs::create_dir_all(scratch.dir.join("dir")).unwrap();
     let s = WindowsStorage::new();
     let c = c_volume();
-    let dir = scratch.resolve("dir", true);
-    let e = s.volume_at(&dir).unwrap_err();
+    let dir = scratch.at("dir");
+    let e = s.volume_at(&scratch.fs, &dir).unwrap_err();
     assert!(matches!(e, Error::NotFound(_)), "{e}");
-    let e = s.volume_at(&scratch.resolve("missing", true)).unwrap_err();
+    let e = s
+        .volume_at(&scratch.fs, &scratch.at("missing"))
+        .unwrap_err();
     assert!(matches!(e, Error::NotFound(_)), "{e}");
     // Unmounting what is not mounted is a no-op and leaves the directory.
-    s.unmount(&c, &dir).unwrap();
+    s.unmount(&c, &scratch.fs, &dir).unwrap();
     assert!(scratch.dir.join("dir").is_dir());
 }
 
 #[test]
-fn mount_creates_the_target_and_never_fakes_success() {
+fn host_volumes_are_never_mounted_into_the_roots() {
     let scratch = Scratch::new("mount");
     let s = WindowsStorage::new();
     let c = c_volume();
-    let target = scratch.resolve("mnt", false);
-    match s.mount(&c, &target) {
-        // Real Windows: C: is now also mounted at the target; take it away.
-        Ok(()) => {
-            assert_eq!(s.volume_at(&target).unwrap(), c);
-            s.mount(&c, &target).unwrap();
-            s.unmount(&c, &target).unwrap();
-            assert!(s.volume_at(&target).is_err());
-        }
-        // Wine: SetVolumeMountPointW is not implemented.
-        Err(e) => assert!(matches!(e, Error::Unimplemented(_)), "{e}"),
-    }
-    assert!(scratch.dir.join("mnt").is_dir());
-    // A file is never a mount target.
-    std::fs::write(scratch.dir.join("file"), b"x").unwrap();
-    let e = s.mount(&c, &scratch.resolve("file", false)).unwrap_err();
+    // C: has a drive letter: the host's. Refused before anything changes.
+    let e = s.mount(&c, &scratch.fs, &scratch.at("mnt")).unwrap_err();
+    assert!(
+        matches!(&e, Error::FailedPrecondition(m) if m.contains("in use by the host")),
+        "{e}"
+    );
+    assert!(!scratch.dir.join("mnt").exists());
+    // Formatting it, or taking its disk offline, is refused too.
+    let e = s.format(&c).unwrap_err();
     assert!(matches!(e, Error::FailedPrecondition(_)), "{e}");
+    let disk = s.volume_disk(&c).unwrap();
+    let s = WindowsStorage::new().with_roots(scratch.fs.policy().clone());
+    let e = s.set_disk_online(disk, false).unwrap_err();
+    assert!(matches!(e, Error::FailedPrecondition(_)), "{e}");
+    let e = s.partition_disk(disk).unwrap_err();
+    assert!(matches!(e, Error::FailedPrecondition(_)), "{e}");
+}
+
+#[test]
+fn mount_targets_are_checked_before_mounting() {
+    let scratch = Scratch::new("targets");
+    let s = Mounts::default();
+    let unknown = VolumeId::parse(UNKNOWN_VOLUME).unwrap();
+    // A file is never a mount target (an unknown volume: refused first as
+    // missing, so use the target check directly through the confined layer).
+    std::fs::write(scratch.dir.join("file"), b"x").unwrap();
+    let e = scratch.fs.create_dir(&scratch.at("file")).unwrap_err();
+    assert!(matches!(e, Error::FailedPrecondition(_)), "{e}");
+    let e = s
+        .mount(&unknown, &scratch.fs, &scratch.at("m"))
+        .unwrap_err();
+    assert!(matches!(e, Error::NotFound(_)), "{e}");
 }
 
 #[test]
