@@ -287,6 +287,31 @@ mod unix {
         )
     }
 
+    /// A sequence of calls (method, message, expected grpc-status) per round
+    /// through the minimal blocking client; the latency of the whole round.
+    fn raw_sequence(sock: &Path, calls: usize, seq: Vec<(&'static str, Vec<u8>, u32)>) -> Stats {
+        struct Raw(
+            RawClient<std::os::unix::net::UnixStream>,
+            Vec<(&'static str, Vec<u8>, u32)>,
+        );
+        threads(
+            1,
+            calls,
+            || {
+                let s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+                Raw(RawClient::new(s, Shape::default()).unwrap(), seq.clone())
+            },
+            |r| {
+                for (method, msg, want) in &r.1 {
+                    let resp =
+                        r.0.call(method, Some(br"\\.\pipe\csi-proxy-filesystem-v1"), msg)
+                            .unwrap();
+                    assert_eq!(resp.grpc_status, Some(*want), "{method}: {resp:?}");
+                }
+            },
+        )
+    }
+
     /// PathExists through the minimal HTTP/2 request encoder on async
     /// tasks of the benchmark's current-thread runtime, exactly like the
     /// async echo client: write the request frames, read frames until the
@@ -387,8 +412,14 @@ mod unix {
                 let _ = self.0.wait();
             }
         }
+        // CSI_PROXY_BIN=<path>: measure another build of the proxy (e.g.
+        // an older commit) with this same client code.
+        let bin = std::env::var_os("CSI_PROXY_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_csi-proxy")));
+        println!("proxy binary: {}", bin.display());
         let _child = KillOnDrop(
-            Command::new(env!("CARGO_BIN_EXE_csi-proxy"))
+            Command::new(&bin)
                 .arg(format!("-kubelet-path={}", kubelet.display()))
                 .arg(format!("-socket-dir={}", sockets.display()))
                 .arg("-api-groups=filesystem-v1")
@@ -465,5 +496,33 @@ mod unix {
             ratio("ratio tonic/async echo", &g, &e);
             ratio("ratio blocking minimal/blocking echo", &rb, &eb);
         }
+        // Mutations and refusals, one blocking client: Mkdir + Rmdir of a
+        // directory inside the kubelet dir, and a PathExists refused by the
+        // lexical check alone (outside the roots: nothing is touched).
+        let dir = target.join("bench-dir").display().to_string();
+        let enc = |p: &str| PathExistsRequest { path: p.into() }.encode_to_vec();
+        let mkrm = raw_sequence(
+            &sock,
+            calls / 4,
+            vec![
+                ("/v1.Filesystem/Mkdir", enc(&dir), 0),
+                ("/v1.Filesystem/Rmdir", enc(&dir), 0),
+            ],
+        );
+        let refused = raw_sequence(
+            &sock,
+            calls,
+            vec![("/v1.Filesystem/PathExists", enc("/etc/hostname"), 7)],
+        );
+        let existing = raw_sequence(
+            &sock,
+            calls,
+            vec![("/v1.Filesystem/PathExists", enc(&path), 0)],
+        );
+        row("Mkdir+Rmdir, 1 blocking minimal".into(), &mkrm);
+        row("PathExists refused (outside)".into(), &refused);
+        row("PathExists existing".into(), &existing);
+        ratio("ratio existing/refused", &existing, &refused);
+        ratio("ratio Mkdir+Rmdir/refused", &mkrm, &refused);
     }
 }

@@ -334,11 +334,18 @@ impl Confined {
             .collect()
     }
 
-    /// Create the directory `p` if it does not exist (its parent must), and
-    /// open it; a link or non-directory there is refused.
+    /// Create the directory `p` (and its missing parents) if it does not
+    /// exist, and open it; a link or non-directory there is refused.
     pub fn create_dir(&self, p: &Located) -> Result<Dir> {
         refuse_root(p, "create")?;
-        os::create_dir(self.root(p, false)?, p)
+        let root = self.root(p, true)?;
+        match os::create_dir(root, p) {
+            Err(Error::NotFound(_)) => {
+                self.mkdir_all(&p.parent().expect("not a root"))?;
+                os::create_dir(root, p)
+            }
+            other => other,
+        }
     }
 }
 

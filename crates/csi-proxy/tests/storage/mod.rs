@@ -62,6 +62,12 @@ impl LoopDisk {
         let f = std::fs::File::create(&file).unwrap();
         f.set_len(size).unwrap();
         drop(f);
+        Self::attach(&file)
+    }
+
+    /// Attaches an existing image file (removed again on drop).
+    pub fn attach(file: &Path) -> LoopDisk {
+        let file = file.to_path_buf();
         let dev = run(
             "losetup",
             &["--find", "--show", "--partscan", file.to_str().unwrap()],
