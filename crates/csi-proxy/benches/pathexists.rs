@@ -289,10 +289,10 @@ mod unix {
 
     /// A sequence of calls (method, message, expected grpc-status) per round
     /// through the minimal blocking client; the latency of the whole round.
-    fn raw_sequence(sock: &Path, calls: usize, seq: Vec<(&'static str, Vec<u8>, u32)>) -> Stats {
+    fn raw_sequence(sock: &Path, calls: usize, seq: Vec<(&'static str, Vec<u8>, i32)>) -> Stats {
         struct Raw(
             RawClient<std::os::unix::net::UnixStream>,
-            Vec<(&'static str, Vec<u8>, u32)>,
+            Vec<(&'static str, Vec<u8>, i32)>,
         );
         threads(
             1,

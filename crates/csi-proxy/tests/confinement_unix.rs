@@ -245,7 +245,7 @@ fn mount_in_another_namespace(node: &Path, at: &Path) -> std::process::Child {
             Ok(())
         });
     }
-    let child = cmd.spawn().unwrap();
+    let mut child = cmd.spawn().unwrap();
     // Wait until the mount exists in the child's namespace.
     for _ in 0..200 {
         let info =
@@ -258,6 +258,8 @@ fn mount_in_another_namespace(node: &Path, at: &Path) -> std::process::Child {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("the other namespace never mounted {want}");
 }
 
@@ -537,7 +539,11 @@ async fn a_volume_id_on_two_disks_is_refused_naming_both() {
         .unwrap()
         .into_inner()
         .volume_ids;
-    assert_eq!(listed, [id.clone()], "the clone carries the same id");
+    assert_eq!(
+        listed,
+        std::slice::from_ref(&id),
+        "the clone carries the same id"
+    );
     let target = s(&proxy.kubelet.join("t"));
     let both = |e: tonic::Status| {
         assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");

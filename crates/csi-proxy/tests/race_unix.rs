@@ -56,7 +56,7 @@ fn swapper(dir: &Path, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
             // calls would meet a swap. Each state lasts tens of
             // microseconds, about one system call of the proxy. An odd
             // number of swaps per pause, so both states get the pauses.
-            if n % 3 == 0 {
+            if n.is_multiple_of(3) {
                 std::thread::sleep(Duration::from_micros(10));
             }
         }
