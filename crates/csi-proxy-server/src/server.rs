@@ -44,6 +44,11 @@ impl Config {
 /// A start-up or serving failure.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    #[error("cannot use the socket directory")]
+    SocketDir {
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot bind endpoint {endpoint}: {source}")]
     Bind {
         endpoint: String,
@@ -94,10 +99,8 @@ pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
     #[cfg(unix)]
     {
         let Transport::UnixSockets { dir, .. } = &config.transport;
-        crate::transport::unix::prepare_dir(dir).map_err(|source| ServeError::Bind {
-            endpoint: dir.display().to_string(),
-            source,
-        })?;
+        crate::transport::unix::prepare_dir(dir)
+            .map_err(|source| ServeError::SocketDir { source })?;
     }
     let mut endpoints = Vec::with_capacity(config.versions.len());
     for &version in &config.versions {
