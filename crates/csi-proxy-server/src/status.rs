@@ -30,6 +30,17 @@ pub fn io_code(kind: ErrorKind) -> Code {
     }
 }
 
+/// The status of a request message that does not decode (bad wire format,
+/// a `string` field that is not UTF-8, ...): the client's fault, so
+/// `InvalidArgument`. The message names the field and the problem, never
+/// the bytes.
+pub fn undecodable_request(err: &prost::DecodeError) -> Status {
+    Status::new(
+        Code::InvalidArgument,
+        format!("the request message does not decode: {err}"),
+    )
+}
+
 /// Convert a host error into the status sent to the client. The message
 /// keeps the OS error text.
 pub fn from_host(err: Error) -> Status {
@@ -87,6 +98,34 @@ mod tests {
             assert_eq!(status.code(), code, "{text}");
             assert_eq!(status.message(), text);
         }
+    }
+
+    #[test]
+    fn undecodable_requests_are_invalid_argument_without_the_bytes() {
+        use prost::Message;
+        #[derive(Clone, PartialEq, prost::Message)]
+        struct Req {
+            #[prost(string, tag = "1")]
+            path: String,
+        }
+        // Field 1, length 10: "/k/secret" plus a lone 0xff.
+        let bad_utf8 = b"\x0a\x0a/k/secret\xff";
+        // A length running past the end; a wire type that is not one.
+        for bytes in [&bad_utf8[..], b"\x0a\x05/k", b"\x0f"] {
+            let err = Req::decode(bytes).unwrap_err();
+            let s = undecodable_request(&err);
+            assert_eq!(s.code(), Code::InvalidArgument, "{}", s.message());
+            assert!(
+                s.message()
+                    .starts_with("the request message does not decode: "),
+                "{}",
+                s.message()
+            );
+            assert!(!s.message().contains("secret"), "{}", s.message());
+        }
+        let s = undecodable_request(&Req::decode(&bad_utf8[..]).unwrap_err());
+        assert!(s.message().contains("Req.path"), "{}", s.message());
+        assert!(s.message().contains("UTF-8"), "{}", s.message());
     }
 
     #[test]
