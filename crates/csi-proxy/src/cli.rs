@@ -14,7 +14,8 @@ use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
 
 use crate::argv;
 use values::{
-    parse_go_bool, parse_go_duration, parse_klog_severity, parse_octal_mode, path_allowing_empty,
+    parse_go_bool, parse_go_duration, parse_klog_severity, parse_octal_mode, parse_positive_count,
+    path_allowing_empty,
 };
 
 mod values;
@@ -116,6 +117,14 @@ pub struct Cli {
     #[arg(long = "preface-timeout", value_name = "DURATION", default_value = "2m",
           value_parser = parse_go_duration)]
     pub preface_timeout: Duration,
+
+    /// At most this many open connections per endpoint; past it a new
+    /// connection is closed at once (its client sees it closed and can
+    /// retry) until some end.
+    #[arg(long = "max-connections-per-endpoint", value_name = "N",
+          default_value_t = csi_proxy_server::Config::DEFAULT_MAX_CONNECTIONS_PER_ENDPOINT,
+          value_parser = parse_positive_count)]
+    pub max_connections_per_endpoint: usize,
 
     /// Log verbosity: 0-3 info, 4-5 debug, 6+ trace.
     #[arg(long = "v", value_name = "LEVEL", default_value_t = 0)]

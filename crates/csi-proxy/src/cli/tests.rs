@@ -26,6 +26,7 @@ fn defaults() {
     assert_eq!(cli.api_group_list(), None);
     assert_eq!(cli.shutdown_timeout, Duration::from_secs(10));
     assert_eq!(cli.preface_timeout, Duration::from_secs(120));
+    assert_eq!(cli.max_connections_per_endpoint, 1024);
     assert_eq!(cli.v, 0);
     assert!(cli.logtostderr);
     assert!(!cli.alsologtostderr);
@@ -154,6 +155,8 @@ fn other_flags() {
         "-api-groups= filesystem, disk-v1,,",
         "-shutdown-timeout=1m30s",
         "-preface-timeout=1500ms",
+        "-max-connections-per-endpoint",
+        "16",
         "-log_dir",
         "/var/log",
         "-log_file_max_size=0",
@@ -177,6 +180,8 @@ fn other_flags() {
     );
     assert_eq!(cli.shutdown_timeout, Duration::from_secs(90));
     assert_eq!(cli.preface_timeout, Duration::from_millis(1500));
+    assert_eq!(cli.max_connections_per_endpoint, 16);
+    assert!(parse(&["-max-connections-per-endpoint=0"]).is_err());
     assert_eq!(cli.log_dir, Some(PathBuf::from("/var/log")));
     assert_eq!(cli.log_file_max_size, 0);
     assert!(cli.alsologtostderr);
@@ -266,7 +271,7 @@ fn help_mentions_every_flag() {
             "help lacks --{long}:\n{help}"
         );
     }
-    assert_eq!(count, 30, "flag count changed; update the help checks");
+    assert_eq!(count, 31, "flag count changed; update the help checks");
     for flag in [
         "kubelet-path",
         "kubelet-csi-plugins-path",
@@ -282,6 +287,7 @@ fn help_mentions_every_flag() {
         "api-groups",
         "shutdown-timeout",
         "preface-timeout",
+        "max-connections-per-endpoint",
         "v",
         "logtostderr",
         "alsologtostderr",

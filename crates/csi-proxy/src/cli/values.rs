@@ -21,6 +21,14 @@ pub(super) fn parse_octal_mode(s: &str) -> Result<u32, String> {
     }
 }
 
+/// Parses a count of at least 1 (decimal).
+pub(super) fn parse_positive_count(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 && !s.starts_with('+') => Ok(n),
+        _ => Err(format!("invalid count {s:?} (a whole number, at least 1)")),
+    }
+}
+
 /// Parses a boolean the way Go's `strconv.ParseBool` does.
 pub fn parse_go_bool(s: &str) -> Result<bool, String> {
     match s {
@@ -130,6 +138,15 @@ pub fn parse_go_duration(input: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn positive_counts() {
+        assert_eq!(parse_positive_count("1"), Ok(1));
+        assert_eq!(parse_positive_count("1024"), Ok(1024));
+        for bad in ["0", "-1", "+5", "", "1k", "1.5", " 3"] {
+            assert!(parse_positive_count(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn go_durations() {

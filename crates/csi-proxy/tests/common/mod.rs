@@ -46,6 +46,12 @@ impl Proxy {
     /// Start the proxy with a fresh kubelet dir, a working dir, a directory
     /// outside both (with a sentinel file) and `extra` flags.
     pub fn start(extra: &[&str]) -> Proxy {
+        Proxy::start_with(extra, |_| {})
+    }
+
+    /// [`Proxy::start`], with `customize` applied to the command before it
+    /// is spawned (e.g. resource limits in a `pre_exec` hook).
+    pub fn start_with(extra: &[&str], customize: impl FnOnce(&mut Command)) -> Proxy {
         let root = tempfile::tempdir().unwrap();
         let kubelet = root.path().join("kubelet");
         let work = root.path().join("work");
@@ -65,7 +71,7 @@ impl Proxy {
             outside,
             stderr_path,
         };
-        proxy.spawn(extra);
+        proxy.spawn(extra, customize);
         proxy.wait_ready(extra);
         proxy
     }
@@ -82,10 +88,11 @@ impl Proxy {
         cmd
     }
 
-    fn spawn(&mut self, extra: &[&str]) {
+    fn spawn(&mut self, extra: &[&str], customize: impl FnOnce(&mut Command)) {
         let log = std::fs::File::create(&self.stderr_path).unwrap();
-        let child = self
-            .command(extra)
+        let mut cmd = self.command(extra);
+        customize(&mut cmd);
+        let child = cmd
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
