@@ -125,12 +125,7 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
                     Ok(r) => r,
                     Err(status) => return Outcome::Done(status.into()),
                 },
-                Err(e) => {
-                    return Outcome::Done(Reply::error(
-                        Code::Internal,
-                        format!("cannot decode the request message: {e}"),
-                    ))
-                }
+                Err(e) => return Outcome::Done(status::undecodable_request(&e).into()),
             };
             match placement {
                 Placement::Inline => Outcome::Done(finish::<Resp, AResp>(call(&api, areq))),

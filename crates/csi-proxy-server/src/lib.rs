@@ -8,8 +8,10 @@
 //! - [`http2`]: our own HTTP/2 server for unary gRPC (accepts the
 //!   `:authority` values real clients send);
 //! - [`transport`]: Unix sockets and named pipes;
-//! - [`server`]: binding every endpoint, serving, graceful shutdown.
+//! - [`server`]: binding every endpoint, serving, graceful shutdown;
+//! - `accept`: the per-endpoint connection cap and the accept back-off.
 
+mod accept;
 pub mod dispatch;
 mod groups;
 pub mod http2;

@@ -1,5 +1,6 @@
 //! Binding every endpoint, serving, and graceful shutdown.
 
+use crate::accept::{Backoff, Cap};
 use crate::dispatch::VersionedService;
 use crate::groups;
 use crate::http2;
@@ -33,17 +34,29 @@ pub struct Config {
     /// How long a connection may stay open without sending the HTTP/2
     /// preface (grpc-go opens one such connection to probe a pipe).
     pub preface_timeout: Duration,
+    /// At most this many open connections per endpoint; past it a new
+    /// connection is closed as soon as it is accepted (see `accept.rs`).
+    pub max_connections_per_endpoint: usize,
 }
 
 impl Config {
     /// The default preface timeout: generous, since an idle connection costs
     /// only a parked task.
     pub const DEFAULT_PREFACE_TIMEOUT: Duration = Duration::from_secs(120);
+    /// The default connection cap per endpoint: far above what kubelet and
+    /// a node plugin use (a few connections each), low enough that 23
+    /// endpoints fit a common 64Ki descriptor limit.
+    pub const DEFAULT_MAX_CONNECTIONS_PER_ENDPOINT: usize = 1024;
 }
 
 /// A start-up or serving failure.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    #[error("cannot use the socket directory")]
+    SocketDir {
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot bind endpoint {endpoint}: {source}")]
     Bind {
         endpoint: String,
@@ -63,6 +76,7 @@ type PlatformListener = crate::transport::windows::PipeListener;
 struct Timing {
     drain: Duration,
     preface: Duration,
+    max_connections: usize,
 }
 
 struct Endpoint {
@@ -94,10 +108,8 @@ pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
     #[cfg(unix)]
     {
         let Transport::UnixSockets { dir, .. } = &config.transport;
-        crate::transport::unix::prepare_dir(dir).map_err(|source| ServeError::Bind {
-            endpoint: dir.display().to_string(),
-            source,
-        })?;
+        crate::transport::unix::prepare_dir(dir)
+            .map_err(|source| ServeError::SocketDir { source })?;
     }
     let mut endpoints = Vec::with_capacity(config.versions.len());
     for &version in &config.versions {
@@ -132,6 +144,7 @@ pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
         timing: Timing {
             drain: config.shutdown_timeout,
             preface: config.preface_timeout,
+            max_connections: config.max_connections_per_endpoint,
         },
     })
 }
@@ -189,6 +202,8 @@ async fn accept_loop<L: Listener>(
         ..http2::Options::default()
     };
     let mut connections = JoinSet::new();
+    let mut cap = Cap::new(timing.max_connections);
+    let mut backoff = Backoff::default();
     loop {
         let io = tokio::select! {
             biased;
@@ -199,12 +214,25 @@ async fn accept_loop<L: Listener>(
         };
         match io {
             Ok(io) => {
-                connections.spawn(http2::serve(io, service.clone(), options, shutdown.clone()));
+                backoff.succeeded(address);
+                // Over the cap the connection is closed at once (dropped).
+                if let Some(slot) = cap.admit(address) {
+                    let serve = http2::serve(io, service.clone(), options, shutdown.clone());
+                    connections.spawn(async move {
+                        serve.await;
+                        drop(slot);
+                    });
+                }
             }
             Err(e) => {
-                // E.g. out of file descriptors: keep serving, but do not spin.
-                tracing::warn!(endpoint = address, error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // E.g. out of file descriptors: keep serving the open
+                // connections, pause (bounded, growing) and try again.
+                let delay = backoff.failed(address, &e);
+                tokio::select! {
+                    biased;
+                    _ = shutdown.cancelled() => break,
+                    _ = tokio::time::sleep(delay) => {}
+                }
             }
         }
     }

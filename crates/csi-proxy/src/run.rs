@@ -78,24 +78,66 @@ fn transport(cli: &Cli) -> Result<Transport> {
 
 /// Every client connection is a descriptor, and idle probe connections
 /// count too: raise the soft RLIMIT_NOFILE to the hard limit, as Go
-/// programs (upstream included) do at start-up.
+/// programs (upstream included) do at start-up. Returns the soft limit in
+/// force afterwards, if it could be read.
 #[cfg(unix)]
-fn raise_fd_limit() {
+fn raise_fd_limit() -> Option<u64> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: getrlimit writes only the struct we pass.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0
-        || lim.rlim_cur >= lim.rlim_max
-    {
-        return;
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        let err = std::io::Error::last_os_error();
+        tracing::warn!(error = %err, "cannot read the open-file limit (RLIMIT_NOFILE)");
+        return None;
     }
-    let old = lim.rlim_cur;
-    lim.rlim_cur = lim.rlim_max;
+    let (soft, hard) = (lim.rlim_cur, lim.rlim_max);
+    if soft >= hard {
+        tracing::info!(
+            soft,
+            hard,
+            "open-file limit (RLIMIT_NOFILE) already at its hard limit"
+        );
+        return Some(soft);
+    }
+    lim.rlim_cur = hard;
     // SAFETY: setrlimit reads only the struct we pass.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } == 0 {
-        tracing::debug!(from = old, to = lim.rlim_cur, "raised the open-file limit");
+        tracing::info!(
+            from = soft,
+            to = hard,
+            "raised the open-file limit (RLIMIT_NOFILE) to its hard limit"
+        );
+        Some(hard)
+    } else {
+        let err = std::io::Error::last_os_error();
+        tracing::warn!(soft, hard, error = %err, "cannot raise the open-file limit (RLIMIT_NOFILE)");
+        Some(soft)
+    }
+}
+
+/// Warn when the connection caps of all endpoints together allow more
+/// connections than there are descriptors: the caps then do not keep a
+/// flood from exhausting them (the accept loops back off and keep serving
+/// what is open, but new clients wait).
+#[cfg(unix)]
+fn check_fd_budget(limit: u64, endpoints: usize, cap: usize) {
+    // Descriptors the process needs besides connections (listeners, logs,
+    // the runtime, host operations), generously.
+    const RESERVE: u64 = 256;
+    let wanted = (endpoints as u64)
+        .saturating_mul(cap as u64)
+        .saturating_add(RESERVE);
+    if wanted > limit {
+        tracing::warn!(
+            open_file_limit = limit,
+            endpoints,
+            max_connections_per_endpoint = cap,
+            "the connection caps allow more connections than the open-file limit: a flood of \
+             connections can exhaust descriptors before the caps (raise LimitNOFILE or lower \
+             -max-connections-per-endpoint)"
+        );
     }
 }
 
@@ -114,8 +156,12 @@ pub fn run(cli: Cli) -> Result<()> {
         );
     }
     #[cfg(unix)]
-    raise_fd_limit();
+    let fd_limit = raise_fd_limit();
     let versions = select_versions(cli.api_group_list())?;
+    #[cfg(unix)]
+    if let Some(limit) = fd_limit {
+        check_fd_budget(limit, versions.len(), cli.max_connections_per_endpoint);
+    }
     let policy = PathPolicy::new(Flavor::NATIVE, cli.allowed_roots())
         .context("invalid -kubelet-path or -working-dir")?;
     let config = Config {
@@ -124,6 +170,7 @@ pub fn run(cli: Cli) -> Result<()> {
         shutdown_timeout: cli.shutdown_timeout,
         log_requests: crate::logging::verbosity() >= 2,
         preface_timeout: cli.preface_timeout,
+        max_connections_per_endpoint: cli.max_connections_per_endpoint,
     };
     let host = Host::os_with(
         policy.clone(),

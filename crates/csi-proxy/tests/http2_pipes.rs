@@ -75,6 +75,10 @@ fn raw_http2_over_named_pipes() {
             );
         }
     }
+    // Requests that do not decode (a path that is not UTF-8, ...) are the
+    // client's fault.
+    let mut c = RawClient::new(open(pipe), Shape::default()).unwrap();
+    raw::undecodable_requests(&mut c, "v1.Filesystem", &existing);
     drop(idle);
     assert!(!p.log_text().contains("panicked"), "{}", p.log_text());
 }

@@ -222,3 +222,150 @@ async fn sigterm_drains_in_flight_calls_and_exits_zero() {
     );
     assert_eq!(std::fs::read_dir(&proxy.socket_dir).unwrap().count(), 0);
 }
+
+/// Runs the binary with `-socket-dir=<dir>` and `-api-groups=filesystem-v1`
+/// and waits (generously) for it either to exit or to log "csi-proxy
+/// ready". Returns the exit code (`None` if it started; it is then killed)
+/// and stderr.
+fn start_with_socket_dir(dir: &std::path::Path) -> (Option<i32>, String) {
+    let log_dir = tempfile::tempdir().unwrap();
+    let log_path = log_dir.path().join("stderr.log");
+    let mut child = Command::new(bin())
+        .arg(format!("-kubelet-path={}", log_dir.path().display()))
+        .arg(format!("-socket-dir={}", dir.display()))
+        .arg("-api-groups=filesystem-v1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status.code(), log);
+        }
+        if log.contains("csi-proxy ready") {
+            let sock = dir.join("csi-proxy-filesystem-v1.sock");
+            assert!(
+                std::os::unix::net::UnixStream::connect(&sock).is_ok(),
+                "ready but {} does not answer",
+                sock.display()
+            );
+            let _ = child.kill();
+            let _ = child.wait();
+            return (None, log);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("neither ready nor exited: {log}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn chmod(p: &std::path::Path, mode: u32) {
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A private (0700) temp dir, so that only the modes set by a test matter.
+fn private_tempdir() -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    chmod(t.path(), 0o700);
+    t
+}
+
+#[test]
+fn socket_dir_writable_by_group_or_others_is_refused_sticky_or_not() {
+    let t = private_tempdir();
+    let dir = t.path().join("sock");
+    std::fs::create_dir(&dir).unwrap();
+    for mode in [0o777, 0o1777, 0o775, 0o770, 0o757] {
+        chmod(&dir, mode);
+        let (code, log) = start_with_socket_dir(&dir);
+        assert_eq!(code, Some(1), "mode {mode:o} was accepted: {log}");
+        assert!(
+            log.contains(&format!(
+                "socket directory {} is writable by group or others",
+                dir.display()
+            )),
+            "{mode:o}: {log}"
+        );
+        assert!(log.contains(&format!("mode {mode:04o}")), "{mode:o}: {log}");
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            0,
+            "{mode:o}: a socket was bound"
+        );
+    }
+    for mode in [0o700, 0o755] {
+        chmod(&dir, mode);
+        let (code, log) = start_with_socket_dir(&dir);
+        assert_eq!(code, None, "mode {mode:o} was refused: {log}");
+    }
+}
+
+#[test]
+fn socket_dir_owned_by_another_user_is_refused() {
+    let t = private_tempdir();
+    let me = nix::unistd::geteuid();
+    let dir = if me.is_root() {
+        // Mode 0755, owned by nobody.
+        let d = t.path().join("sock");
+        std::fs::create_dir(&d).unwrap();
+        chmod(&d, 0o755);
+        nix::unistd::chown(&d, Some(65534.into()), Some(65534.into())).unwrap();
+        d
+    } else {
+        // Not root: a directory of root's (0755) is another user's.
+        std::path::PathBuf::from("/usr")
+    };
+    let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&dir).unwrap());
+    assert_ne!(owner, me.as_raw());
+    let (code, log) = start_with_socket_dir(&dir);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains(&format!(
+            "socket directory {} is owned by uid {owner}, not by the proxy's user (uid {me})",
+            dir.display()
+        )),
+        "{log}"
+    );
+}
+
+#[test]
+fn the_way_to_the_socket_dir_is_checked_too() {
+    let t = private_tempdir();
+    let parent = t.path().join("parent");
+    let dir = parent.join("sock");
+    std::fs::create_dir_all(&dir).unwrap();
+    chmod(&dir, 0o755);
+    // Anyone may rename `sock` away and put their own in its place.
+    chmod(&parent, 0o777);
+    let (code, log) = start_with_socket_dir(&dir);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains(&format!(
+            "{} (on the way to the socket directory) is writable by group or others without the \
+             sticky bit (mode 0777)",
+            parent.display()
+        )),
+        "{log}"
+    );
+    // Nor through a link: `link` -> `parent` is followed, and `parent` is
+    // still checked.
+    let link = t.path().join("link");
+    std::os::unix::fs::symlink(&parent, &link).unwrap();
+    let (code, log) = start_with_socket_dir(&link.join("sock"));
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains("(on the way to the socket directory)"),
+        "{log}"
+    );
+    // Like /tmp: with the sticky bit only the owner of `sock` may rename it.
+    chmod(&parent, 0o1777);
+    let (code, log) = start_with_socket_dir(&dir);
+    assert_eq!(code, None, "{log}");
+    let (code, log) = start_with_socket_dir(&link.join("sock"));
+    assert_eq!(code, None, "{log}");
+}

@@ -48,7 +48,13 @@ impl Proxy {
     /// Start the proxy with a fresh kubelet dir, a working dir, a directory
     /// outside both (with a sentinel file) and `extra` flags.
     pub fn start(extra: &[&str]) -> Proxy {
-        Self::start_in(tempfile::tempdir().unwrap(), extra)
+        Proxy::start_with(extra, |_| {})
+    }
+
+    /// [`Proxy::start`], with `customize` applied to the command before it
+    /// is spawned (e.g. resource limits in a `pre_exec` hook).
+    pub fn start_with(extra: &[&str], customize: impl FnOnce(&mut Command)) -> Proxy {
+        Self::start_in(tempfile::tempdir().unwrap(), extra, customize)
     }
 
     /// [`Proxy::start`] with every directory on tmpfs (`/dev/shm`) where
@@ -61,10 +67,14 @@ impl Proxy {
         } else {
             tempfile::tempdir().unwrap()
         };
-        Self::start_in(root, extra)
+        Self::start_in(root, extra, |_| {})
     }
 
-    fn start_in(root: tempfile::TempDir, extra: &[&str]) -> Proxy {
+    fn start_in(
+        root: tempfile::TempDir,
+        extra: &[&str],
+        customize: impl FnOnce(&mut Command),
+    ) -> Proxy {
         let kubelet = root.path().join("kubelet");
         let work = root.path().join("work");
         let outside = root.path().join("outside");
@@ -83,7 +93,7 @@ impl Proxy {
             outside,
             stderr_path,
         };
-        proxy.spawn(extra);
+        proxy.spawn(extra, customize);
         proxy.wait_ready(extra);
         proxy
     }
@@ -100,10 +110,11 @@ impl Proxy {
         cmd
     }
 
-    fn spawn(&mut self, extra: &[&str]) {
+    fn spawn(&mut self, extra: &[&str], customize: impl FnOnce(&mut Command)) {
         let log = std::fs::File::create(&self.stderr_path).unwrap();
-        let child = self
-            .command(extra)
+        let mut cmd = self.command(extra);
+        customize(&mut cmd);
+        let child = cmd
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
