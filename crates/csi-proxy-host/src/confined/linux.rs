@@ -156,8 +156,8 @@ fn beneath<P: ?Sized + nix::NixPath>(
     }
 }
 
-fn rel_of(p: &Located) -> String {
-    p.rel().join("/")
+fn rel_of(p: &Located) -> &str {
+    p.rel_str()
 }
 
 fn cname(s: &str) -> CString {
@@ -183,18 +183,18 @@ impl AsFd for Parent<'_> {
 
 /// Open the parent of `p` beneath the root; `p` is not a root.
 fn open_parent<'a>(root: &'a RootHandle, p: &Located) -> Result<(Parent<'a>, CString)> {
-    let rel = p.rel();
-    let (name, parents) = rel.split_last().expect("not a root");
+    let parents = p.parent_rel().expect("not a root");
+    let name = cname(p.name().expect("not a root"));
     if parents.is_empty() {
-        return Ok((Parent::Root(root.0.as_fd()), cname(name)));
+        return Ok((Parent::Root(root.0.as_fd()), name));
     }
     match beneath(
         root.0.as_fd(),
-        parents.join("/").as_str(),
+        parents,
         OFlag::O_PATH | OFlag::O_DIRECTORY,
         ResolveFlag::empty(),
     ) {
-        Ok(fd) => Ok((Parent::Open(fd), cname(name))),
+        Ok(fd) => Ok((Parent::Open(fd), name)),
         Err(Errno::ELOOP) => Err(link_in_chain(p)),
         Err(Errno::ENOENT) => Err(Error::NotFound(format!(
             "path {}: its parent directory does not exist",
@@ -221,7 +221,7 @@ fn kind_of(mode: u32) -> Kind {
 fn open_entry(root: &RootHandle, p: &Located) -> Result<Option<OwnedFd>> {
     match beneath(
         root.0.as_fd(),
-        rel_of(p).as_str(),
+        rel_of(p),
         OFlag::O_PATH | OFlag::O_NOFOLLOW,
         ResolveFlag::empty(),
     ) {
@@ -270,26 +270,42 @@ pub fn mkdir_all(root: &RootHandle, p: &Located) -> Result<MkdirOutcome> {
         return Ok(MkdirOutcome::Done);
     }
     let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY;
-    match beneath(
-        root.0.as_fd(),
-        rel_of(p).as_str(),
-        dir_flags,
-        ResolveFlag::empty(),
-    ) {
-        Ok(_) => return Ok(MkdirOutcome::Done),
-        Err(Errno::ENOTDIR) => return Err(not_a_dir(p)),
-        Err(Errno::ENOENT) | Err(Errno::ELOOP) => {}
-        Err(e) => return Err(io_err("mkdir", p, e.into())),
+    // The common case in two calls: the parent exists, the directory is
+    // made in it (or is there already).
+    match open_parent(root, p) {
+        Ok((parent, name)) => {
+            let mode = Mode::from_bits_truncate(DIR_MODE);
+            match mkdirat(parent.as_fd(), name.as_c_str(), mode) {
+                Ok(()) => return Ok(MkdirOutcome::Done),
+                Err(Errno::EEXIST) => {
+                    return match beneath(
+                        parent.as_fd(),
+                        name.as_c_str(),
+                        dir_flags,
+                        ResolveFlag::empty(),
+                    ) {
+                        Ok(_) => Ok(MkdirOutcome::Done),
+                        Err(Errno::ELOOP) => Ok(MkdirOutcome::FinalIsLink),
+                        Err(Errno::ENOTDIR) => Err(not_a_dir(p)),
+                        Err(e) => Err(io_err("mkdir", p, e.into())),
+                    };
+                }
+                Err(e) => return Err(io_err("mkdir", p, e.into())),
+            }
+        }
+        Err(Error::NotFound(_)) => {}
+        Err(Error::FailedPrecondition(_)) => return Err(not_a_dir(p)),
+        Err(e) => return Err(e),
     }
-    // One component at a time, each created (if missing) and opened
-    // relative to the handle of its parent.
+    // Parents missing: one component at a time, each created (if missing)
+    // and opened relative to the handle of its parent.
     let mut cur = Parent::Root(root.0.as_fd());
-    let last = p.rel().len() - 1;
-    for (i, comp) in p.rel().iter().enumerate() {
+    let count = p.components().count();
+    for (i, comp) in p.components().enumerate() {
         let name = cname(comp);
         let mut created = false;
         let next = loop {
-            match beneath(cur.as_fd(), comp.as_str(), dir_flags, ResolveFlag::empty()) {
+            match beneath(cur.as_fd(), comp, dir_flags, ResolveFlag::empty()) {
                 Ok(fd) => break fd,
                 Err(Errno::ENOENT) if !created => {
                     match mkdirat(
@@ -301,7 +317,7 @@ pub fn mkdir_all(root: &RootHandle, p: &Located) -> Result<MkdirOutcome> {
                         Err(e) => return Err(io_err("mkdir", p, e.into())),
                     }
                 }
-                Err(Errno::ELOOP) if i == last => return Ok(MkdirOutcome::FinalIsLink),
+                Err(Errno::ELOOP) if i + 1 == count => return Ok(MkdirOutcome::FinalIsLink),
                 Err(Errno::ELOOP) => return Err(link_in_chain(p)),
                 Err(Errno::ENOTDIR) => return Err(not_a_dir(p)),
                 Err(e) => return Err(io_err("mkdir", p, e.into())),
@@ -364,7 +380,7 @@ pub fn remove_all(root: &RootHandle, p: &Located) -> Result<()> {
 pub fn remove_contents(root: &RootHandle, p: &Located) -> Result<()> {
     let dir = match beneath(
         root.0.as_fd(),
-        rel_of(p).as_str(),
+        rel_of(p),
         OFlag::O_RDONLY | OFlag::O_DIRECTORY,
         ResolveFlag::empty(),
     ) {
@@ -413,7 +429,7 @@ pub fn open_parent_dir(root: &RootHandle, p: &Located) -> Result<Dir> {
 pub fn open_dir(root: &RootHandle, p: &Located) -> Result<Dir> {
     match beneath(
         root.0.as_fd(),
-        rel_of(p).as_str(),
+        rel_of(p),
         OFlag::O_PATH | OFlag::O_DIRECTORY,
         ResolveFlag::empty(),
     ) {

@@ -60,12 +60,16 @@ pub mod winfmt;
 pub const MAX_TREE_DEPTH: usize = 1 << 17;
 
 /// A client path that passed the lexical checks, split into the allowed
-/// root it lies in and the components below that root.
+/// root it lies in and the part below that root (no allocation: the part
+/// below is a suffix of the checked path, with the OS's separators).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Located {
     path: CheckedPath,
     root: usize,
-    rel: Vec<String>,
+    /// Where the part below the root starts in `path` (`path.len()` for
+    /// the root itself).
+    rel_start: usize,
+    sep: char,
 }
 
 impl Located {
@@ -81,17 +85,39 @@ impl Located {
 
     /// Is this an allowed root itself?
     pub fn is_root(&self) -> bool {
-        self.rel.is_empty()
+        self.rel_str().is_empty()
+    }
+
+    /// The part below the root, components separated by the OS separator
+    /// (empty for the root).
+    pub fn rel_str(&self) -> &str {
+        &self.path.as_str()[self.rel_start..]
     }
 
     /// The components below the root.
-    pub fn rel(&self) -> &[String] {
-        &self.rel
+    pub fn components(&self) -> impl DoubleEndedIterator<Item = &str> {
+        let rel = self.rel_str();
+        rel.split(self.sep).filter(move |_| !rel.is_empty())
+    }
+
+    /// The components below the root, collected.
+    pub fn rel(&self) -> Vec<&str> {
+        self.components().collect()
     }
 
     /// The last component (`None` for a root).
     pub fn name(&self) -> Option<&str> {
-        self.rel.last().map(String::as_str)
+        self.components().next_back()
+    }
+
+    /// The part below the root without the last component (empty right
+    /// below the root; `None` for a root).
+    pub fn parent_rel(&self) -> Option<&str> {
+        let rel = self.rel_str();
+        if rel.is_empty() {
+            return None;
+        }
+        Some(rel.rfind(self.sep).map_or("", |i| &rel[..i]))
     }
 
     /// The path for messages: escaped and truncated.
@@ -101,20 +127,31 @@ impl Located {
 
     /// The parent directory (`None` for a root).
     pub fn parent(&self) -> Option<Located> {
-        let (_, parents) = self.rel.split_last()?;
+        let parent_rel = self.parent_rel()?;
         let p = self.path.as_str();
-        let cut = p
-            .rfind(['/', '\\'])
-            .expect("a path below a root has a separator");
-        let parent = if cut == 0 || p[..cut].ends_with(':') {
-            &p[..=cut]
+        let end = if parent_rel.is_empty() {
+            // The root itself: the path up to where the part below starts,
+            // without the separator (kept for a filesystem root: `/`, `C:\`).
+            let cut = self.rel_start;
+            let root = &p[..cut];
+            if root.len() > 1
+                && root.ends_with(self.sep)
+                && !root.ends_with(&format!(":{}", self.sep))
+            {
+                cut - 1
+            } else {
+                cut
+            }
         } else {
-            &p[..cut]
+            self.rel_start + parent_rel.len()
         };
+        let path = p[..end].to_string();
+        let rel_start = self.rel_start.min(path.len());
         Some(Located {
-            path: CheckedPath::new_unchecked(parent.to_string(), parents.is_empty()),
+            path: CheckedPath::new_unchecked(path, parent_rel.is_empty()),
             root: self.root,
-            rel: parents.to_vec(),
+            rel_start,
+            sep: self.sep,
         })
     }
 }
@@ -324,10 +361,12 @@ impl Confined {
     pub fn real_roots(&self) -> Vec<std::path::PathBuf> {
         (0..self.roots.len())
             .filter_map(|i| {
+                let path = self.policy.check(&self.roots[i].path).ok()?;
                 let p = Located {
-                    path: self.policy.check(&self.roots[i].path).ok()?,
+                    rel_start: path.as_str().len(),
+                    path,
                     root: i,
-                    rel: Vec::new(),
+                    sep: self.policy.flavor().separator(),
                 };
                 self.root(&p, false).ok()?.real_path().ok()
             })
@@ -357,7 +396,6 @@ pub fn locate(policy: &PathPolicy, path: &str) -> Result<Located> {
 
 fn split(policy: &PathPolicy, checked: CheckedPath) -> Located {
     let flavor = policy.flavor();
-    let sep = flavor.separator();
     let p = checked.as_str();
     let (root, rel) = policy
         .roots()
@@ -367,15 +405,12 @@ fn split(policy: &PathPolicy, checked: CheckedPath) -> Located {
         .max_by_key(|(_, len, _)| *len)
         .map(|(i, _, rel)| (i, rel))
         .expect("a checked path lies inside a root");
-    let rel = if rel.is_empty() {
-        Vec::new()
-    } else {
-        rel.split(sep).map(str::to_string).collect()
-    };
+    let rel_start = p.len() - rel.len();
     Located {
         path: checked,
         root,
-        rel,
+        rel_start,
+        sep: flavor.separator(),
     }
 }
 

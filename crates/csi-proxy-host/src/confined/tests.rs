@@ -12,20 +12,14 @@ fn located_below_the_most_specific_root() {
     assert_eq!(l.root, 1);
     assert_eq!(l.rel(), ["a", "b"]);
     let l = locate(&policy, "/k/plugins/y").unwrap();
-    assert_eq!(
-        (l.root, l.rel()),
-        (0, &["plugins".to_string(), "y".into()][..])
-    );
+    assert_eq!((l.root, l.rel()), (0, vec!["plugins", "y"]));
     let l = locate(&policy, "/w/").unwrap();
     assert!(l.is_root() && l.name().is_none() && l.parent().is_none());
     let w = PathPolicy::new(Flavor::Windows, [r"C:\var\lib\kubelet", r"d:\"]).unwrap();
     let l = locate(&w, r"c:\VAR\lib\kubelet\pods\x").unwrap();
-    assert_eq!(
-        (l.root, l.rel()),
-        (0, &["pods".to_string(), "x".into()][..])
-    );
+    assert_eq!((l.root, l.rel()), (0, vec!["pods", "x"]));
     let l = locate(&w, r"D:\a").unwrap();
-    assert_eq!((l.root, l.rel()), (1, &["a".to_string()][..]));
+    assert_eq!((l.root, l.rel()), (1, vec!["a"]));
 }
 
 #[test]
@@ -33,7 +27,7 @@ fn parents_walk_up_to_the_root() {
     let policy = PathPolicy::new(Flavor::Unix, ["/k"]).unwrap();
     let l = locate(&policy, "/k/a/b").unwrap();
     let p = l.parent().unwrap();
-    assert_eq!((p.path(), p.rel()), ("/k/a", &["a".to_string()][..]));
+    assert_eq!((p.path(), p.rel()), ("/k/a", vec!["a"]));
     let r = p.parent().unwrap();
     assert_eq!(r.path(), "/k");
     assert!(r.is_root() && r.parent().is_none());

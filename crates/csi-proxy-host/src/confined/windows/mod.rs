@@ -74,11 +74,11 @@ impl RootHandle {
     /// `root final path\rel`.
     fn expected(&self, p: &Located) -> String {
         let mut s = self.final_path.clone();
-        for c in p.rel() {
+        if !p.is_root() {
             if !s.ends_with('\\') {
                 s.push('\\');
             }
-            s.push_str(c);
+            s.push_str(p.rel_str());
         }
         s
     }
@@ -211,10 +211,9 @@ fn classify(h: &OwnedHandle) -> io::Result<Kind> {
 /// The parent directories of `p`, opened one by one from the root, each
 /// checked to be a plain directory, held with [`nt::SHARE_PIN`].
 fn walk_parents(root: &RootHandle, p: &Located) -> Result<Vec<OwnedHandle>> {
-    let rel = p.rel();
-    let parents = &rel[..rel.len().saturating_sub(1)];
-    let mut chain: Vec<OwnedHandle> = Vec::with_capacity(parents.len());
-    for comp in parents {
+    let parents = p.parent_rel().unwrap_or("");
+    let mut chain: Vec<OwnedHandle> = Vec::new();
+    for comp in parents.split('\\').filter(|c| !c.is_empty()) {
         let parent = chain
             .last()
             .map_or(root.raw(), |h| h.as_raw_handle() as HANDLE);
@@ -262,7 +261,7 @@ fn open_entry(root: &RootHandle, p: &Located) -> Result<Option<OwnedHandle>> {
         dont_reparse: true,
         ..probe_open()
     };
-    match nt::open_relative(root.raw(), &p.rel().join("\\"), &fast) {
+    match nt::open_relative(root.raw(), p.rel_str(), &fast) {
         Ok(h) => {
             if nt::final_path(&h, VOLUME_NAME_DOS)
                 .is_ok_and(|f| winfmt::same_final_path(&f, &root.expected(p)))
@@ -322,8 +321,8 @@ fn not_a_dir(p: &Located) -> Error {
 
 pub fn mkdir_all(root: &RootHandle, p: &Located) -> Result<MkdirOutcome> {
     let mut chain: Vec<OwnedHandle> = Vec::new();
-    let last = p.rel().len().saturating_sub(1);
-    for (i, comp) in p.rel().iter().enumerate() {
+    let last = p.components().count().saturating_sub(1);
+    for (i, comp) in p.components().enumerate() {
         let parent = last_raw(root, &chain);
         let h = match nt::open_relative(parent, comp, &dir_open(FILE_OPEN_IF, 0)) {
             Ok(h) => h,
