@@ -77,6 +77,24 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
     table.push_str("];\n");
     write_if_changed(&out_dir.join("api_table.rs"), table.as_bytes())?;
+    compile_health(&proto_root, &out_dir)?;
+    Ok(())
+}
+
+/// Compiles `proto/grpc/health/v1/health.proto` (the standard health
+/// service, served on every endpoint beside its API service) into
+/// `OUT_DIR/grpc/health/v1/grpc.health.v1.rs`.
+fn compile_health(proto_root: &Path, out_dir: &Path) -> Result<(), Box<dyn Error>> {
+    let rel = "grpc/health/v1/health.proto";
+    let fds = protox::compile([rel], [proto_root]).map_err(|e| format!("compiling {rel}: {e}"))?;
+    let dir = out_dir.join("grpc/health/v1");
+    fs::create_dir_all(&dir)?;
+    tonic_prost_build::configure()
+        .build_server(false)
+        .build_client(true)
+        .out_dir(&dir)
+        .compile_fds(fds)
+        .map_err(|e| format!("generating Rust for {rel}: {e}"))?;
     Ok(())
 }
 

@@ -3,9 +3,11 @@
 use crate::dispatch::VersionedService;
 use crate::groups;
 use crate::http2;
+use crate::metrics::{ConnectionGauge, Metrics};
 use crate::transport::Listener;
 use csi_proxy_api::ApiVersion;
 use csi_proxy_host::Host;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -16,9 +18,10 @@ pub enum Transport {
     /// Unix sockets `<dir>/csi-proxy-<group>-<version>.sock` with file mode `mode`.
     #[cfg(unix)]
     UnixSockets { dir: std::path::PathBuf, mode: u32 },
-    /// Named pipes `\\.\pipe\csi-proxy-<group>-<version>` with security descriptor `sddl`.
+    /// Named pipes `<prefix><group>-<version>` (by default
+    /// `\\.\pipe\csi-proxy-<group>-<version>`) with security descriptor `sddl`.
     #[cfg(windows)]
-    NamedPipes { sddl: String },
+    NamedPipes { sddl: String, prefix: String },
 }
 
 /// What to serve, and how.
@@ -33,6 +36,8 @@ pub struct Config {
     /// How long a connection may stay open without sending the HTTP/2
     /// preface (grpc-go opens one such connection to probe a pipe).
     pub preface_timeout: Duration,
+    /// Record calls and connections here (`-metrics-bind-address`).
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 impl Config {
@@ -69,6 +74,7 @@ struct Endpoint {
     address: String,
     service: VersionedService,
     listener: PlatformListener,
+    connections: Option<ConnectionGauge>,
 }
 
 /// Every endpoint bound and ready to serve.
@@ -82,7 +88,7 @@ pub struct BoundServer {
 pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
     #[cfg(windows)]
     let sd = match &config.transport {
-        Transport::NamedPipes { sddl } => std::sync::Arc::new(
+        Transport::NamedPipes { sddl, .. } => std::sync::Arc::new(
             crate::transport::windows::SecurityDescriptor::from_sddl(sddl).map_err(|source| {
                 ServeError::Bind {
                     endpoint: format!("pipe security descriptor {sddl:?}"),
@@ -110,8 +116,8 @@ pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
                 (address, l)
             }
             #[cfg(windows)]
-            Transport::NamedPipes { .. } => {
-                let address = version.pipe_name();
+            Transport::NamedPipes { prefix, .. } => {
+                let address = format!("{prefix}{}-{}", version.group.as_str(), version.version);
                 let l = PlatformListener::bind(&address, sd.clone());
                 (address, l)
             }
@@ -120,11 +126,17 @@ pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
             endpoint: address.clone(),
             source,
         })?;
-        let service = groups::service(host, version, config.log_requests);
+        let mut service = groups::service(host, version, config.log_requests);
+        let mut connections = None;
+        if let Some(m) = &config.metrics {
+            service = service.with_metrics(m);
+            connections = Some(m.connections(&format!("{}-{}", version.group, version.version)));
+        }
         endpoints.push(Endpoint {
             address,
             service,
             listener,
+            connections,
         });
     }
     Ok(BoundServer {
@@ -150,10 +162,16 @@ impl BoundServer {
         for ep in self.endpoints {
             let token = shutdown.clone();
             let timing = self.timing;
-            let address = ep.address.clone();
+            let name = ep.address.clone();
             set.spawn(async move {
-                accept_loop(&ep.address, ep.listener, ep.service, token, timing).await;
-                address
+                let Endpoint {
+                    address,
+                    service,
+                    listener,
+                    connections,
+                } = ep;
+                accept_loop(&address, listener, service, connections, token, timing).await;
+                name
             });
         }
         let mut result = Ok(());
@@ -179,6 +197,7 @@ async fn accept_loop<L: Listener>(
     address: &str,
     mut listener: L,
     service: VersionedService,
+    gauge: Option<ConnectionGauge>,
     shutdown: CancellationToken,
     timing: Timing,
 ) where
@@ -199,7 +218,12 @@ async fn accept_loop<L: Listener>(
         };
         match io {
             Ok(io) => {
-                connections.spawn(http2::serve(io, service.clone(), options, shutdown.clone()));
+                let open = gauge.as_ref().map(ConnectionGauge::open);
+                let serve = http2::serve(io, service.clone(), options, shutdown.clone());
+                connections.spawn(async move {
+                    serve.await;
+                    drop(open);
+                });
             }
             Err(e) => {
                 // E.g. out of file descriptors: keep serving, but do not spin.

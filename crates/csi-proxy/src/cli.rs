@@ -13,6 +13,9 @@ use clap::error::ErrorKind;
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
 
 use crate::argv;
+use crate::goflags::{
+    parse_go_bool, parse_go_duration, parse_klog_severity, parse_octal_mode, path_allowing_empty,
+};
 
 /// Default kubelet root directory.
 #[cfg(windows)]
@@ -25,6 +28,9 @@ pub const DEFAULT_KUBELET_PATH: &str = "/var/lib/kubelet";
 /// BUILTIN\Administrators and LocalSystem only, no inherited ACEs.
 pub const DEFAULT_PIPE_SDDL: &str = "D:P(A;;GA;;;BA)(A;;GA;;;SY)";
 
+/// Default pipe name prefix: pipes are `\\.\pipe\csi-proxy-<group>-<version>`.
+pub const DEFAULT_PIPE_PREFIX: &str = r"\\.\pipe\csi-proxy-";
+
 const AFTER_HELP: &str = "\
 Flags may be written with one or two dashes: -name, --name, -name=value, -name value.
 Boolean flags take their value only with '=': -flag, -flag=true, -flag=false.";
@@ -33,7 +39,7 @@ Boolean flags take their value only with '=': -flag, -flag=true, -flag=false.";
 #[derive(Debug, Clone, PartialEq, Eq, Parser)]
 #[command(
     name = "csi-proxy",
-    version,
+    version = crate::version::LONG,
     about = "Serves the CSI Proxy API groups to CSI node plugins.",
     after_help = AFTER_HELP,
     args_override_self = true,
@@ -91,6 +97,15 @@ pub struct Cli {
     #[arg(long = "socket-mode", value_name = "OCTAL", default_value = "0600",
           value_parser = parse_octal_mode)]
     pub socket_mode: u32,
+
+    /// Pipe name prefix (Windows): the pipe of a group/version is
+    /// <prefix><group>-<version>.
+    #[arg(long = "pipe-prefix", value_name = "PREFIX", default_value = DEFAULT_PIPE_PREFIX)]
+    pub pipe_prefix: String,
+
+    /// Service name with -windows-service, install-service and uninstall-service.
+    #[arg(long = "service-name", value_name = "NAME", default_value = "csiproxy")]
+    pub service_name: String,
 
     /// Security descriptor (SDDL) of every named pipe (Windows).
     #[arg(long = "pipe-sddl", value_name = "SDDL", default_value = DEFAULT_PIPE_SDDL)]
@@ -309,129 +324,6 @@ fn long_flag_names(cmd: &clap::Command) -> Vec<String> {
     names
 }
 
-/// A `PathBuf` parser that, like Go, accepts an empty value (meaning unset).
-fn path_allowing_empty() -> impl clap::builder::TypedValueParser<Value = PathBuf> {
-    use clap::builder::TypedValueParser as _;
-    clap::builder::OsStringValueParser::new().map(PathBuf::from)
-}
-
-/// Parses a file mode written in octal (`0600`, `600`, `0o660`), at most 0o777.
-fn parse_octal_mode(s: &str) -> Result<u32, String> {
-    let digits = s.strip_prefix("0o").unwrap_or(s);
-    match u32::from_str_radix(digits, 8) {
-        Ok(mode) if mode <= 0o777 && !digits.starts_with('+') => Ok(mode),
-        _ => Err(format!(
-            "invalid mode {s:?} (octal, e.g. 0600, at most 0777)"
-        )),
-    }
-}
-
-/// Parses a boolean the way Go's `strconv.ParseBool` does.
-pub fn parse_go_bool(s: &str) -> Result<bool, String> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        _ => Err(format!(
-            "invalid boolean {s:?} (use true/false, t/f, 1/0, TRUE/FALSE, True/False)"
-        )),
-    }
-}
-
-/// Validates a klog severity (`INFO`, `WARNING`, `ERROR`, `FATAL`, any case,
-/// or 0-3) and returns it unchanged.
-fn parse_klog_severity(s: &str) -> Result<String, String> {
-    const NAMES: [&str; 4] = ["INFO", "WARNING", "ERROR", "FATAL"];
-    let valid = NAMES.iter().any(|n| n.eq_ignore_ascii_case(s))
-        || s.parse::<u8>().is_ok_and(|n| usize::from(n) < NAMES.len());
-    if valid {
-        Ok(s.to_string())
-    } else {
-        Err(format!(
-            "invalid severity {s:?} (use INFO, WARNING, ERROR, FATAL or 0-3)"
-        ))
-    }
-}
-
-/// Parses a Go duration (`time.ParseDuration`): a sequence of decimal numbers
-/// with units `ns`, `us` (`µs`), `ms`, `s`, `m`, `h`, e.g. `1m30s`, `1.5h`,
-/// `500ms`. A bare `0` is allowed. Negative durations are rejected.
-pub fn parse_go_duration(input: &str) -> Result<Duration, String> {
-    let err = |why: &str| format!("invalid duration {input:?}: {why}");
-    let (negative, mut s) = match input.as_bytes().first() {
-        Some(b'-') => (true, &input[1..]),
-        Some(b'+') => (false, &input[1..]),
-        _ => (false, input),
-    };
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if s.is_empty() {
-        return Err(err("empty (use e.g. 10s, 1m30s, 500ms)"));
-    }
-    // Go's limit: the duration must fit in an i64 of nanoseconds.
-    const MAX_NANOS: u128 = i64::MAX as u128;
-    let mut total: u128 = 0;
-    while !s.is_empty() {
-        let int_len = s.bytes().take_while(u8::is_ascii_digit).count();
-        let (int_part, rest) = s.split_at(int_len);
-        let (frac_part, rest) = match rest.strip_prefix('.') {
-            Some(after) => {
-                let frac_len = after.bytes().take_while(u8::is_ascii_digit).count();
-                after.split_at(frac_len)
-            }
-            None => ("", rest),
-        };
-        if int_part.is_empty() && frac_part.is_empty() {
-            return Err(err("expected a number"));
-        }
-        let unit_len = rest
-            .find(|c: char| c == '.' || c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let (unit, rest) = rest.split_at(unit_len);
-        let unit_nanos: u128 = match unit {
-            "ns" => 1,
-            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
-            "ms" => 1_000_000,
-            "s" => 1_000_000_000,
-            "m" => 60 * 1_000_000_000,
-            "h" => 3_600 * 1_000_000_000,
-            "" => return Err(err("missing unit (ns, us, ms, s, m, h)")),
-            _ => return Err(err(&format!("unknown unit {unit:?} (ns, us, ms, s, m, h)"))),
-        };
-        let overflow = || err("too large");
-        let mut value: u128 = 0;
-        for d in int_part.bytes() {
-            value = value
-                .checked_mul(10)
-                .and_then(|v| v.checked_add(u128::from(d - b'0')))
-                .filter(|v| *v <= MAX_NANOS)
-                .ok_or_else(overflow)?;
-        }
-        value = value
-            .checked_mul(unit_nanos)
-            .filter(|v| *v <= MAX_NANOS)
-            .ok_or_else(overflow)?;
-        // Fraction, truncated to whole nanoseconds; digits past 1e-9 of the
-        // largest unit cannot matter, so at most 13 are used.
-        let (mut frac, mut scale) = (0u128, 1u128);
-        for d in frac_part.bytes().take(13) {
-            frac = frac * 10 + u128::from(d - b'0');
-            scale *= 10;
-        }
-        value += frac * unit_nanos / scale;
-        total = total
-            .checked_add(value)
-            .filter(|v| *v <= MAX_NANOS)
-            .ok_or_else(overflow)?;
-        s = rest;
-    }
-    if negative && total > 0 {
-        return Err(err("must not be negative"));
-    }
-    let nanos = u64::try_from(total).map_err(|_| err("too large"))?;
-    Ok(Duration::from_nanos(nanos))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -457,6 +349,8 @@ mod tests {
         assert_eq!(cli.socket_dir, None);
         assert_eq!(cli.socket_mode, 0o600);
         assert_eq!(cli.pipe_sddl, DEFAULT_PIPE_SDDL);
+        assert_eq!(cli.pipe_prefix, r"\\.\pipe\csi-proxy-");
+        assert_eq!(cli.service_name, "csiproxy");
         assert_eq!(cli.api_group_list(), None);
         assert_eq!(cli.shutdown_timeout, Duration::from_secs(10));
         assert_eq!(cli.preface_timeout, Duration::from_secs(120));
@@ -700,7 +594,7 @@ mod tests {
                 "help lacks --{long}:\n{help}"
             );
         }
-        assert_eq!(count, 30, "flag count changed; update the help checks");
+        assert_eq!(count, 32, "flag count changed; update the help checks");
         for flag in [
             "kubelet-path",
             "kubelet-csi-plugins-path",
@@ -713,6 +607,8 @@ mod tests {
             "socket-dir",
             "socket-mode",
             "pipe-sddl",
+            "pipe-prefix",
+            "service-name",
             "api-groups",
             "shutdown-timeout",
             "preface-timeout",
@@ -741,52 +637,11 @@ mod tests {
         for flag in ["-version", "--version", "-V"] {
             let err = parse(&[flag]).expect_err("version is reported as an error");
             assert_eq!(err.kind(), ErrorKind::DisplayVersion);
-            assert!(err.to_string().contains(env!("CARGO_PKG_VERSION")));
+            let text = err.to_string();
+            assert!(text.contains(env!("CARGO_PKG_VERSION")), "{text}");
+            assert!(text.contains(crate::version::COMMIT), "{text}");
+            assert!(text.contains(crate::version::TARGET), "{text}");
         }
     }
 
-    #[test]
-    fn go_durations() {
-        let ok_cases: &[(&str, Duration)] = &[
-            ("0", Duration::ZERO),
-            ("-0", Duration::ZERO),
-            ("0s", Duration::ZERO),
-            ("10s", Duration::from_secs(10)),
-            ("+10s", Duration::from_secs(10)),
-            ("1m30s", Duration::from_secs(90)),
-            ("500ms", Duration::from_millis(500)),
-            ("1.5h", Duration::from_secs(5400)),
-            (".5s", Duration::from_millis(500)),
-            ("1.s", Duration::from_secs(1)),
-            ("1h2m3s4ms5us6ns", Duration::new(3723, 4_005_006)),
-            ("3\u{b5}s", Duration::from_micros(3)),
-            ("3\u{3bc}s", Duration::from_micros(3)),
-            ("0.000000001s", Duration::from_nanos(1)),
-            ("0.0000000019s", Duration::from_nanos(1)),
-            (
-                "2562047h47m16.854775807s",
-                Duration::from_nanos(i64::MAX as u64),
-            ),
-        ];
-        for (input, want) in ok_cases {
-            assert_eq!(parse_go_duration(input), Ok(*want), "{input}");
-        }
-        for bad in [
-            "",
-            "s",
-            "10",
-            "1x",
-            "-1s",
-            ".s",
-            "1..5s",
-            "1s2",
-            "2562047h47m16.854775808s",
-            "9999999999999999999h",
-            " 1s",
-        ] {
-            assert!(parse_go_duration(bad).is_err(), "{bad:?} should fail");
-        }
-        let msg = parse_go_duration("10").unwrap_err();
-        assert!(msg.contains("missing unit"), "{msg}");
-    }
 }
