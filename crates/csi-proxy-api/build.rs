@@ -131,7 +131,24 @@ fn compile_one(
     fs::create_dir_all(&dir)?;
     write_if_changed(&dir.join("descriptor.bin"), &fds.encode_to_vec())?;
 
-    tonic_prost_build::configure()
+    // With the `serde` feature, every message but the requests (some carry
+    // secrets) is `Serialize`: responses and the types inside them.
+    // JSON field names are the proto names (`diskIDs`, `LUNID`).
+    let mut config = tonic_prost_build::configure();
+    for message in file.message_type.iter().filter(|m| !m.name().ends_with("Request")) {
+        let path = format!(".{version}.{}", message.name());
+        config = config.message_attribute(
+            &path,
+            "#[cfg_attr(feature = \"serde\", derive(serde::Serialize))]",
+        );
+        for field in &message.field {
+            config = config.field_attribute(
+                format!("{path}.{}", field.name()),
+                format!("#[cfg_attr(feature = \"serde\", serde(rename = \"{}\"))]", field.name()),
+            );
+        }
+    }
+    config
         // Messages that carry secrets get a hand-written, redacting Debug (src/redact.rs).
         .skip_debug(SECRET_MESSAGES.iter().map(|m| format!(".{version}.{m}")))
         .build_server(false)
