@@ -29,6 +29,7 @@ const ERROR_ACCESS_DENIED: i32 = 5;
 const ERROR_SERVICE_DOES_NOT_EXIST: i32 = 1060;
 const ERROR_SERVICE_EXISTS: i32 = 1073;
 const ERROR_SERVICE_NOT_ACTIVE: i32 = 1062;
+const ERROR_INVALID_LEVEL: i32 = 124;
 
 /// The OS error code inside a windows-service error.
 fn os_code(e: &windows_service::Error) -> Option<i32> {
@@ -112,24 +113,41 @@ pub fn install(flags: &[OsString]) -> Result<()> {
             ServiceAccess::CHANGE_CONFIG | ServiceAccess::QUERY_CONFIG | ServiceAccess::DELETE,
         )
         .map_err(|e| explain(e, "create", &name))?;
-    let configure = || -> windows_service::Result<()> {
-        service.set_description(DESCRIPTION)?;
-        let restart = ServiceAction {
-            action_type: ServiceActionType::Restart,
-            delay: RESTART_DELAY,
-        };
-        service.update_failure_actions(ServiceFailureActions {
-            reset_period: ServiceFailureResetPeriod::After(RESET_PERIOD),
-            reboot_msg: None,
-            command: None,
-            actions: Some(vec![restart.clone(), restart.clone(), restart]),
-        })?;
-        // Also restart after a fatal error reported with a non-zero exit code.
-        service.set_failure_actions_on_non_crash_failures(true)
+    let restart = ServiceAction {
+        action_type: ServiceActionType::Restart,
+        delay: RESTART_DELAY,
     };
-    if let Err(e) = configure() {
-        let _ = service.delete();
-        return Err(explain(e, "configure (removed again)", &name));
+    let steps: [(&str, &dyn Fn() -> windows_service::Result<()>); 3] = [
+        ("description", &|| service.set_description(DESCRIPTION)),
+        ("failure actions (restart after 10 s, 3 times a day)", &|| {
+            service.update_failure_actions(ServiceFailureActions {
+                reset_period: ServiceFailureResetPeriod::After(RESET_PERIOD),
+                reboot_msg: None,
+                command: None,
+                actions: Some(vec![restart.clone(), restart.clone(), restart.clone()]),
+            })
+        }),
+        // Also restart after a fatal error reported with a non-zero exit code.
+        ("failure actions on non-crash failures", &|| {
+            service.set_failure_actions_on_non_crash_failures(true)
+        }),
+    ];
+    for (what, step) in steps {
+        match step() {
+            Ok(()) => {}
+            // Windows supports every setting; an SCM that does not (wine)
+            // answers "invalid level": go on without it, and say so.
+            Err(e) if os_code(&e) == Some(ERROR_INVALID_LEVEL) => {
+                eprintln!(
+                    "csi-proxy install-service: warning: this Service Control Manager cannot \
+                     store the {what}; the service is installed without it"
+                );
+            }
+            Err(e) => {
+                let _ = service.delete();
+                return Err(explain(e, &format!("set the {what} of (service removed again)"), &name));
+            }
+        }
     }
     println!(
         "installed service {name:?}: {} {}",

@@ -22,6 +22,12 @@ impl Proxy {
     /// Starts the proxy in `%TEMP%\csi-proxy-<tag>-<pid>` serving
     /// `-api-groups=<api_groups>`.
     pub fn start(tag: &str, api_groups: &str) -> Proxy {
+        Proxy::start_with(tag, api_groups, &[])
+    }
+
+    /// [`Proxy::start`] with more flags (e.g. `-pipe-prefix=...` for pipe
+    /// names no other test run uses).
+    pub fn start_with(tag: &str, api_groups: &str, extra: &[&str]) -> Proxy {
         let root = std::env::temp_dir().join(format!("csi-proxy-{tag}-{}", std::process::id()));
         let kubelet = root.join("kubelet");
         let outside = root.join("outside");
@@ -33,6 +39,7 @@ impl Proxy {
             .arg(format!("-kubelet-path={}", kubelet.display()))
             .arg(format!("-api-groups={api_groups}"))
             .arg("-v=2")
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
