@@ -135,7 +135,11 @@ fn compile_one(
     // secrets) is `Serialize`: responses and the types inside them.
     // JSON field names are the proto names (`diskIDs`, `LUNID`).
     let mut config = tonic_prost_build::configure();
-    for message in file.message_type.iter().filter(|m| !m.name().ends_with("Request")) {
+    for message in file
+        .message_type
+        .iter()
+        .filter(|m| !m.name().ends_with("Request"))
+    {
         let path = format!(".{version}.{}", message.name());
         config = config.message_attribute(
             &path,
@@ -144,7 +148,10 @@ fn compile_one(
         for field in &message.field {
             config = config.field_attribute(
                 format!("{path}.{}", field.name()),
-                format!("#[cfg_attr(feature = \"serde\", serde(rename = \"{}\"))]", field.name()),
+                format!(
+                    "#[cfg_attr(feature = \"serde\", serde(rename = \"{}\"))]",
+                    field.name()
+                ),
             );
         }
     }

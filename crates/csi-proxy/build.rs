@@ -21,7 +21,10 @@ fn main() {
 /// refs, `commondir` and `packed-refs`.
 fn git_commit() -> Option<String> {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR")?);
-    let dot_git = manifest.ancestors().map(|d| d.join(".git")).find(|p| p.exists())?;
+    let dot_git = manifest
+        .ancestors()
+        .map(|d| d.join(".git"))
+        .find(|p| p.exists())?;
     let git_dir = if dot_git.is_file() {
         let text = fs::read_to_string(&dot_git).ok()?;
         let rel = text.trim().strip_prefix("gitdir:")?.trim().to_string();

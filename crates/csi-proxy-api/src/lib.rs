@@ -183,7 +183,10 @@ pub mod health {
     /// `health_client::HealthClient`.
     #[allow(clippy::all, clippy::pedantic, missing_docs)]
     pub mod v1 {
-        include!(concat!(env!("OUT_DIR"), "/grpc/health/v1/grpc.health.v1.rs"));
+        include!(concat!(
+            env!("OUT_DIR"),
+            "/grpc/health/v1/grpc.health.v1.rs"
+        ));
     }
 
     /// The health service's name.

@@ -173,9 +173,7 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
             }
         });
         assert!(
-            self.handlers
-                .insert(method, (handler, operation))
-                .is_none(),
+            self.handlers.insert(method, (handler, operation)).is_none(),
             "method {method} routed twice"
         );
         self

@@ -643,5 +643,4 @@ mod tests {
             assert!(text.contains(crate::version::TARGET), "{text}");
         }
     }
-
 }

@@ -179,12 +179,19 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
         let metrics_listener = match &metrics {
             Some(_) => Some(
                 csi_proxy_server::metrics::http::bind(&cli.metrics_bind_address).with_context(
-                    || format!("cannot listen on -metrics-bind-address={}", cli.metrics_bind_address),
+                    || {
+                        format!(
+                            "cannot listen on -metrics-bind-address={}",
+                            cli.metrics_bind_address
+                        )
+                    },
                 )?,
             ),
             None => None,
         };
-        let metrics_address = metrics_listener.as_ref().map(|l| l.local_addr().to_string());
+        let metrics_address = metrics_listener
+            .as_ref()
+            .map(|l| l.local_addr().to_string());
         let server = csi_proxy_server::bind(&config, &host)?;
         let addresses = server.addresses();
         if let (Some(listener), Some(m)) = (metrics_listener, metrics) {

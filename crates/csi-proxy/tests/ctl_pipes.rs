@@ -28,6 +28,12 @@ fn every_group_through_csi_proxyctl() {
     let table = expect(&e, &["disk", "stats", "0"], 0);
     assert!(table.starts_with("total_bytes: "), "{table}");
     // The default prefix names other pipes: nothing there for this test.
-    let (code, _, _) = ctl::ctl(&[format!(r"--pipe-prefix=\\.\pipe\csi-proxy-none-{}-", std::process::id())], &["status"]);
+    let (code, _, _) = ctl::ctl(
+        &[format!(
+            r"--pipe-prefix=\\.\pipe\csi-proxy-none-{}-",
+            std::process::id()
+        )],
+        &["status"],
+    );
     assert_eq!(code, 3);
 }

@@ -36,7 +36,8 @@ fn status_of_a_partial_proxy_is_exit_4() {
     assert_eq!(code, 4, "{out}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let rows = v["endpoints"].as_array().unwrap();
-    let served: Vec<&serde_json::Value> = rows.iter().filter(|r| r["state"] == "reachable").collect();
+    let served: Vec<&serde_json::Value> =
+        rows.iter().filter(|r| r["state"] == "reachable").collect();
     assert_eq!(served.len(), 1);
     assert_eq!(served[0]["service"], "v1.Filesystem");
     assert_eq!(served[0]["health"], "SERVING");

@@ -42,7 +42,9 @@ fn metrics_address(p: &Proxy) -> String {
 fn http(addr: &str, method: &str, path: &str, accept: Option<&str>) -> (u16, String, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let accept = accept.map(|a| format!("Accept: {a}\r\n")).unwrap_or_default();
+    let accept = accept
+        .map(|a| format!("Accept: {a}\r\n"))
+        .unwrap_or_default();
     write!(
         s,
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{accept}Connection: close\r\n\r\n"
@@ -58,7 +60,10 @@ fn http(addr: &str, method: &str, path: &str, accept: Option<&str>) -> (u16, Str
 fn scrape(addr: &str) -> Scrape {
     let (status, head, body) = http(addr, "GET", "/metrics", None);
     assert_eq!(status, 200, "{head}");
-    assert!(head.contains("content-type: text/plain; version=0.0.4"), "{head}");
+    assert!(
+        head.contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
     Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).expect("parses")
 }
 
@@ -102,7 +107,9 @@ async fn metrics_after_real_calls_and_health_on_every_endpoint() {
     // Real calls: 3 PathExists on v1 (2 OK, 1 refused), 1 Mkdir, 1 on v1beta1.
     let mut fs = v1::filesystem_client::FilesystemClient::new(p.channel("filesystem-v1").await);
     for path in [kubelet.clone(), format!("{kubelet}/missing")] {
-        fs.path_exists(v1::PathExistsRequest { path }).await.unwrap();
+        fs.path_exists(v1::PathExistsRequest { path })
+            .await
+            .unwrap();
     }
     let outside = p.outside.display().to_string();
     let err = fs
@@ -145,10 +152,7 @@ async fn metrics_after_real_calls_and_health_on_every_endpoint() {
             .await
             .unwrap_err();
         assert_eq!(e.code(), Code::NotFound, "{endpoint}");
-        let e = h
-            .watch(HealthCheckRequest::default())
-            .await
-            .unwrap_err();
+        let e = h.watch(HealthCheckRequest::default()).await.unwrap_err();
         assert_eq!(e.code(), Code::Unimplemented, "{endpoint}");
     }
 
@@ -212,15 +216,27 @@ async fn metrics_after_real_calls_and_health_on_every_endpoint() {
         gauge(
             &s,
             "csi_proxy_calls_in_flight",
-            &[("grpc_service", "v1.Filesystem"), ("grpc_method", "PathExists")]
+            &[
+                ("grpc_service", "v1.Filesystem"),
+                ("grpc_method", "PathExists")
+            ]
         ),
         0.0
     );
-    assert!(gauge(&s, "csi_proxy_open_connections", &[("endpoint", "filesystem-v1")]) >= 1.0);
+    assert!(
+        gauge(
+            &s,
+            "csi_proxy_open_connections",
+            &[("endpoint", "filesystem-v1")]
+        ) >= 1.0
+    );
     let info = find(&s, "csi_proxy_build_info", &[]);
     assert_eq!(info.len(), 1);
     assert_eq!(info[0].value, Value::Gauge(1.0));
-    assert_eq!(info[0].labels.get("version"), Some(env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        info[0].labels.get("version"),
+        Some(env!("CARGO_PKG_VERSION"))
+    );
     assert!(info[0].labels.get("commit").is_some_and(|c| !c.is_empty()));
     assert_eq!(
         info[0].labels.get("target"),
@@ -242,10 +258,18 @@ async fn metrics_after_real_calls_and_health_on_every_endpoint() {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let s = scrape(&addr);
-        if gauge(&s, "csi_proxy_open_connections", &[("endpoint", "filesystem-v1")]) == 0.0 {
+        if gauge(
+            &s,
+            "csi_proxy_open_connections",
+            &[("endpoint", "filesystem-v1")],
+        ) == 0.0
+        {
             break;
         }
-        assert!(Instant::now() < deadline, "the connection gauge did not drop");
+        assert!(
+            Instant::now() < deadline,
+            "the connection gauge did not drop"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
@@ -292,6 +316,9 @@ fn version_names_commit_and_target() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.starts_with(&format!("csi-proxy {} (commit ", env!("CARGO_PKG_VERSION"))), "{text}");
+    assert!(
+        text.starts_with(&format!("csi-proxy {} (commit ", env!("CARGO_PKG_VERSION"))),
+        "{text}"
+    );
     assert!(text.contains("target x86_64-unknown-linux-gnu"), "{text}");
 }

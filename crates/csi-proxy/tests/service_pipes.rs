@@ -148,7 +148,8 @@ impl HalfCall {
         let mut frames = Vec::new();
         enc.put_request(&mut frames, &block, &msg);
         // The first frame is HEADERS (END_HEADERS only); DATA follows.
-        let len = usize::from(frames[0]) << 16 | usize::from(frames[1]) << 8 | usize::from(frames[2]);
+        let len =
+            usize::from(frames[0]) << 16 | usize::from(frames[1]) << 8 | usize::from(frames[2]);
         assert_eq!(frames[3], frame::HEADERS);
         let rest = frames.split_off(9 + len);
         let mut hello = RequestEncoder::preface();
@@ -173,11 +174,16 @@ impl HalfCall {
         }
         let (mut message, mut trailers) = (None, None);
         let mut rest = &input[..];
-        while let Some((head, payload, used)) = frame::split(rest, frame::MAX_MAX_FRAME_SIZE).unwrap() {
+        while let Some((head, payload, used)) =
+            frame::split(rest, frame::MAX_MAX_FRAME_SIZE).unwrap()
+        {
             if head.stream == 1 && head.kind == frame::DATA {
                 message = Some(PathExistsResponse::decode(&payload[5..]).unwrap());
             }
-            if head.stream == 1 && head.kind == frame::HEADERS && head.flags & frame::END_STREAM != 0 {
+            if head.stream == 1
+                && head.kind == frame::HEADERS
+                && head.flags & frame::END_STREAM != 0
+            {
                 trailers = Some(payload.to_vec());
             }
             rest = &rest[used..];
@@ -199,19 +205,29 @@ fn install_start_call_stop_with_a_call_in_flight_uninstall() {
     let s = Setup::new("life");
     let warnings = s.install(&["-shutdown-timeout=30s"]);
 
-    let manager = ServiceManager::local_computer(None::<&str>, ServiceManagerAccess::CONNECT).unwrap();
+    let manager =
+        ServiceManager::local_computer(None::<&str>, ServiceManagerAccess::CONNECT).unwrap();
     let svc = manager
         .open_service(
             &s.name,
-            ServiceAccess::QUERY_CONFIG | ServiceAccess::QUERY_STATUS | ServiceAccess::START | ServiceAccess::STOP,
+            ServiceAccess::QUERY_CONFIG
+                | ServiceAccess::QUERY_STATUS
+                | ServiceAccess::START
+                | ServiceAccess::STOP,
         )
         .unwrap();
     let config = svc.query_config().unwrap();
     assert_eq!(config.start_type, ServiceStartType::AutoStart);
     let command = config.executable_path.display().to_string();
     // The path has spaces: it must be quoted.
-    assert!(command.starts_with(&format!("\"{}\" -windows-service ", s.exe.display())), "{command}");
-    assert!(command.contains(&format!("-service-name={}", s.name)), "{command}");
+    assert!(
+        command.starts_with(&format!("\"{}\" -windows-service ", s.exe.display())),
+        "{command}"
+    );
+    assert!(
+        command.contains(&format!("-service-name={}", s.name)),
+        "{command}"
+    );
     // Wine's SCM accepts failure actions but cannot report them
     // (QueryServiceConfig2W answers ERROR_INVALID_LEVEL); only real
     // Windows can show them.
@@ -226,7 +242,10 @@ fn install_start_call_stop_with_a_call_in_flight_uninstall() {
             assert_eq!(a.action_type, ServiceActionType::Restart);
             assert_eq!(a.delay, Duration::from_secs(10));
         }
-        assert_eq!(actions.reset_period, ServiceFailureResetPeriod::After(Duration::from_secs(86400)));
+        assert_eq!(
+            actions.reset_period,
+            ServiceFailureResetPeriod::After(Duration::from_secs(86400))
+        );
     }
     let flag = svc.get_failure_actions_on_non_crash_failures();
     if !warnings.contains("non-crash failures") && !invalid_level(&flag) {
@@ -241,14 +260,23 @@ fn install_start_call_stop_with_a_call_in_flight_uninstall() {
     assert!(log.contains("commit="), "{log}");
 
     // The Filesystem API over the service's pipes.
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let made = s.kubelet.join("made");
     rt.block_on(async {
         let client = Client::builder().pipe_prefix(&s.prefix).build().unwrap();
         let mut fs = client.connect_filesystem_v1().await.unwrap();
-        fs.mkdir(MkdirRequest { path: made.display().to_string() }).await.unwrap();
+        fs.mkdir(MkdirRequest {
+            path: made.display().to_string(),
+        })
+        .await
+        .unwrap();
         let r = fs
-            .path_exists(PathExistsRequest { path: made.display().to_string() })
+            .path_exists(PathExistsRequest {
+                path: made.display().to_string(),
+            })
             .await
             .unwrap();
         assert!(r.into_inner().exists);
@@ -261,13 +289,21 @@ fn install_start_call_stop_with_a_call_in_flight_uninstall() {
     let call = HalfCall::open(&pipe, &made);
     std::thread::sleep(Duration::from_millis(300));
     svc.stop().unwrap();
-    let pending = wait_for(&svc, ServiceState::StopPending, "stop pending", || s.log_text());
+    let pending = wait_for(&svc, ServiceState::StopPending, "stop pending", || {
+        s.log_text()
+    });
     assert!(pending.wait_hint >= Duration::from_secs(30), "{pending:?}");
     std::thread::sleep(Duration::from_millis(700));
-    assert_eq!(svc.query_status().unwrap().current_state, ServiceState::StopPending);
+    assert_eq!(
+        svc.query_status().unwrap().current_state,
+        ServiceState::StopPending
+    );
     let (resp, trailers) = call.finish();
     assert!(resp.exists);
-    assert!(trailers.windows(13).any(|w| w == b"grpc-status\x010"), "{trailers:?}");
+    assert!(
+        trailers.windows(13).any(|w| w == b"grpc-status\x010"),
+        "{trailers:?}"
+    );
     let stopped = wait_for(&svc, ServiceState::Stopped, "stop", || s.log_text());
     assert_eq!(stopped.exit_code, ServiceExitCode::Win32(0));
     let log = s.log_text();
@@ -276,11 +312,21 @@ fn install_start_call_stop_with_a_call_in_flight_uninstall() {
     drop(svc);
 
     // Uninstall.
-    let out = s.run(&["uninstall-service".into(), format!("-service-name={}", s.name)]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = s.run(&[
+        "uninstall-service".into(),
+        format!("-service-name={}", s.name),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let gone = manager.open_service(&s.name, ServiceAccess::QUERY_STATUS);
     assert!(gone.is_err(), "the service still exists");
-    let again = s.run(&["uninstall-service".into(), format!("-service-name={}", s.name)]);
+    let again = s.run(&[
+        "uninstall-service".into(),
+        format!("-service-name={}", s.name),
+    ]);
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("no such service"));
 }
@@ -291,13 +337,19 @@ fn a_start_failure_stops_the_service_with_a_specific_exit_code() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
     s.install(&[&format!("-metrics-bind-address=127.0.0.1:{port}")]);
-    let manager = ServiceManager::local_computer(None::<&str>, ServiceManagerAccess::CONNECT).unwrap();
+    let manager =
+        ServiceManager::local_computer(None::<&str>, ServiceManagerAccess::CONNECT).unwrap();
     let svc = manager
         .open_service(&s.name, ServiceAccess::QUERY_STATUS | ServiceAccess::START)
         .unwrap();
     svc.start::<&str>(&[]).unwrap();
     let stopped = wait_for(&svc, ServiceState::Stopped, "failed start", || s.log_text());
-    assert_eq!(stopped.exit_code, ServiceExitCode::ServiceSpecific(1), "{}", s.log_text());
+    assert_eq!(
+        stopped.exit_code,
+        ServiceExitCode::ServiceSpecific(1),
+        "{}",
+        s.log_text()
+    );
     let log = s.log_text();
     assert!(log.contains("-metrics-bind-address"), "{log}");
     assert!(!log.contains("csi-proxy ready"), "{log}");

@@ -60,7 +60,10 @@ impl Cli {
     /// The client for the configured endpoints.
     pub fn client(&self) -> Result<csi_proxy_client::Client, String> {
         if !(self.timeout.is_finite() && self.timeout > 0.0) {
-            return Err(format!("--timeout {}: must be a positive number of seconds", self.timeout));
+            return Err(format!(
+                "--timeout {}: must be a positive number of seconds",
+                self.timeout
+            ));
         }
         let mut b = csi_proxy_client::Client::builder()
             .pipe_prefix(self.pipe_prefix.clone())

@@ -85,7 +85,11 @@ pub fn run(
     let cli = match cli::Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
+            let code = if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
             let text = e.render().to_string();
             let _ = if e.use_stderr() {
                 write!(err, "{text}")
@@ -114,19 +118,18 @@ pub fn run(
     };
     let result = runtime.block_on(async {
         match &cli.command {
-            cli::Command::Status => status::status(&client).await.map(|(value, healthy)| {
-                (value, if healthy { exit::OK } else { exit::DEGRADED })
-            }),
+            cli::Command::Status => status::status(&client)
+                .await
+                .map(|(value, healthy)| (value, if healthy { exit::OK } else { exit::DEGRADED })),
             other => commands::call(&client, other).await.map(|v| (v, exit::OK)),
         }
     });
     match result {
         Ok((value, code)) => {
             let written = match cli.output {
-                cli::Output::Json => {
-                    serde_json::to_writer_pretty(&mut *out, &value).map_err(std::io::Error::from)
-                        .and_then(|()| writeln!(out))
-                }
+                cli::Output::Json => serde_json::to_writer_pretty(&mut *out, &value)
+                    .map_err(std::io::Error::from)
+                    .and_then(|()| writeln!(out)),
                 cli::Output::Table => render::human(out, &value),
             };
             if let Err(e) = written {

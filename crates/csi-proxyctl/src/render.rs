@@ -18,9 +18,12 @@ pub fn human(out: &mut dyn Write, v: &Value) -> io::Result<()> {
                         }
                     }
                     Value::Array(items) => table(out, name, None, items.iter().map(|i| (None, i)))?,
-                    Value::Object(map) => {
-                        table(out, name, Some("key"), map.iter().map(|(k, v)| (Some(k.as_str()), v)))?
-                    }
+                    Value::Object(map) => table(
+                        out,
+                        name,
+                        Some("key"),
+                        map.iter().map(|(k, v)| (Some(k.as_str()), v)),
+                    )?,
                     other => writeln!(out, "{name}: {}", scalar(other))?,
                 }
             }
@@ -72,7 +75,13 @@ fn table<'a>(
     }
     writeln!(out, "{name}:")?;
     let widths: Vec<usize> = (0..columns.len())
-        .map(|i| cells.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .map(|i| {
+            cells
+                .iter()
+                .map(|r| r[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     for row in cells {
         let line: Vec<String> = row
@@ -100,9 +109,14 @@ mod tests {
     fn shapes() {
         assert_eq!(show(json!({})), "ok\n");
         assert_eq!(show(json!({"exists": true})), "exists: true\n");
-        assert_eq!(show(json!({"volume_ids": ["a", "b"]})), "volume_ids:\n  a\n  b\n");
         assert_eq!(
-            show(json!({"disk_locations": {"10": {"Adapter": "0", "Bus": "1"}, "2": {"Adapter": "3", "Bus": "4"}}})),
+            show(json!({"volume_ids": ["a", "b"]})),
+            "volume_ids:\n  a\n  b\n"
+        );
+        assert_eq!(
+            show(
+                json!({"disk_locations": {"10": {"Adapter": "0", "Bus": "1"}, "2": {"Adapter": "3", "Bus": "4"}}})
+            ),
             "disk_locations:\n  KEY  ADAPTER  BUS\n  2    3        4\n  10   0        1\n"
         );
         assert_eq!(

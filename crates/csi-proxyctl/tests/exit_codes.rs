@@ -20,17 +20,40 @@ fn ctl(args: &[&str]) -> (i32, String, String) {
 fn no_proxy_is_exit_3() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let (code, out, err) = ctl(&["--socket-dir", d, "--pipe-prefix", r"\\.\pipe\csi-proxy-none-", "status"]);
+    let (code, out, err) = ctl(&[
+        "--socket-dir",
+        d,
+        "--pipe-prefix",
+        r"\\.\pipe\csi-proxy-none-",
+        "status",
+    ]);
     assert_eq!(code, 3, "{out}{err}");
-    assert!(err.contains("no csi-proxy endpoint accepts connections"), "{err}");
-    let (code, _, err) = ctl(&["--socket-dir", d, "--pipe-prefix", r"\\.\pipe\csi-proxy-none-", "fs", "exists", "x"]);
+    assert!(
+        err.contains("no csi-proxy endpoint accepts connections"),
+        "{err}"
+    );
+    let (code, _, err) = ctl(&[
+        "--socket-dir",
+        d,
+        "--pipe-prefix",
+        r"\\.\pipe\csi-proxy-none-",
+        "fs",
+        "exists",
+        "x",
+    ]);
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("filesystem/v2alpha1 is not served"), "{err}");
 }
 
 #[test]
 fn usage_errors_are_exit_2_and_help_is_0() {
-    for args in [&["fs"][..], &["bogus"], &["disk", "stats", "x"], &["--timeout", "0", "status"], &["-o", "yaml", "status"]] {
+    for args in [
+        &["fs"][..],
+        &["bogus"],
+        &["disk", "stats", "x"],
+        &["--timeout", "0", "status"],
+        &["-o", "yaml", "status"],
+    ] {
         let (code, out, err) = ctl(args);
         assert_eq!(code, 2, "{args:?}: {out}{err}");
     }
@@ -41,5 +64,8 @@ fn usage_errors_are_exit_2_and_help_is_0() {
     }
     assert!(out.contains("Exit codes"));
     let (code, out, _) = ctl(&["--version"]);
-    assert_eq!((code, out.trim()), (0, concat!("csi-proxyctl ", env!("CARGO_PKG_VERSION"))));
+    assert_eq!(
+        (code, out.trim()),
+        (0, concat!("csi-proxyctl ", env!("CARGO_PKG_VERSION")))
+    );
 }

@@ -108,7 +108,10 @@ fn answer(metrics: &Metrics, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         r
     };
     if req.uri().path() != "/metrics" {
-        return plain(StatusCode::NOT_FOUND, "not found: metrics are at /metrics\n");
+        return plain(
+            StatusCode::NOT_FOUND,
+            "not found: metrics are at /metrics\n",
+        );
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "use GET\n");

@@ -288,9 +288,12 @@ fn record(m: &MethodInner, start: Instant, code: Code) {
     m.handled[index]
         .get_or_init(|| {
             let [t, s, me] = m.labels.clone();
-            m.families
-                .handled
-                .get_or_create_owned(&[t, s, me, ("grpc_code", go_code_name(code).to_string())])
+            m.families.handled.get_or_create_owned(&[
+                t,
+                s,
+                me,
+                ("grpc_code", go_code_name(code).to_string()),
+            ])
         })
         .inc();
     m.handling.observe(start.elapsed().as_secs_f64());
@@ -386,10 +389,10 @@ mod tests {
         let text = m.encode(Format::Prometheus);
         for want in [
             "# TYPE grpc_server_started_total counter".to_string(),
-            format!("grpc_server_started_total{{grpc_type=\"unary\",grpc_service=\"v1.Filesystem\",grpc_method=\"PathExists\"}} 3"),
-            format!("grpc_server_msg_sent_total{{grpc_type=\"unary\",grpc_service=\"v1.Filesystem\",grpc_method=\"PathExists\"}} 1"),
-            format!("grpc_server_handled_total{{grpc_type=\"unary\",grpc_service=\"v1.Filesystem\",grpc_method=\"PathExists\",grpc_code=\"NotFound\"}} 1"),
-            format!("grpc_server_handled_total{{grpc_type=\"unary\",grpc_service=\"v1.Filesystem\",grpc_method=\"PathExists\",grpc_code=\"Internal\"}} 1"),
+            r#"grpc_server_started_total{grpc_type="unary",grpc_service="v1.Filesystem",grpc_method="PathExists"} 3"#.to_string(),
+            r#"grpc_server_msg_sent_total{grpc_type="unary",grpc_service="v1.Filesystem",grpc_method="PathExists"} 1"#.to_string(),
+            r#"grpc_server_handled_total{grpc_type="unary",grpc_service="v1.Filesystem",grpc_method="PathExists",grpc_code="NotFound"} 1"#.to_string(),
+            r#"grpc_server_handled_total{grpc_type="unary",grpc_service="v1.Filesystem",grpc_method="PathExists",grpc_code="Internal"} 1"#.to_string(),
             "grpc_server_handling_seconds_bucket{le=\"0.001\",grpc_type=\"unary\",grpc_service=\"v1.Filesystem\",grpc_method=\"PathExists\"} 3".to_string(),
             "grpc_server_handling_seconds_count{grpc_type=\"unary\",grpc_service=\"v1.Filesystem\",grpc_method=\"PathExists\"} 3".to_string(),
             "csi_proxy_calls_in_flight{grpc_service=\"v1.Filesystem\",grpc_method=\"PathExists\"} 0".to_string(),

@@ -223,7 +223,10 @@ mod tests {
         assert_eq!(r.virtual_bytes, Some(123_456_789.0));
         assert_eq!(r.resident_bytes, Some(300.0 * 4096.0));
         assert_eq!(r.start_time_seconds, Some(1_700_000_010.0));
-        assert_eq!(parse_stat("garbage", 100.0, 4096.0, None), Reading::default());
+        assert_eq!(
+            parse_stat("garbage", 100.0, 4096.0, None),
+            Reading::default()
+        );
     }
 
     #[test]
@@ -237,6 +240,9 @@ mod tests {
             .unwrap()
             .as_secs_f64();
         let start = r.start_time_seconds.expect("start time");
-        assert!(start <= now + 1.0 && start > now - 86_400.0 * 365.0, "{start} vs {now}");
+        assert!(
+            start <= now + 1.0 && start > now - 86_400.0 * 365.0,
+            "{start} vs {now}"
+        );
     }
 }

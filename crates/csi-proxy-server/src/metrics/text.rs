@@ -53,7 +53,9 @@ pub(super) fn to_prometheus(open_metrics: &str) -> String {
                 other => (name.to_string(), other),
             };
             match help.take() {
-                Some((h, text)) if h == name => flush_help(&mut out, Some((h, text)), Some(&renamed)),
+                Some((h, text)) if h == name => {
+                    flush_help(&mut out, Some((h, text)), Some(&renamed))
+                }
                 other => flush_help(&mut out, other, None),
             }
             out.push_str("# TYPE ");
@@ -89,7 +91,8 @@ mod tests {
 
     #[test]
     fn counters_info_units_and_eof() {
-        let om = "# HELP a_requests Requests.\n# TYPE a_requests counter\na_requests_total{x=\"1\"} 3\n\
+        let om =
+            "# HELP a_requests Requests.\n# TYPE a_requests counter\na_requests_total{x=\"1\"} 3\n\
                   # HELP b Bytes.\n# TYPE b gauge\n# UNIT b bytes\nb 5\n\
                   # HELP c Build.\n# TYPE c info\nc_info{v=\"1\"} 1\n\
                   # TYPE d unknown\nd 1\n# EOF\n";

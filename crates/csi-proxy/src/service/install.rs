@@ -94,7 +94,13 @@ pub fn install(flags: &[OsString]) -> Result<()> {
         None::<&str>,
         ServiceManagerAccess::CONNECT | ServiceManagerAccess::CREATE_SERVICE,
     )
-    .map_err(|e| explain(e, "connect to the Service Control Manager to install", &name))?;
+    .map_err(|e| {
+        explain(
+            e,
+            "connect to the Service Control Manager to install",
+            &name,
+        )
+    })?;
     let info = ServiceInfo {
         name: OsString::from(&name),
         display_name: OsString::from(format!("CSI Proxy ({name})")),
@@ -119,14 +125,17 @@ pub fn install(flags: &[OsString]) -> Result<()> {
     };
     let steps: [(&str, &dyn Fn() -> windows_service::Result<()>); 3] = [
         ("description", &|| service.set_description(DESCRIPTION)),
-        ("failure actions (restart after 10 s, 3 times a day)", &|| {
-            service.update_failure_actions(ServiceFailureActions {
-                reset_period: ServiceFailureResetPeriod::After(RESET_PERIOD),
-                reboot_msg: None,
-                command: None,
-                actions: Some(vec![restart.clone(), restart.clone(), restart.clone()]),
-            })
-        }),
+        (
+            "failure actions (restart after 10 s, 3 times a day)",
+            &|| {
+                service.update_failure_actions(ServiceFailureActions {
+                    reset_period: ServiceFailureResetPeriod::After(RESET_PERIOD),
+                    reboot_msg: None,
+                    command: None,
+                    actions: Some(vec![restart.clone(), restart.clone(), restart.clone()]),
+                })
+            },
+        ),
         // Also restart after a fatal error reported with a non-zero exit code.
         ("failure actions on non-crash failures", &|| {
             service.set_failure_actions_on_non_crash_failures(true)
@@ -145,7 +154,11 @@ pub fn install(flags: &[OsString]) -> Result<()> {
             }
             Err(e) => {
                 let _ = service.delete();
-                return Err(explain(e, &format!("set the {what} of (service removed again)"), &name));
+                return Err(explain(
+                    e,
+                    &format!("set the {what} of (service removed again)"),
+                    &name,
+                ));
             }
         }
     }
@@ -165,7 +178,13 @@ pub fn install(flags: &[OsString]) -> Result<()> {
 pub fn uninstall(flags: &[OsString]) -> Result<()> {
     let name = parse(flags)?.service_name;
     let manager = ServiceManager::local_computer(None::<&str>, ServiceManagerAccess::CONNECT)
-        .map_err(|e| explain(e, "connect to the Service Control Manager to uninstall", &name))?;
+        .map_err(|e| {
+            explain(
+                e,
+                "connect to the Service Control Manager to uninstall",
+                &name,
+            )
+        })?;
     let service = manager
         .open_service(
             &name,
@@ -212,7 +231,12 @@ mod tests {
     #[test]
     fn launch_arguments_start_with_windows_service_once() {
         assert_eq!(
-            launch_arguments(&os(&["-v=2", "-windows-service", "--windows-service=true", "-log_file=C:\\a b\\l.log"])),
+            launch_arguments(&os(&[
+                "-v=2",
+                "-windows-service",
+                "--windows-service=true",
+                "-log_file=C:\\a b\\l.log"
+            ])),
             os(&["-windows-service", "-v=2", "-log_file=C:\\a b\\l.log"])
         );
         assert_eq!(launch_arguments(&[]), os(&["-windows-service"]));

@@ -18,8 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use windows_service::service::{
-    ServiceControl, ServiceControlAccept, ServiceExitCode, ServiceState, ServiceStatus,
-    ServiceType,
+    ServiceControl, ServiceControlAccept, ServiceExitCode, ServiceState, ServiceStatus, ServiceType,
 };
 use windows_service::service_control_handler::{self, ServiceControlHandlerResult};
 use windows_service::{define_windows_service, service_dispatcher};
@@ -68,7 +67,12 @@ fn service_main(_arguments: Vec<OsString>) {
     EXIT.store(code, Ordering::SeqCst);
 }
 
-fn status(state: ServiceState, accept: ServiceControlAccept, exit: u32, hint: Duration) -> ServiceStatus {
+fn status(
+    state: ServiceState,
+    accept: ServiceControlAccept,
+    exit: u32,
+    hint: Duration,
+) -> ServiceStatus {
     ServiceStatus {
         service_type: ServiceType::OWN_PROCESS,
         current_state: state,
@@ -110,7 +114,12 @@ fn run_service(cli: &Cli) -> Result<u32> {
             }
         }
     };
-    set(status(ServiceState::StartPending, ServiceControlAccept::empty(), 0, START_WAIT_HINT));
+    set(status(
+        ServiceState::StartPending,
+        ServiceControlAccept::empty(),
+        0,
+        START_WAIT_HINT,
+    ));
     let ready = Arc::new(AtomicBool::new(false));
     let drain_hint = cli.shutdown_timeout + Duration::from_secs(5);
     let lifecycle = Lifecycle {
@@ -131,7 +140,12 @@ fn run_service(cli: &Cli) -> Result<u32> {
         stopping: {
             let set = set.clone();
             Box::new(move || {
-                set(status(ServiceState::StopPending, ServiceControlAccept::empty(), 0, drain_hint))
+                set(status(
+                    ServiceState::StopPending,
+                    ServiceControlAccept::empty(),
+                    0,
+                    drain_hint,
+                ))
             })
         },
         handle_signals: false,
@@ -144,11 +158,20 @@ fn run_service(cli: &Cli) -> Result<u32> {
             } else {
                 EXIT_START_FAILED
             };
-            tracing::error!(exit_code = code, "service {:?} failed: {e:#}", cli.service_name);
+            tracing::error!(
+                exit_code = code,
+                "service {:?} failed: {e:#}",
+                cli.service_name
+            );
             code
         }
     };
     tracing::info!(exit_code = code, "service stopped");
-    set(status(ServiceState::Stopped, ServiceControlAccept::empty(), code, Duration::ZERO));
+    set(status(
+        ServiceState::Stopped,
+        ServiceControlAccept::empty(),
+        code,
+        Duration::ZERO,
+    ));
     Ok(code)
 }

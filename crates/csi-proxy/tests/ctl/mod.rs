@@ -52,7 +52,10 @@ pub fn status_all_serving(e: &[String]) {
         assert_eq!(r["health"], "SERVING", "{r}");
     }
     let table = expect(e, &["status"], 0);
-    assert!(table.contains("GROUP") && table.contains("SERVING"), "{table}");
+    assert!(
+        table.contains("GROUP") && table.contains("SERVING"),
+        "{table}"
+    );
     assert_eq!(table.matches("SERVING").count(), 23, "{table}");
 }
 
@@ -64,7 +67,10 @@ pub fn filesystem(e: &[String], kubelet: &Path, outside: &Path, sep: &str) {
     assert_eq!(expect(e, &["fs", "mkdir", &dir], 0), "ok\n");
     assert!(Path::new(&dir).is_dir());
     assert_eq!(json(e, &["fs", "exists", &dir])["exists"], true);
-    assert_eq!(expect(e, &["fs", "exists", &format!("{k}{sep}nope")], 0), "exists: false\n");
+    assert_eq!(
+        expect(e, &["fs", "exists", &format!("{k}{sep}nope")], 0),
+        "exists: false\n"
+    );
     assert_eq!(json(e, &["fs", "is-symlink", &dir])["is_symlink"], false);
     std::fs::write(Path::new(&dir).join("f"), b"x").unwrap();
     expect(e, &["fs", "rmdir-contents", &dir], 0);
@@ -74,7 +80,11 @@ pub fn filesystem(e: &[String], kubelet: &Path, outside: &Path, sep: &str) {
     assert!(!Path::new(&format!("{k}{sep}ctl")).exists());
     let o = outside.display().to_string();
     expect(e, &["fs", "exists", &o], PERMISSION_DENIED);
-    expect(e, &["fs", "mkdir", &format!("{o}{sep}x")], PERMISSION_DENIED);
+    expect(
+        e,
+        &["fs", "mkdir", &format!("{o}{sep}x")],
+        PERMISSION_DENIED,
+    );
     assert!(!outside.join("x").exists());
 }
 
