@@ -192,6 +192,10 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
         let metrics_address = metrics_listener
             .as_ref()
             .map(|l| l.local_addr().to_string());
+        let signals = match lifecycle.handle_signals {
+            true => Some(Signals::install()?),
+            false => None,
+        };
         let server = csi_proxy_server::bind(&config, &host)?;
         let addresses = server.addresses();
         if let (Some(listener), Some(m)) = (metrics_listener, metrics) {
@@ -216,9 +220,7 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
             tracing::debug!(endpoint = %a, "serving");
         }
         (lifecycle.ready)();
-        let signals = lifecycle
-            .handle_signals
-            .then(|| tokio::spawn(wait_for_signal(token.clone())));
+        let signals = signals.map(|s| tokio::spawn(s.wait(token.clone())));
         let stopping = lifecycle.stopping;
         let watch = token.clone();
         let stopping = tokio::spawn(async move {
@@ -243,31 +245,54 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
     })
 }
 
-async fn wait_for_signal(token: CancellationToken) {
+/// The stop signals, installed before the proxy says it is ready (a
+/// signal sent right after "csi-proxy ready" must not kill the process).
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            tracing::error!("cannot install signal handlers");
-            return;
-        };
-        let name = tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-        };
-        tracing::info!(signal = name, "shutting down: draining in-flight calls");
-    }
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
     #[cfg(windows)]
-    {
-        if tokio::signal::ctrl_c().await.is_err() {
-            return;
+    ctrl_c: tokio::signal::windows::CtrlC,
+}
+
+impl Signals {
+    fn install() -> Result<Signals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Signals {
+                term: signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
+                int: signal(SignalKind::interrupt()).context("cannot handle SIGINT")?,
+            })
         }
-        tracing::info!("Ctrl-C: shutting down, draining in-flight calls");
+        #[cfg(windows)]
+        {
+            Ok(Signals {
+                ctrl_c: tokio::signal::windows::ctrl_c().context("cannot handle Ctrl-C")?,
+            })
+        }
     }
-    token.cancel();
+
+    /// Wait for a signal, then cancel `token`.
+    async fn wait(mut self, token: CancellationToken) {
+        #[cfg(unix)]
+        {
+            let name = tokio::select! {
+                _ = self.term.recv() => "SIGTERM",
+                _ = self.int.recv() => "SIGINT",
+            };
+            tracing::info!(signal = name, "shutting down: draining in-flight calls");
+        }
+        #[cfg(windows)]
+        {
+            if self.ctrl_c.recv().await.is_none() {
+                return;
+            }
+            tracing::info!("Ctrl-C: shutting down, draining in-flight calls");
+        }
+        token.cancel();
+    }
 }
 
 #[cfg(test)]
