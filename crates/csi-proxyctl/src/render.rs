@@ -59,6 +59,11 @@ fn table<'a>(
             }
         }
     }
+    // Status rows read best in this order; other tables keep field order
+    // (alphabetical: JSON objects are sorted maps).
+    const FIRST: [&str; 6] = ["group", "version", "service", "state", "health", "endpoint"];
+    let skip = usize::from(key.is_some());
+    columns[skip..].sort_by_key(|c| FIRST.iter().position(|f| f == c).unwrap_or(FIRST.len()));
     let mut cells: Vec<Vec<String>> = vec![columns.iter().map(|c| c.to_uppercase()).collect()];
     let mut sorted = rows;
     // Map keys are disk numbers: order numerically when they are numbers.
