@@ -25,6 +25,16 @@ use windows_service::service::{
 };
 use windows_service::service_manager::{ServiceManager, ServiceManagerAccess};
 
+/// Wine's SCM tells a starting service process which control pipe is its
+/// own through machine-wide state, so two service starts (or a
+/// `-windows-service` process outside the SCM) at the same time can swap
+/// connections. The tests of this file take turns.
+static SCM: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    SCM.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// A copy of csi-proxy.exe in `%TEMP%\csi proxy svc <tag> <pid>\bin dir\`.
 struct Setup {
     root: PathBuf,
@@ -202,6 +212,7 @@ fn invalid_level<T>(r: &windows_service::Result<T>) -> bool {
 
 #[test]
 fn install_start_call_stop_with_a_call_in_flight_uninstall() {
+    let _turn = one_at_a_time();
     let s = Setup::new("life");
     let warnings = s.install(&["-shutdown-timeout=30s"]);
 
@@ -333,6 +344,7 @@ fn install_start_call_stop_with_a_call_in_flight_uninstall() {
 
 #[test]
 fn a_start_failure_stops_the_service_with_a_specific_exit_code() {
+    let _turn = one_at_a_time();
     let s = Setup::new("fail");
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
@@ -358,6 +370,7 @@ fn a_start_failure_stops_the_service_with_a_specific_exit_code() {
 
 #[test]
 fn windows_service_outside_the_scm_fails_at_once() {
+    let _turn = one_at_a_time();
     let out = Command::new(env!("CARGO_BIN_EXE_csi-proxy"))
         .args(["-windows-service", "-service-name=csiproxytestnoscm"])
         .output()
