@@ -9,10 +9,15 @@
 //! ([`Outcome::Done`], for cheap read-only operations) or as a job for the
 //! blocking pool ([`Outcome::Blocking`]).
 //!
-//! A service answers only the paths of its own `<package>.<Service>`; any
-//! other path on its endpoint gets `Unimplemented` (least privilege per
-//! endpoint).
+//! A service answers only the paths of its own `<package>.<Service>` and,
+//! beside them, the health service ([`crate::health`]); any other path on
+//! its endpoint gets `Unimplemented` (least privilege per endpoint).
+//!
+//! This is also the one place calls are measured: a service built
+//! [`VersionedService::with_metrics`] records every call of its table
+//! ([`crate::metrics`]); without metrics nothing is recorded.
 
+use crate::metrics::{HostTimer, MethodMetrics, Metrics};
 use crate::status;
 use crate::wire::Wire;
 use csi_proxy_api::ApiVersion;
@@ -75,7 +80,20 @@ impl Outcome {
     }
 }
 
-type Handler = Arc<dyn Fn(&[u8]) -> Outcome + Send + Sync>;
+/// A method's handler; it times the host operation with the timer when
+/// metrics are on.
+type Handler = Arc<dyn Fn(&[u8], Option<&HostTimer>) -> Outcome + Send + Sync>;
+
+/// One routed method.
+#[derive(Clone)]
+struct Route {
+    handler: Handler,
+    /// The method name, e.g. `PathExists`.
+    method: &'static str,
+    /// The version-free operation, e.g. `path_exists`.
+    operation: &'static str,
+    metrics: Option<MethodMetrics>,
+}
 
 /// Where a host operation runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,7 +110,7 @@ pub enum Placement {
 /// Builds the routing table of one versioned service over an API object `A`.
 pub struct Routes<A: ?Sized> {
     api: Arc<A>,
-    handlers: HashMap<&'static str, Handler>,
+    handlers: HashMap<&'static str, (Handler, &'static str)>,
 }
 
 impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
@@ -103,12 +121,13 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
         }
     }
 
-    /// Route `method` to the version-free operation `call`, run where
-    /// `placement` says: `Req` and `Resp` are the versioned wire messages,
-    /// `AReq`/`AResp` the API's.
+    /// Route `method` to the version-free operation `call` (named
+    /// `operation`, e.g. `path_exists`), run where `placement` says: `Req`
+    /// and `Resp` are the versioned wire messages, `AReq`/`AResp` the API's.
     pub fn unary<Req, Resp, AReq, AResp>(
         mut self,
         method: &'static str,
+        operation: &'static str,
         call: fn(&A, AReq) -> csi_proxy_host::Result<AResp>,
         placement: Placement,
     ) -> Self
@@ -119,7 +138,7 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
         AResp: Wire<Resp> + Send + 'static,
     {
         let api = self.api.clone();
-        let handler: Handler = Arc::new(move |bytes: &[u8]| {
+        let handler: Handler = Arc::new(move |bytes: &[u8], timer: Option<&HostTimer>| {
             let areq: AReq = match Req::decode(bytes) {
                 Ok(req) => match req.wire() {
                     Ok(r) => r,
@@ -128,15 +147,28 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
                 Err(e) => return Outcome::Done(status::undecodable_request(&e).into()),
             };
             match placement {
-                Placement::Inline => Outcome::Done(finish::<Resp, AResp>(call(&api, areq))),
+                Placement::Inline => {
+                    let r = match timer {
+                        Some(t) => t.time(|| call(&api, areq)),
+                        None => call(&api, areq),
+                    };
+                    Outcome::Done(finish::<Resp, AResp>(r))
+                }
                 Placement::Blocking => {
                     let api = api.clone();
-                    Outcome::Blocking(Box::new(move || finish::<Resp, AResp>(call(&api, areq))))
+                    let timer = timer.cloned();
+                    Outcome::Blocking(Box::new(move || {
+                        let r = match timer {
+                            Some(t) => t.time(|| call(&api, areq)),
+                            None => call(&api, areq),
+                        };
+                        finish::<Resp, AResp>(r)
+                    }))
                 }
             }
         });
         assert!(
-            self.handlers.insert(method, handler).is_none(),
+            self.handlers.insert(method, (handler, operation)).is_none(),
             "method {method} routed twice"
         );
         self
@@ -148,11 +180,20 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
         let handlers = self
             .handlers
             .into_iter()
-            .map(|(m, h)| (format!("/{service}/{m}"), h))
+            .map(|(method, (handler, operation))| {
+                let route = Route {
+                    handler,
+                    method,
+                    operation,
+                    metrics: None,
+                };
+                (format!("/{service}/{method}"), route)
+            })
             .collect();
         VersionedService {
             inner: Arc::new(Inner {
                 service,
+                group: version.group.as_str(),
                 handlers,
                 log_requests,
             }),
@@ -170,7 +211,8 @@ fn finish<Resp: prost::Message, AResp: Wire<Resp>>(r: csi_proxy_host::Result<ARe
 
 struct Inner {
     service: String,
-    handlers: HashMap<String, Handler>,
+    group: &'static str,
+    handlers: HashMap<String, Route>,
     log_requests: bool,
 }
 
@@ -202,15 +244,59 @@ impl VersionedService {
     /// Call the method at `path` (`/<package>.<Service>/<Method>`) with the
     /// encoded request `message`.
     pub fn call(&self, path: &str, message: &[u8]) -> Outcome {
-        match self.inner.handlers.get(path) {
-            Some(handler) => handler(message),
-            None => Outcome::Done(Reply::error(
+        let Some(route) = self.inner.handlers.get(path) else {
+            if let Some(reply) = crate::health::answer(path, message, &self.inner.service) {
+                return Outcome::Done(reply);
+            }
+            return Outcome::Done(Reply::error(
                 Code::Unimplemented,
                 format!(
                     "unknown method {path}: this endpoint serves only {}",
                     self.inner.service
                 ),
-            )),
+            ));
+        };
+        let Some(metrics) = &route.metrics else {
+            return (route.handler)(message, None);
+        };
+        // Dropped unfinished (a panic) it records Internal.
+        let record = metrics.begin();
+        match (route.handler)(message, Some(metrics.host())) {
+            Outcome::Done(reply) => {
+                record.finish(reply.code);
+                Outcome::Done(reply)
+            }
+            Outcome::Blocking(job) => Outcome::Blocking(Box::new(move || {
+                let reply = job();
+                record.finish(reply.code);
+                reply
+            })),
+        }
+    }
+
+    /// The same service, recording every call of its table in `metrics`.
+    #[must_use]
+    pub fn with_metrics(&self, metrics: &Metrics) -> VersionedService {
+        let inner = &self.inner;
+        let handlers = inner
+            .handlers
+            .iter()
+            .map(|(path, route)| {
+                let m = metrics.method(&inner.service, route.method, inner.group, route.operation);
+                let route = Route {
+                    metrics: Some(m),
+                    ..route.clone()
+                };
+                (path.clone(), route)
+            })
+            .collect();
+        VersionedService {
+            inner: Arc::new(Inner {
+                service: inner.service.clone(),
+                group: inner.group,
+                handlers,
+                log_requests: inner.log_requests,
+            }),
         }
     }
 }

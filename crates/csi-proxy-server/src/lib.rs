@@ -5,6 +5,8 @@
 //! - `groups`: per group, the routing table and the message conversions;
 //! - [`wire`]: the conversion trait and table macros;
 //! - [`status`]: host errors → gRPC status, in one place;
+//! - `health`: `grpc.health.v1.Health/Check`, answered on every endpoint;
+//! - [`metrics`]: Prometheus metrics and the `/metrics` endpoint;
 //! - [`http2`]: our own HTTP/2 server for unary gRPC (accepts the
 //!   `:authority` values real clients send);
 //! - [`transport`]: Unix sockets and named pipes;
@@ -14,7 +16,9 @@
 mod accept;
 pub mod dispatch;
 mod groups;
+mod health;
 pub mod http2;
+pub mod metrics;
 pub mod server;
 pub mod status;
 pub mod transport;

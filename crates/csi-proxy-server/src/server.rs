@@ -4,9 +4,11 @@ use crate::accept::{Backoff, Cap};
 use crate::dispatch::VersionedService;
 use crate::groups;
 use crate::http2;
+use crate::metrics::{ConnectionGauge, Metrics};
 use crate::transport::Listener;
 use csi_proxy_api::ApiVersion;
 use csi_proxy_host::Host;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -17,9 +19,10 @@ pub enum Transport {
     /// Unix sockets `<dir>/csi-proxy-<group>-<version>.sock` with file mode `mode`.
     #[cfg(unix)]
     UnixSockets { dir: std::path::PathBuf, mode: u32 },
-    /// Named pipes `\\.\pipe\csi-proxy-<group>-<version>` with security descriptor `sddl`.
+    /// Named pipes `<prefix><group>-<version>` (by default
+    /// `\\.\pipe\csi-proxy-<group>-<version>`) with security descriptor `sddl`.
     #[cfg(windows)]
-    NamedPipes { sddl: String },
+    NamedPipes { sddl: String, prefix: String },
 }
 
 /// What to serve, and how.
@@ -37,6 +40,8 @@ pub struct Config {
     /// At most this many open connections per endpoint; past it a new
     /// connection is closed as soon as it is accepted (see `accept.rs`).
     pub max_connections_per_endpoint: usize,
+    /// Record calls and connections here (`-metrics-bind-address`).
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 impl Config {
@@ -83,6 +88,7 @@ struct Endpoint {
     address: String,
     service: VersionedService,
     listener: PlatformListener,
+    connections: Option<ConnectionGauge>,
 }
 
 /// Every endpoint bound and ready to serve.
@@ -96,7 +102,7 @@ pub struct BoundServer {
 pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
     #[cfg(windows)]
     let sd = match &config.transport {
-        Transport::NamedPipes { sddl } => std::sync::Arc::new(
+        Transport::NamedPipes { sddl, .. } => std::sync::Arc::new(
             crate::transport::windows::SecurityDescriptor::from_sddl(sddl).map_err(|source| {
                 ServeError::Bind {
                     endpoint: format!("pipe security descriptor {sddl:?}"),
@@ -122,8 +128,8 @@ pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
                 (address, l)
             }
             #[cfg(windows)]
-            Transport::NamedPipes { .. } => {
-                let address = version.pipe_name();
+            Transport::NamedPipes { prefix, .. } => {
+                let address = format!("{prefix}{}-{}", version.group.as_str(), version.version);
                 let l = PlatformListener::bind(&address, sd.clone());
                 (address, l)
             }
@@ -132,11 +138,17 @@ pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
             endpoint: address.clone(),
             source,
         })?;
-        let service = groups::service(host, version, config.log_requests);
+        let mut service = groups::service(host, version, config.log_requests);
+        let mut connections = None;
+        if let Some(m) = &config.metrics {
+            service = service.with_metrics(m);
+            connections = Some(m.connections(&format!("{}-{}", version.group, version.version)));
+        }
         endpoints.push(Endpoint {
             address,
             service,
             listener,
+            connections,
         });
     }
     Ok(BoundServer {
@@ -163,10 +175,16 @@ impl BoundServer {
         for ep in self.endpoints {
             let token = shutdown.clone();
             let timing = self.timing;
-            let address = ep.address.clone();
+            let name = ep.address.clone();
             set.spawn(async move {
-                accept_loop(&ep.address, ep.listener, ep.service, token, timing).await;
-                address
+                let Endpoint {
+                    address,
+                    service,
+                    listener,
+                    connections,
+                } = ep;
+                accept_loop(&address, listener, service, connections, token, timing).await;
+                name
             });
         }
         let mut result = Ok(());
@@ -192,6 +210,7 @@ async fn accept_loop<L: Listener>(
     address: &str,
     mut listener: L,
     service: VersionedService,
+    gauge: Option<ConnectionGauge>,
     shutdown: CancellationToken,
     timing: Timing,
 ) where
@@ -217,9 +236,11 @@ async fn accept_loop<L: Listener>(
                 backoff.succeeded(address);
                 // Over the cap the connection is closed at once (dropped).
                 if let Some(slot) = cap.admit(address) {
+                    let open = gauge.as_ref().map(ConnectionGauge::open);
                     let serve = http2::serve(io, service.clone(), options, shutdown.clone());
                     connections.spawn(async move {
                         serve.await;
+                        drop(open);
                         drop(slot);
                     });
                 }

@@ -13,12 +13,10 @@ use clap::error::ErrorKind;
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
 
 use crate::argv;
-use values::{
+use crate::goflags::{
     parse_go_bool, parse_go_duration, parse_klog_severity, parse_octal_mode, parse_positive_count,
     path_allowing_empty,
 };
-
-mod values;
 
 /// Default kubelet root directory.
 #[cfg(windows)]
@@ -31,6 +29,9 @@ pub const DEFAULT_KUBELET_PATH: &str = "/var/lib/kubelet";
 /// BUILTIN\Administrators and LocalSystem only, no inherited ACEs.
 pub const DEFAULT_PIPE_SDDL: &str = "D:P(A;;GA;;;BA)(A;;GA;;;SY)";
 
+/// Default pipe name prefix: pipes are `\\.\pipe\csi-proxy-<group>-<version>`.
+pub const DEFAULT_PIPE_PREFIX: &str = r"\\.\pipe\csi-proxy-";
+
 const AFTER_HELP: &str = "\
 Flags may be written with one or two dashes: -name, --name, -name=value, -name value.
 Boolean flags take their value only with '=': -flag, -flag=true, -flag=false.";
@@ -39,7 +40,7 @@ Boolean flags take their value only with '=': -flag, -flag=true, -flag=false.";
 #[derive(Debug, Clone, PartialEq, Eq, Parser)]
 #[command(
     name = "csi-proxy",
-    version,
+    version = crate::version::LONG,
     about = "Serves the CSI Proxy API groups to CSI node plugins.",
     after_help = AFTER_HELP,
     args_override_self = true,
@@ -97,6 +98,15 @@ pub struct Cli {
     #[arg(long = "socket-mode", value_name = "OCTAL", default_value = "0600",
           value_parser = parse_octal_mode)]
     pub socket_mode: u32,
+
+    /// Pipe name prefix (Windows): the pipe of a group/version is
+    /// <prefix><group>-<version>.
+    #[arg(long = "pipe-prefix", value_name = "PREFIX", default_value = DEFAULT_PIPE_PREFIX)]
+    pub pipe_prefix: String,
+
+    /// Service name with -windows-service, install-service and uninstall-service.
+    #[arg(long = "service-name", value_name = "NAME", default_value = "csiproxy")]
+    pub service_name: String,
 
     /// Security descriptor (SDDL) of every named pipe (Windows).
     #[arg(long = "pipe-sddl", value_name = "SDDL", default_value = DEFAULT_PIPE_SDDL)]

@@ -5,8 +5,21 @@ use anyhow::{bail, Context, Result};
 use csi_proxy_api::{ApiVersion, Group, API_VERSIONS};
 use csi_proxy_host::path::{Flavor, PathPolicy};
 use csi_proxy_host::{Host, HostOptions};
+use csi_proxy_server::metrics::Metrics;
 use csi_proxy_server::{Config, Transport};
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+
+/// What the caller learns while the proxy runs: `ready` once every
+/// endpoint (and the metrics listener) is bound, `stopping` once shutdown
+/// was requested and draining starts. The foreground run tells systemd
+/// (`sd_notify`); the Windows service tells the Service Control Manager.
+pub struct Lifecycle {
+    pub ready: Box<dyn FnOnce() + Send>,
+    pub stopping: Box<dyn FnOnce() + Send>,
+    /// Stop on SIGTERM/SIGINT (Ctrl-C on Windows).
+    pub handle_signals: bool,
+}
 
 /// The API versions selected by `-api-groups` (items `group` or
 /// `group-version`); all of them when the flag is absent.
@@ -72,6 +85,7 @@ fn transport(cli: &Cli) -> Result<Transport> {
     {
         Ok(Transport::NamedPipes {
             sddl: cli.pipe_sddl.clone(),
+            prefix: cli.pipe_prefix.clone(),
         })
     }
 }
@@ -141,19 +155,39 @@ fn check_fd_budget(limit: u64, endpoints: usize, cap: usize) {
     }
 }
 
-/// Run the proxy until SIGTERM/SIGINT (Ctrl-C on Windows).
+/// Run the proxy in the foreground until SIGTERM/SIGINT (Ctrl-C on
+/// Windows), telling systemd when it is ready and when it stops (a no-op
+/// outside a `Type=notify` unit).
 pub fn run(cli: Cli) -> Result<()> {
+    let lifecycle = Lifecycle {
+        ready: Box::new(|| notify_systemd(true)),
+        stopping: Box::new(|| notify_systemd(false)),
+        handle_signals: true,
+    };
+    serve(&cli, CancellationToken::new(), lifecycle)
+}
+
+#[cfg(unix)]
+fn notify_systemd(ready: bool) {
+    let state = if ready {
+        sd_notify::NotifyState::Ready
+    } else {
+        sd_notify::NotifyState::Stopping
+    };
+    if let Err(e) = sd_notify::notify(&[state]) {
+        tracing::warn!(error = %e, "cannot notify systemd");
+    }
+}
+
+#[cfg(not(unix))]
+fn notify_systemd(_ready: bool) {}
+
+/// Bind every endpoint (and the metrics listener), report ready, serve
+/// until `token` is cancelled, drain, and return. Errors before `ready`
+/// are start-up failures.
+pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Result<()> {
     for flag in cli.ignored_flags() {
         tracing::info!(flag, "flag accepted for compatibility and ignored");
-    }
-    if cli.windows_service {
-        tracing::warn!("-windows-service is not implemented yet: running in the foreground");
-    }
-    if !cli.metrics_bind_address.is_empty() {
-        tracing::warn!(
-            address = %cli.metrics_bind_address,
-            "-metrics-bind-address is not implemented yet: no metrics are served"
-        );
     }
     #[cfg(unix)]
     let fd_limit = raise_fd_limit();
@@ -164,13 +198,16 @@ pub fn run(cli: Cli) -> Result<()> {
     }
     let policy = PathPolicy::new(Flavor::NATIVE, cli.allowed_roots())
         .context("invalid -kubelet-path or -working-dir")?;
+    let metrics = (!cli.metrics_bind_address.is_empty())
+        .then(|| Arc::new(Metrics::new(&crate::version::build_info())));
     let config = Config {
         versions,
-        transport: transport(&cli)?,
+        transport: transport(cli)?,
         shutdown_timeout: cli.shutdown_timeout,
         log_requests: crate::logging::verbosity() >= 2,
         preface_timeout: cli.preface_timeout,
         max_connections_per_endpoint: cli.max_connections_per_endpoint,
+        metrics: metrics.clone(),
     };
     let host = Host::os_with(
         policy.clone(),
@@ -186,22 +223,64 @@ pub fn run(cli: Cli) -> Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
+        let metrics_listener = match &metrics {
+            Some(_) => Some(
+                csi_proxy_server::metrics::http::bind(&cli.metrics_bind_address).with_context(
+                    || {
+                        format!(
+                            "cannot listen on -metrics-bind-address={}",
+                            cli.metrics_bind_address
+                        )
+                    },
+                )?,
+            ),
+            None => None,
+        };
+        let metrics_address = metrics_listener
+            .as_ref()
+            .map(|l| l.local_addr().to_string());
+        let signals = match lifecycle.handle_signals {
+            true => Some(Signals::install()?),
+            false => None,
+        };
         let server = csi_proxy_server::bind(&config, &host)?;
         let addresses = server.addresses();
+        if let (Some(listener), Some(m)) = (metrics_listener, metrics) {
+            let token = token.clone();
+            tokio::spawn(async move {
+                if let Err(e) = listener.serve(m, token).await {
+                    tracing::error!(error = %e, "the metrics endpoint stopped");
+                }
+            });
+        }
         tracing::info!(
-            version = env!("CARGO_PKG_VERSION"),
+            version = crate::version::VERSION,
+            commit = crate::version::COMMIT,
+            target = crate::version::TARGET,
             endpoints = addresses.len(),
             transport = ?config.transport,
             roots = ?policy.roots(),
+            metrics = metrics_address.as_deref().unwrap_or("off"),
             "csi-proxy ready"
         );
         for a in &addresses {
             tracing::debug!(endpoint = %a, "serving");
         }
-        let token = CancellationToken::new();
-        let signals = tokio::spawn(wait_for_signal(token.clone()));
-        let result = server.serve(token).await;
-        signals.abort();
+        (lifecycle.ready)();
+        let signals = signals.map(|s| tokio::spawn(s.wait(token.clone())));
+        let stopping = lifecycle.stopping;
+        let watch = token.clone();
+        let stopping = tokio::spawn(async move {
+            watch.cancelled().await;
+            stopping();
+        });
+        let result = server.serve(token.clone()).await;
+        // An endpoint failure ends serving too: report stopping either way.
+        token.cancel();
+        let _ = stopping.await;
+        if let Some(s) = signals {
+            s.abort();
+        }
         result?;
         #[cfg(target_os = "linux")]
         tracing::info!(
@@ -213,31 +292,54 @@ pub fn run(cli: Cli) -> Result<()> {
     })
 }
 
-async fn wait_for_signal(token: CancellationToken) {
+/// The stop signals, installed before the proxy says it is ready (a
+/// signal sent right after "csi-proxy ready" must not kill the process).
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            tracing::error!("cannot install signal handlers");
-            return;
-        };
-        let name = tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-        };
-        tracing::info!(signal = name, "shutting down: draining in-flight calls");
-    }
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
     #[cfg(windows)]
-    {
-        if tokio::signal::ctrl_c().await.is_err() {
-            return;
+    ctrl_c: tokio::signal::windows::CtrlC,
+}
+
+impl Signals {
+    fn install() -> Result<Signals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Signals {
+                term: signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
+                int: signal(SignalKind::interrupt()).context("cannot handle SIGINT")?,
+            })
         }
-        tracing::info!("Ctrl-C: shutting down, draining in-flight calls");
+        #[cfg(windows)]
+        {
+            Ok(Signals {
+                ctrl_c: tokio::signal::windows::ctrl_c().context("cannot handle Ctrl-C")?,
+            })
+        }
     }
-    token.cancel();
+
+    /// Wait for a signal, then cancel `token`.
+    async fn wait(mut self, token: CancellationToken) {
+        #[cfg(unix)]
+        {
+            let name = tokio::select! {
+                _ = self.term.recv() => "SIGTERM",
+                _ = self.int.recv() => "SIGINT",
+            };
+            tracing::info!(signal = name, "shutting down: draining in-flight calls");
+        }
+        #[cfg(windows)]
+        {
+            if self.ctrl_c.recv().await.is_none() {
+                return;
+            }
+            tracing::info!("Ctrl-C: shutting down, draining in-flight calls");
+        }
+        token.cancel();
+    }
 }
 
 #[cfg(test)]

@@ -33,7 +33,7 @@ macro_rules! table {
             }
         };
         $crate::dispatch::Routes::new($api.clone())
-            $(.unary::<$ver::$req, $ver::$resp, _, _>(stringify!($method), <dyn $trait>::$op, placement(stringify!($op))))*
+            $(.unary::<$ver::$req, $ver::$resp, _, _>(stringify!($method), stringify!($op), <dyn $trait>::$op, placement(stringify!($op))))*
     }};
 }
 pub(crate) use table;

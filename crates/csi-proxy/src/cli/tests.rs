@@ -27,6 +27,8 @@ fn defaults() {
     assert_eq!(cli.shutdown_timeout, Duration::from_secs(10));
     assert_eq!(cli.preface_timeout, Duration::from_secs(120));
     assert_eq!(cli.max_connections_per_endpoint, 1024);
+    assert_eq!(cli.pipe_prefix, r"\\.\pipe\csi-proxy-");
+    assert_eq!(cli.service_name, "csiproxy");
     assert_eq!(cli.v, 0);
     assert!(cli.logtostderr);
     assert!(!cli.alsologtostderr);
@@ -271,7 +273,7 @@ fn help_mentions_every_flag() {
             "help lacks --{long}:\n{help}"
         );
     }
-    assert_eq!(count, 31, "flag count changed; update the help checks");
+    assert_eq!(count, 33, "flag count changed; update the help checks");
     for flag in [
         "kubelet-path",
         "kubelet-csi-plugins-path",
@@ -288,6 +290,8 @@ fn help_mentions_every_flag() {
         "shutdown-timeout",
         "preface-timeout",
         "max-connections-per-endpoint",
+        "pipe-prefix",
+        "service-name",
         "v",
         "logtostderr",
         "alsologtostderr",
@@ -313,6 +317,9 @@ fn version() {
     for flag in ["-version", "--version", "-V"] {
         let err = parse(&[flag]).expect_err("version is reported as an error");
         assert_eq!(err.kind(), ErrorKind::DisplayVersion);
-        assert!(err.to_string().contains(env!("CARGO_PKG_VERSION")));
+        let text = err.to_string();
+        assert!(text.contains(env!("CARGO_PKG_VERSION")), "{text}");
+        assert!(text.contains(crate::version::COMMIT), "{text}");
+        assert!(text.contains(crate::version::TARGET), "{text}");
     }
 }

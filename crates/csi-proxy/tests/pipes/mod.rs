@@ -25,7 +25,8 @@ impl Proxy {
         Proxy::start_with(tag, api_groups, &[])
     }
 
-    /// [`Proxy::start`] with `extra` flags.
+    /// [`Proxy::start`] with more flags (e.g. `-pipe-prefix=...` for pipe
+    /// names no other test run uses).
     pub fn start_with(tag: &str, api_groups: &str, extra: &[&str]) -> Proxy {
         let root = std::env::temp_dir().join(format!("csi-proxy-{tag}-{}", std::process::id()));
         let kubelet = root.join("kubelet");

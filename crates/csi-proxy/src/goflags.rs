@@ -1,31 +1,24 @@
-//! Flag value parsers in Go's syntax: booleans, durations, octal modes,
-//! klog severities, counts.
+//! Value parsers for Go-style flags: booleans as `strconv.ParseBool`,
+//! durations as `time.ParseDuration`, klog severities, octal file modes,
+//! and paths that may be empty (Go's "unset").
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// A `PathBuf` parser that, like Go, accepts an empty value (meaning unset).
-pub(super) fn path_allowing_empty() -> impl clap::builder::TypedValueParser<Value = PathBuf> {
+pub fn path_allowing_empty() -> impl clap::builder::TypedValueParser<Value = PathBuf> {
     use clap::builder::TypedValueParser as _;
     clap::builder::OsStringValueParser::new().map(PathBuf::from)
 }
 
 /// Parses a file mode written in octal (`0600`, `600`, `0o660`), at most 0o777.
-pub(super) fn parse_octal_mode(s: &str) -> Result<u32, String> {
+pub fn parse_octal_mode(s: &str) -> Result<u32, String> {
     let digits = s.strip_prefix("0o").unwrap_or(s);
     match u32::from_str_radix(digits, 8) {
         Ok(mode) if mode <= 0o777 && !digits.starts_with('+') => Ok(mode),
         _ => Err(format!(
             "invalid mode {s:?} (octal, e.g. 0600, at most 0777)"
         )),
-    }
-}
-
-/// Parses a count of at least 1 (decimal).
-pub(super) fn parse_positive_count(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(n) if n >= 1 && !s.starts_with('+') => Ok(n),
-        _ => Err(format!("invalid count {s:?} (a whole number, at least 1)")),
     }
 }
 
@@ -40,9 +33,17 @@ pub fn parse_go_bool(s: &str) -> Result<bool, String> {
     }
 }
 
+/// Parses a count of at least 1 (decimal).
+pub fn parse_positive_count(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 && !s.starts_with('+') => Ok(n),
+        _ => Err(format!("invalid count {s:?} (a whole number, at least 1)")),
+    }
+}
+
 /// Validates a klog severity (`INFO`, `WARNING`, `ERROR`, `FATAL`, any case,
 /// or 0-3) and returns it unchanged.
-pub(super) fn parse_klog_severity(s: &str) -> Result<String, String> {
+pub fn parse_klog_severity(s: &str) -> Result<String, String> {
     const NAMES: [&str; 4] = ["INFO", "WARNING", "ERROR", "FATAL"];
     let valid = NAMES.iter().any(|n| n.eq_ignore_ascii_case(s))
         || s.parse::<u8>().is_ok_and(|n| usize::from(n) < NAMES.len());
@@ -140,15 +141,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn positive_counts() {
-        assert_eq!(parse_positive_count("1"), Ok(1));
-        assert_eq!(parse_positive_count("1024"), Ok(1024));
-        for bad in ["0", "-1", "+5", "", "1k", "1.5", " 3"] {
-            assert!(parse_positive_count(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
     fn go_durations() {
         let ok_cases: &[(&str, Duration)] = &[
             ("0", Duration::ZERO),
@@ -191,5 +183,14 @@ mod tests {
         }
         let msg = parse_go_duration("10").unwrap_err();
         assert!(msg.contains("missing unit"), "{msg}");
+    }
+
+    #[test]
+    fn positive_counts() {
+        assert_eq!(parse_positive_count("1"), Ok(1));
+        assert_eq!(parse_positive_count("1024"), Ok(1024));
+        for bad in ["0", "-1", "+5", "", "1k", "1.5", " 3"] {
+            assert!(parse_positive_count(bad).is_err(), "{bad:?}");
+        }
     }
 }
