@@ -38,6 +38,8 @@ fn main() {
     let target = kubelet.join(r"pods\uid\volumes\kubernetes.io~csi\pvc\mount");
     std::fs::create_dir_all(&target).unwrap();
     let log = root.join("stderr.log");
+    // Pipe names of this run only (tests may run beside it).
+    let prefix = format!(r"\\.\pipe\csi-proxy-bench-{}-", std::process::id());
     struct KillOnDrop(std::process::Child, PathBuf);
     impl Drop for KillOnDrop {
         fn drop(&mut self) {
@@ -50,6 +52,11 @@ fn main() {
         Command::new(&bin)
             .arg(format!("-kubelet-path={}", kubelet.display()))
             .arg("-api-groups=filesystem-v1")
+            .args(
+                std::env::var_os("CSI_PROXY_BIN")
+                    .is_none()
+                    .then(|| format!("-pipe-prefix={prefix}")),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -69,7 +76,14 @@ fn main() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let out = Command::new(&go)
-        .arg(r"-endpoint=\\.\pipe\csi-proxy-filesystem-v1")
+        .arg(format!(
+            "-endpoint={}filesystem-v1",
+            if std::env::var_os("CSI_PROXY_BIN").is_none() {
+                prefix.as_str()
+            } else {
+                r"\\.\pipe\csi-proxy-"
+            }
+        ))
         .arg(format!("-exists={}", target.display()))
         .arg(format!("-missing={}", target.join("missing").display()))
         .arg(format!("-mkdir={}", target.join("bench-dir").display()))
