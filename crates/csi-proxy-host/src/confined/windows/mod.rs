@@ -72,15 +72,34 @@ impl RootHandle {
     }
 
     /// `root final path\rel`.
-    fn expected(&self, p: &Located) -> String {
+    fn expected(&self, rel: &str) -> String {
         let mut s = self.final_path.clone();
-        if !p.is_root() {
+        if !rel.is_empty() {
             if !s.ends_with('\\') {
                 s.push('\\');
             }
-            s.push_str(p.rel_str());
+            s.push_str(rel);
         }
         s
+    }
+
+    /// Does the open handle `h` name `rel` below this root, now?
+    fn proves(&self, h: &OwnedHandle, rel: &str) -> bool {
+        nt::final_path(h, VOLUME_NAME_DOS)
+            .is_ok_and(|f| winfmt::same_final_path(&f, &self.expected(rel)))
+    }
+
+    /// One open of `rel` (several components) that may cross no reparse
+    /// point (`OBJ_DONT_REPARSE`), proven by the handle's final path.
+    /// `Ok(None)`: opened but not proven (a short name, a system that
+    /// ignores the flag); the caller walks instead.
+    fn open_proven(&self, rel: &str, how: &nt::Open) -> Result<Option<OwnedHandle>, NTSTATUS> {
+        let how = nt::Open {
+            dont_reparse: true,
+            ..*how
+        };
+        let h = nt::open_relative(self.raw(), rel, &how)?;
+        Ok(self.proves(&h, rel).then_some(h))
     }
 }
 
@@ -239,7 +258,57 @@ fn walk_parents(root: &RootHandle, p: &Located) -> Result<Vec<OwnedHandle>> {
         }
         chain.push(h);
     }
+    // Belt and braces: the directory reached must be the one named (a
+    // system that hides a link, as wine hides host symlinks, is caught).
+    if let Some(last) = chain.last() {
+        if !root.proves(last, parents) {
+            return Err(unproven(p));
+        }
+    }
     Ok(chain)
+}
+
+/// A path whose directory reached is not the one named.
+fn unproven(p: &Located) -> Error {
+    Error::PermissionDenied(format!(
+        "path {} could not be proven to stay beneath its allowed root (a link, or a short or differently-cased name, on the way)",
+        p.shown()
+    ))
+}
+
+/// The parent of `p` as one proven open (no pin), or by the walk.
+fn parent_handle(root: &RootHandle, p: &Located) -> Result<Parent> {
+    let parents = p.parent_rel().expect("not a root");
+    if parents.is_empty() {
+        return Ok(Parent::Root);
+    }
+    match root.open_proven(parents, &dir_open(FILE_OPEN, 0)) {
+        Ok(Some(h)) => return Ok(Parent::Open(vec![h])),
+        Err(STATUS_REPARSE_POINT_ENCOUNTERED) => return Err(link_in_chain(p)),
+        _ => {}
+    }
+    let chain = walk_parents(root, p)?;
+    Ok(if chain.is_empty() {
+        Parent::Root
+    } else {
+        Parent::Open(chain)
+    })
+}
+
+/// A parent directory reached: the root itself, or opened handles (the
+/// last is the parent; the others, if any, pin the way to it).
+enum Parent {
+    Root,
+    Open(Vec<OwnedHandle>),
+}
+
+impl Parent {
+    fn raw(&self, root: &RootHandle) -> HANDLE {
+        match self {
+            Parent::Root => root.raw(),
+            Parent::Open(chain) => last_raw(root, chain),
+        }
+    }
 }
 
 fn last_raw(root: &RootHandle, chain: &[OwnedHandle]) -> HANDLE {
@@ -255,30 +324,20 @@ fn open_entry(root: &RootHandle, p: &Located) -> Result<Option<OwnedHandle>> {
             .map(Some)
             .map_err(|s| io_err("open", p, nt::status_error(s)));
     }
-    // One open of the whole path that may cross no reparse point, proven
-    // by the handle's final path.
-    let fast = nt::Open {
-        dont_reparse: true,
-        ..probe_open()
-    };
-    match nt::open_relative(root.raw(), p.rel_str(), &fast) {
-        Ok(h) => {
-            if nt::final_path(&h, VOLUME_NAME_DOS)
-                .is_ok_and(|f| winfmt::same_final_path(&f, &root.expected(p)))
-            {
-                return Ok(Some(h));
-            }
-        }
+    // One proven open of the whole path (the common case).
+    match root.open_proven(p.rel_str(), &probe_open()) {
+        Ok(Some(h)) => return Ok(Some(h)),
         Err(STATUS_REPARSE_POINT_ENCOUNTERED) => return Err(link_in_chain(p)),
-        Err(_) => {}
+        _ => {}
     }
-    // Not proven (missing, a short name, an old system): walk.
-    let chain = match walk_parents(root, p) {
+    // Not proven (missing, a short name, an old system): reach the parent
+    // and look there, so that a missing answer is about the roots only.
+    let parent = match parent_handle(root, p) {
         Err(Error::NotFound(_)) | Err(Error::FailedPrecondition(_)) => return Ok(None),
         other => other?,
     };
     let name = p.name().expect("not a root");
-    match nt::open_relative(last_raw(root, &chain), name, &probe_open()) {
+    match nt::open_relative(parent.raw(root), name, &probe_open()) {
         Ok(h) => Ok(Some(h)),
         Err(s) if is_missing(s) || s == STATUS_NOT_A_DIRECTORY => Ok(None),
         Err(s) => Err(io_err("stat", p, nt::status_error(s))),
@@ -319,7 +378,35 @@ fn not_a_dir(p: &Located) -> Error {
     ))
 }
 
+fn classify_final(h: &OwnedHandle, p: &Located) -> Result<MkdirOutcome> {
+    match classify(h).map_err(|e| io_err("stat", p, e))? {
+        Kind::Dir | Kind::MountPoint => Ok(MkdirOutcome::Done),
+        Kind::Link => Ok(MkdirOutcome::FinalIsLink),
+        Kind::File | Kind::Other => Err(not_a_dir(p)),
+    }
+}
+
 pub fn mkdir_all(root: &RootHandle, p: &Located) -> Result<MkdirOutcome> {
+    if p.is_root() {
+        return Ok(MkdirOutcome::Done);
+    }
+    // The common case: the parent exists; the directory is made in it (or
+    // is there already).
+    match parent_handle(root, p) {
+        Ok(parent) => {
+            let name = p.name().expect("not a root");
+            return match nt::open_relative(parent.raw(root), name, &dir_open(FILE_OPEN_IF, 0)) {
+                Ok(h) => classify_final(&h, p),
+                Err(STATUS_NOT_A_DIRECTORY) => Err(not_a_dir(p)),
+                Err(s) => Err(io_err("mkdir", p, nt::status_error(s))),
+            };
+        }
+        Err(Error::NotFound(_)) => {}
+        Err(Error::FailedPrecondition(_)) => return Err(not_a_dir(p)),
+        Err(e) => return Err(e),
+    }
+    // Parents missing: one component at a time, each created (if missing)
+    // and opened relative to its parent's handle.
     let mut chain: Vec<OwnedHandle> = Vec::new();
     let last = p.components().count().saturating_sub(1);
     for (i, comp) in p.components().enumerate() {
@@ -329,10 +416,11 @@ pub fn mkdir_all(root: &RootHandle, p: &Located) -> Result<MkdirOutcome> {
             Err(STATUS_NOT_A_DIRECTORY) => return Err(not_a_dir(p)),
             Err(s) => return Err(io_err("mkdir", p, nt::status_error(s))),
         };
+        if i == last {
+            return classify_final(&h, p);
+        }
         match classify(&h).map_err(|e| io_err("stat", p, e))? {
             Kind::Dir => {}
-            Kind::MountPoint if i == last => return Ok(MkdirOutcome::Done),
-            Kind::Link if i == last => return Ok(MkdirOutcome::FinalIsLink),
             Kind::Link | Kind::MountPoint => return Err(link_in_chain(p)),
             Kind::File | Kind::Other => return Err(not_a_dir(p)),
         }
@@ -349,9 +437,9 @@ fn refuse_mount_point(p: &Located) -> Error {
 }
 
 pub fn remove(root: &RootHandle, p: &Located) -> Result<()> {
-    let chain = walk_parents(root, p)?;
+    let parent = parent_handle(root, p)?;
     let name = p.name().expect("not a root");
-    let h = match nt::open_relative(last_raw(root, &chain), name, &delete_open()) {
+    let h = match nt::open_relative(parent.raw(root), name, &delete_open()) {
         Ok(h) => h,
         Err(s) if is_missing(s) => {
             return Err(Error::NotFound(format!(
@@ -368,11 +456,11 @@ pub fn remove(root: &RootHandle, p: &Located) -> Result<()> {
 }
 
 pub fn remove_all(root: &RootHandle, p: &Located) -> Result<()> {
-    let chain = match walk_parents(root, p) {
+    let parent_dir = match parent_handle(root, p) {
         Err(Error::NotFound(_)) => return Ok(()),
         other => other?,
     };
-    let parent = last_raw(root, &chain);
+    let parent = parent_dir.raw(root);
     let name = p.name().expect("not a root");
     let listing = nt::Open {
         access: DIR_ACCESS,
@@ -402,6 +490,14 @@ pub fn remove_all(root: &RootHandle, p: &Located) -> Result<()> {
 }
 
 pub fn remove_contents(root: &RootHandle, p: &Located) -> Result<()> {
+    if !p.is_root() {
+        if let Ok(Some(h)) = root.open_proven(p.rel_str(), &dir_open(FILE_OPEN, 0)) {
+            if classify(&h).map_err(|e| io_err("stat", p, e))? == Kind::Dir {
+                return tree::remove_contents(&WinTree, h, &tree::Limits::DEFAULT)
+                    .map_err(|e| tree_err(p, e));
+            }
+        }
+    }
     let dir = open_dir(root, p)?;
     let h = if dir.mount_point {
         // Emptying a mounted volume is what was asked for: its root,

@@ -42,6 +42,7 @@ fn wide_z(s: &str) -> Vec<u16> {
 }
 
 /// How a relative open is made.
+#[derive(Clone, Copy)]
 pub struct Open {
     pub access: u32,
     pub share: u32,
