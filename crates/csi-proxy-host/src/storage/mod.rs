@@ -15,6 +15,7 @@
 //! (an in-memory model for tests of the layers above).
 
 pub mod fake;
+pub mod inventory;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod parse;
