@@ -93,6 +93,14 @@ pub trait StorageBackend: Send + Sync {
     fn disk_locations(&self) -> Result<BTreeMap<u32, DiskLocation>>;
     /// Page-0x83 id and serial number of every disk.
     fn disk_ids(&self) -> Result<BTreeMap<u32, DiskIds>>;
+    /// The number of the disk whose page-0x83 id is `page83`, if any.
+    fn disk_by_page83(&self, page83: &str) -> Result<Option<u32>> {
+        Ok(self
+            .disk_ids()?
+            .into_iter()
+            .find(|(_, ids)| ids.page83 == page83)
+            .map(|(n, _)| n))
+    }
     /// Size of a disk in bytes.
     fn disk_size(&self, disk: u32) -> Result<u64>;
     /// Is the disk online?
@@ -248,10 +256,8 @@ impl<B: StorageBackend> DiskApi for Storage<B> {
             )));
         }
         self.backend
-            .disk_ids()?
-            .into_iter()
-            .find(|(_, ids)| ids.page83 == name)
-            .map(|(disk_number, _)| disk::GetDiskNumberByNameResponse { disk_number })
+            .disk_by_page83(name)?
+            .map(|disk_number| disk::GetDiskNumberByNameResponse { disk_number })
             .ok_or_else(|| Error::NotFound(format!("no disk has the page-0x83 id {name:?}")))
     }
 }

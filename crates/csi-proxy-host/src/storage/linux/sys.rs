@@ -112,6 +112,36 @@ pub fn open_dir_path(path: &Path) -> io::Result<OwnedFd> {
     }
 }
 
+/// Whether `path` (not following a final link) is the root of a mount, and
+/// the device of the mounted filesystem: one `statx`
+/// (`STATX_ATTR_MOUNT_ROOT`, Linux 5.8+) instead of reading the whole mount
+/// table. `Ok(None)`: not a mount root; `Unsupported`: the kernel does not
+/// report the attribute.
+pub fn mount_root(path: &Path) -> io::Result<Option<(u32, u32)>> {
+    let c = cpath(path)?;
+    // SAFETY: libc::statx is plain data; all-zero is a valid value.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `st` a live statx the
+    // call fills; neither is retained.
+    check(unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT,
+            libc::STATX_TYPE,
+            &mut st,
+        )
+    })?;
+    let bit = libc::STATX_ATTR_MOUNT_ROOT as u64;
+    if st.stx_attributes_mask & bit == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "the kernel does not report STATX_ATTR_MOUNT_ROOT",
+        ));
+    }
+    Ok((st.stx_attributes & bit != 0).then_some((st.stx_dev_major, st.stx_dev_minor)))
+}
+
 /// The device number (`st_rdev`) of an open block device, or an error if it
 /// is not a block device.
 pub fn block_rdev(fd: &OwnedFd) -> io::Result<u64> {
