@@ -93,6 +93,11 @@ pub trait StorageBackend: Send + Sync {
     fn disk_locations(&self) -> Result<BTreeMap<u32, DiskLocation>>;
     /// Page-0x83 id and serial number of every disk.
     fn disk_ids(&self) -> Result<BTreeMap<u32, DiskIds>>;
+    /// The generation of the backend's inventory (see
+    /// [`DiskApi::inventory_generation`]); `None`: no inventory.
+    fn inventory_generation(&self) -> Result<Option<u64>> {
+        Ok(None)
+    }
     /// The number of the disk whose page-0x83 id is `page83`, if any.
     fn disk_by_page83(&self, page83: &str) -> Result<Option<u32>> {
         Ok(self
@@ -259,6 +264,9 @@ impl<B: StorageBackend> DiskApi for Storage<B> {
             .disk_by_page83(name)?
             .map(|disk_number| disk::GetDiskNumberByNameResponse { disk_number })
             .ok_or_else(|| Error::NotFound(format!("no disk has the page-0x83 id {name:?}")))
+    }
+    fn inventory_generation(&self) -> Result<Option<u64>> {
+        self.backend.inventory_generation()
     }
 }
 

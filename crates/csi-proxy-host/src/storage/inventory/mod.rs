@@ -153,6 +153,13 @@ impl<K> EventSource for SeqEvents<K> {
 }
 
 static FULL_SCANS: AtomicU64 = AtomicU64::new(0);
+/// Generations are unique in the process, across inventories: a number
+/// never names two different states.
+static GENERATIONS: AtomicU64 = AtomicU64::new(1);
+
+fn next_generation() -> u64 {
+    GENERATIONS.fetch_add(1, Ordering::Relaxed)
+}
 static DISK_SCANS: AtomicU64 = AtomicU64::new(0);
 static LOST: AtomicU64 = AtomicU64::new(0);
 static VIEWS: AtomicU64 = AtomicU64::new(0);
@@ -291,7 +298,7 @@ impl<S: Scan, E> View<'_, S, E> {
         let all = self.scan.scan_all()?;
         self.inner.snap = Snapshot::from_scan(all);
         self.inner.valid = true;
-        self.inner.generation += 1;
+        self.inner.generation = next_generation();
         self.rescanned = true;
         Ok(())
     }
@@ -308,7 +315,7 @@ impl<S: Scan, E> View<'_, S, E> {
                 }
             }
         }
-        self.inner.generation += 1;
+        self.inner.generation = next_generation();
         Ok(())
     }
 
@@ -317,8 +324,9 @@ impl<S: Scan, E> View<'_, S, E> {
         &self.inner.snap
     }
 
-    /// Changes whenever the snapshot changes (to key caches derived from
-    /// it, such as the Windows disk locations).
+    /// Changes whenever the snapshot changes, and is never the same for
+    /// two states in this process (to key caches derived from it: encoded
+    /// list answers, the Windows disk locations).
     pub fn generation(&self) -> u64 {
         self.inner.generation
     }

@@ -1,11 +1,11 @@
 //! Device nodes and partition tables: what both the backend's operations
 //! and the inventory's scans open and read.
 
-use crate::storage::parse::guid::Guid;
-use crate::storage::parse::gpt;
 use super::sys::{self, Access};
 use super::sysfs::{BlockDisk, BlockPartition};
 use super::{from_io, VolumeId};
+use crate::storage::parse::gpt;
+use crate::storage::parse::guid::Guid;
 use crate::{Error, Result};
 use std::io;
 use std::os::fd::OwnedFd;

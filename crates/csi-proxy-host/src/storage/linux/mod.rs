@@ -363,6 +363,14 @@ impl StorageBackend for LinuxStorage {
             .collect())
     }
 
+    fn inventory_generation(&self) -> Result<Option<u64>> {
+        // Without events every call scans: nothing stays the same.
+        if !self.follows_events() {
+            return Ok(None);
+        }
+        Ok(Some(self.view()?.generation()))
+    }
+
     fn disk_by_page83(&self, page83: &str) -> Result<Option<u32>> {
         let sysfs = &self.inventory.scanner().sysfs;
         Ok(self

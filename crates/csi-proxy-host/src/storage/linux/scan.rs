@@ -4,10 +4,10 @@
 //! them, once per disk until the disk changes.
 
 use super::devices;
-use crate::storage::parse::device_id;
 use super::sysfs::{self, BlockDisk, Sysfs};
 use crate::disk::{DiskIds, DiskLocation};
 use crate::storage::inventory::{uevent, DiskVolume, Scan, Scanned};
+use crate::storage::parse::device_id;
 use crate::{Error, Result};
 use std::io;
 use std::path::PathBuf;

@@ -180,8 +180,8 @@ impl Sysfs {
         let (major, minor) = read_dev(&dir.join("dev"))?;
         let read_only = read_u64(&dir.join("ro"))? != 0;
         // Only loop devices have the attribute; the others always scan.
-        let partscan = !name.starts_with("loop")
-            || read_u64(&dir.join("partscan")).map_or(true, |v| v != 0);
+        let partscan =
+            !name.starts_with("loop") || read_u64(&dir.join("partscan")).map_or(true, |v| v != 0);
         let mut partitions = Vec::new();
         counted();
         for entry in fs::read_dir(&dir)? {
