@@ -85,8 +85,7 @@ type Handler = Arc<dyn Fn(&[u8]) -> Outcome + Send + Sync>;
 
 /// Asked before each call of a cached operation: a number that changes
 /// whenever the operation's answer may change (`None`: do not reuse an
-/// answer this time). It may do I/O, so cached operations run on the
-/// blocking pool.
+/// answer this time).
 pub type Token<A> = fn(&A) -> csi_proxy_host::Result<Option<u64>>;
 
 /// The last answer of a cached operation: its token, its request bytes and
@@ -110,9 +109,11 @@ where
 /// Where a host operation runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Placement {
-    /// On the async worker that decoded the request: for cheap read-only
-    /// operations (a few local syscalls), where a thread hop would cost more
-    /// than the work itself.
+    /// On the async worker that decoded the request, as an inline attempt
+    /// (`csi_proxy_host::inline`): for cheap read-only operations (a few
+    /// local syscalls, or an answer from memory), where a thread hop would
+    /// cost more than the work itself. If the host answers that it would
+    /// have to block (device I/O), the call runs again on the blocking pool.
     Inline,
     /// On tokio's blocking pool: for everything that mutates the host or may
     /// take long (removing a tree, formatting, WMI calls).
@@ -136,7 +137,7 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
     /// Route `method` to the version-free operation `call`, run where
     /// `placement` says: `Req` and `Resp` are the versioned wire messages,
     /// `AReq`/`AResp` the API's. With a `token`, the operation is cached
-    /// (see [`Token`]) and runs on the blocking pool.
+    /// (see [`Token`]).
     pub fn unary<Req, Resp, AReq, AResp>(
         mut self,
         method: &'static str,
@@ -150,24 +151,43 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
         AReq: Send + 'static,
         AResp: Wire<Resp> + Send + 'static,
     {
-        let api = self.api.clone();
-        let memo: Memo = Arc::default();
+        let answer = Answer::<A, AReq, AResp> {
+            api: self.api.clone(),
+            call,
+            token,
+            memo: Arc::default(),
+        };
         let handler: Handler = Arc::new(move |bytes: &[u8]| {
             let areq: AReq = match decode::<Req, AReq>(bytes) {
                 Ok(r) => r,
                 Err(reply) => return Outcome::Done(reply),
             };
-            match (token, placement) {
-                (Some(token), _) => {
-                    let (api, memo, req) = (api.clone(), memo.clone(), bytes.to_vec());
-                    Outcome::Blocking(Box::new(move || {
-                        cached::<A, Resp, AReq, AResp>(&api, call, token, &memo, req, areq)
-                    }))
+            // The request bytes key a cached answer.
+            let key = || {
+                if answer.token.is_some() {
+                    bytes.to_vec()
+                } else {
+                    Vec::new()
                 }
-                (None, Placement::Inline) => Outcome::Done(finish::<Resp, AResp>(call(&api, areq))),
-                (None, Placement::Blocking) => {
-                    let api = api.clone();
-                    Outcome::Blocking(Box::new(move || finish::<Resp, AResp>(call(&api, areq))))
+            };
+            match placement {
+                Placement::Inline => {
+                    match csi_proxy_host::inline::run(|| answer.give::<Resp>(bytes, areq)) {
+                        Some(reply) => Outcome::Done(reply),
+                        // The host would have to block: run it again on the
+                        // pool (the request is decoded again; it was moved).
+                        None => {
+                            let (answer, req) = (answer.clone(), bytes.to_vec());
+                            Outcome::Blocking(Box::new(move || match decode::<Req, AReq>(&req) {
+                                Ok(areq) => answer.give_blocking::<Resp>(&req, areq),
+                                Err(reply) => reply,
+                            }))
+                        }
+                    }
+                }
+                Placement::Blocking => {
+                    let (answer, req) = (answer.clone(), key());
+                    Outcome::Blocking(Box::new(move || answer.give_blocking::<Resp>(&req, areq)))
                 }
             }
         });
@@ -196,38 +216,77 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
     }
 }
 
-/// One call of a cached operation: the last answer again if the token and
-/// the request are the same, else a fresh answer, kept when it is OK.
-fn cached<A: ?Sized, Resp, AReq, AResp>(
-    api: &A,
+/// How one route answers: the API operation, and for a cached operation
+/// its token and last answer.
+struct Answer<A: ?Sized, AReq, AResp> {
+    api: Arc<A>,
     call: fn(&A, AReq) -> csi_proxy_host::Result<AResp>,
-    token: Token<A>,
-    memo: &Memo,
-    req: Vec<u8>,
-    areq: AReq,
-) -> Reply
-where
-    Resp: prost::Message,
-    AResp: Wire<Resp>,
-{
-    let lock = || memo.lock().unwrap_or_else(|p| p.into_inner());
-    let now = match token(api) {
-        Ok(t) => t,
-        Err(e) => return status::from_host(e).into(),
-    };
-    if let Some(t) = now {
-        if let Some((last, last_req, body)) = &*lock() {
-            if *last == t && *last_req == req {
-                return Reply::ok(body.clone());
-            }
+    token: Option<Token<A>>,
+    memo: Memo,
+}
+
+impl<A: ?Sized, AReq, AResp> Clone for Answer<A, AReq, AResp> {
+    fn clone(&self) -> Self {
+        Answer {
+            api: self.api.clone(),
+            call: self.call,
+            token: self.token,
+            memo: self.memo.clone(),
         }
     }
-    // Taken after the token: the answer is at least as new as the token.
-    let reply = finish::<Resp, AResp>(call(api, areq));
-    if let (Some(t), Code::Ok) = (now, reply.code) {
-        *lock() = Some((t, req, reply.body.clone()));
+}
+
+impl<A: ?Sized, AReq, AResp> Answer<A, AReq, AResp> {
+    /// The reply to `areq` (encoded as `req`); `None` when this is an
+    /// inline attempt and the host would have to block. A cached
+    /// operation answers with its last answer while the token and the
+    /// request stay the same, and keeps each new OK answer.
+    fn give<Resp>(&self, req: &[u8], areq: AReq) -> Option<Reply>
+    where
+        Resp: prost::Message,
+        AResp: Wire<Resp>,
+    {
+        let blocked = |e: &csi_proxy_host::Error| {
+            csi_proxy_host::inline::active() && csi_proxy_host::inline::is_would_block(e)
+        };
+        let lock = || self.memo.lock().unwrap_or_else(|p| p.into_inner());
+        let now = match self.token.map(|t| t(&self.api)) {
+            None => None,
+            Some(Ok(t)) => t,
+            Some(Err(e)) if blocked(&e) => return None,
+            Some(Err(e)) => return Some(status::from_host(e).into()),
+        };
+        if let Some(t) = now {
+            if let Some((last, last_req, body)) = &*lock() {
+                if *last == t && last_req == req {
+                    return Some(Reply::ok(body.clone()));
+                }
+            }
+        }
+        // Computed after the token: at least as new as what it names.
+        let result = (self.call)(&self.api, areq);
+        if let Err(e) = &result {
+            if blocked(e) {
+                return None;
+            }
+        }
+        let reply = finish::<Resp, AResp>(result);
+        if let (Some(t), Code::Ok) = (now, reply.code) {
+            *lock() = Some((t, req.to_vec(), reply.body.clone()));
+        }
+        Some(reply)
     }
-    reply
+
+    /// [`Answer::give`] where blocking is allowed.
+    fn give_blocking<Resp>(&self, req: &[u8], areq: AReq) -> Reply
+    where
+        Resp: prost::Message,
+        AResp: Wire<Resp>,
+    {
+        // Outside an inline attempt nothing answers "would block".
+        self.give::<Resp>(req, areq)
+            .unwrap_or_else(|| Reply::error(Code::Internal, "blocked outside an inline attempt"))
+    }
 }
 
 /// Convert and encode a host result.

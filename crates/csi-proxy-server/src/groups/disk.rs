@@ -9,7 +9,11 @@ use std::sync::Arc;
 use tonic::Status;
 
 pub(super) fn routes(api: &Arc<dyn DiskApi>, version: &str) -> Option<Routes<dyn DiskApi>> {
-    super::table!(api, DiskApi, version, inline [];
+    // The lists and lookups are answered from the disk inventory: tried
+    // inline, they move to the blocking pool when the host would have to
+    // read a device first.
+    super::table!(api, DiskApi, version,
+        inline [list_disk_locations, list_disk_ids, get_disk_number_by_name, get_disk_stats, get_disk_state];
         cached(inventory_generation) [list_disk_locations, list_disk_ids];
         [v1alpha1] {
             ListDiskLocations(ListDiskLocationsRequest, ListDiskLocationsResponse) => list_disk_locations,
@@ -116,6 +120,10 @@ mod tests {
         generation: std::sync::Mutex<Option<Result<u64, ()>>>,
         /// How often `inventory_generation` was asked.
         asked: std::sync::atomic::AtomicUsize,
+        /// GetDiskStats answers "would block" in inline attempts.
+        block_inline: std::sync::atomic::AtomicBool,
+        /// Inline attempts seen by GetDiskStats.
+        inline_attempts: std::sync::atomic::AtomicUsize,
     }
 
     impl DiskApi for TestDisk {
@@ -166,6 +174,13 @@ mod tests {
             &self,
             req: disk::GetDiskStatsRequest,
         ) -> csi_proxy_host::Result<disk::GetDiskStatsResponse> {
+            use std::sync::atomic::Ordering::SeqCst;
+            if csi_proxy_host::inline::active() {
+                self.inline_attempts.fetch_add(1, SeqCst);
+                if self.block_inline.load(SeqCst) {
+                    return Err(csi_proxy_host::inline::would_block("test"));
+                }
+            }
             self.rec.record(req);
             Ok(disk::GetDiskStatsResponse {
                 total_bytes: 1 << 40,
@@ -200,6 +215,46 @@ mod tests {
                 Some(Err(())) => Err(csi_proxy_host::Error::Internal("scripted".into())),
             }
         }
+    }
+
+    /// Inline operations are tried on the calling thread; one that would
+    /// block runs again as a blocking job, and only a real answer (never
+    /// "would block") reaches the client.
+    #[tokio::test]
+    async fn inline_attempts_fall_back_to_the_blocking_pool() {
+        use crate::dispatch::Outcome;
+        use prost::Message;
+        use std::sync::atomic::Ordering::SeqCst;
+        let (api, svc) = setup("v1");
+        let req = v1::GetDiskStatsRequest { disk_number: 3 }.encode_to_vec();
+        match svc.call("/v1.Disk/GetDiskStats", &req) {
+            Outcome::Done(r) => assert_eq!(r.code, Code::Ok),
+            Outcome::Blocking(_) => panic!("answered inline"),
+        }
+        assert_eq!(api.inline_attempts.load(SeqCst), 1);
+        assert_eq!(api.rec.take().len(), 1);
+        api.block_inline.store(true, SeqCst);
+        let job = match svc.call("/v1.Disk/GetDiskStats", &req) {
+            Outcome::Blocking(job) => job,
+            Outcome::Done(r) => panic!("no fallback: {r:?}"),
+        };
+        assert_eq!(api.inline_attempts.load(SeqCst), 2);
+        assert!(!csi_proxy_host::inline::active());
+        let reply = job();
+        assert_eq!(reply.code, Code::Ok, "{reply:?}");
+        let resp = v1::GetDiskStatsResponse::decode(&reply.body[..]).unwrap();
+        assert_eq!(resp.total_bytes, 1 << 40);
+        assert_eq!(api.inline_attempts.load(SeqCst), 2, "the job is not inline");
+        assert_eq!(
+            api.rec.only::<disk::GetDiskStatsRequest>(),
+            disk::GetDiskStatsRequest { disk_number: 3 }
+        );
+        // Mutating operations never run inline.
+        let req = v1::PartitionDiskRequest { disk_number: 3 }.encode_to_vec();
+        assert!(matches!(
+            svc.call("/v1.Disk/PartitionDisk", &req),
+            Outcome::Blocking(_)
+        ));
     }
 
     /// ListDiskLocations and ListDiskIDs send their last encoded answer

@@ -17,6 +17,10 @@
 //!   [`Inventory::invalidate`] (the Rescan call), and once per view when a
 //!   disk number or volume id is not known ([`View::disk`],
 //!   [`View::volume`]).
+//! * Inside an inline attempt ([`crate::inline`]) a view is only given when
+//!   nothing needs reading: pending changes, a full scan or a busy lock
+//!   answer "would block" (the drained events are kept for the next view),
+//!   and the server runs the call again on its blocking pool.
 //!
 //! The pure parts (the snapshot and its volume index, the order of events
 //! and scans, the sequence counter) are unit-tested on every platform with a
@@ -32,12 +36,13 @@ pub mod uevent;
 
 pub use snapshot::Snapshot;
 
+use crate::inline;
 use crate::storage::VolumeId;
 use crate::Result;
 use std::collections::BTreeSet;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 /// One volume on one disk, as a scan found it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -193,8 +198,10 @@ struct Inner<K, D, E> {
     snap: Snapshot<K, D>,
     /// False until a full scan succeeded, and after [`Inventory::invalidate`].
     valid: bool,
-    /// Disks our own changes touched (the kernel may not announce them).
-    touched: BTreeSet<K>,
+    /// Changes to apply before the next answer: disks our own changes
+    /// touched (the kernel may not announce them), and what an inline
+    /// attempt drained but could not apply.
+    stash: Pending<K>,
     generation: u64,
 }
 
@@ -216,7 +223,7 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
                 events,
                 snap: Snapshot::default(),
                 valid: false,
-                touched: BTreeSet::new(),
+                stash: Pending::Nothing,
                 generation: 0,
             }),
         }
@@ -238,20 +245,34 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
     }
 
     /// The inventory with every queued change applied, locked for one call.
+    /// In an inline attempt, "would block" unless that needs no I/O.
     pub fn view(&self) -> Result<View<'_, S, E>> {
         VIEWS.fetch_add(1, Ordering::Relaxed);
-        let mut inner = self.lock();
+        let inline = inline::active();
+        let mut inner = if inline {
+            match self.inner.try_lock() {
+                Ok(g) => g,
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(TryLockError::WouldBlock) => {
+                    return Err(inline::would_block("the disk inventory is busy"))
+                }
+            }
+        } else {
+            self.lock()
+        };
         let from_events = match &mut inner.events {
             Some(e) => e.drain(),
             None => Pending::Unknown,
         };
-        let touched = std::mem::take(&mut inner.touched);
-        let pending = from_events.merge(if touched.is_empty() {
-            Pending::Nothing
-        } else {
-            Pending::Keys(touched)
-        });
+        let stash = std::mem::replace(&mut inner.stash, Pending::Nothing);
+        let pending = from_events.merge(stash);
         let valid = inner.valid;
+        if inline && (!valid || pending != Pending::Nothing) {
+            inner.stash = pending;
+            return Err(inline::would_block(
+                "the disk inventory has changes to read",
+            ));
+        }
         let mut view = View {
             scan: &self.scan,
             inner,
@@ -274,7 +295,9 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
     /// Marks a disk our own change touched: it is scanned again before the
     /// next call answers, whether or not the kernel announces the change.
     pub fn touch(&self, key: S::Key) {
-        self.lock().touched.insert(key);
+        let mut inner = self.lock();
+        let stash = std::mem::replace(&mut inner.stash, Pending::Nothing);
+        inner.stash = stash.merge(Pending::Keys(BTreeSet::from([key])));
     }
 
     /// Makes the next call scan everything (the Rescan call).
@@ -293,6 +316,9 @@ pub struct View<'a, S: Scan, E> {
 
 impl<S: Scan, E> View<'_, S, E> {
     fn rescan(&mut self) -> Result<()> {
+        if inline::active() {
+            return Err(inline::would_block("a full scan of the disks"));
+        }
         FULL_SCANS.fetch_add(1, Ordering::Relaxed);
         self.inner.valid = false;
         let all = self.scan.scan_all()?;

@@ -378,3 +378,47 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn inline_attempts_answer_only_from_memory() {
+    use crate::inline::{is_would_block, run};
+    let (host, q, inv) = setup();
+    host.set("loop0", 5, &[(1, 1)]);
+    // Not built yet: that needs a scan.
+    let e = run(|| inv.view().err()).expect("would block");
+    assert!(is_would_block(&e), "{e}");
+    assert_eq!(host.scans(), (0, 0));
+    numbers(&inv);
+    // Built and quiet: answered inline, nothing read.
+    let n = run(|| inv.view().map(|v| v.disks().count()));
+    assert_eq!(n.unwrap(), 1);
+    assert_eq!(host.scans(), (1, 0));
+    // An event to apply: would block, and the drained event is kept.
+    host.set("loop1", 6, &[]);
+    q.key("loop1");
+    assert!(run(|| inv.view().is_err()));
+    assert!(q.0.lock().unwrap().is_empty(), "drained");
+    assert_eq!(host.scans(), (1, 0));
+    assert_eq!(numbers(&inv), [5, 6], "applied by the next blocking call");
+    assert_eq!(host.scans(), (1, 1));
+    // An unknown id would need a full scan: would block, scans nothing.
+    let r = run(|| inv.view().and_then(|mut v| v.volume(&vol(77))));
+    assert!(is_would_block(&r.unwrap_err()));
+    assert_eq!(host.scans(), (1, 1));
+    // A busy inventory (a scan in progress elsewhere) does not wait.
+    let held = inv.view().unwrap();
+    let other = std::thread::scope(|s| {
+        s.spawn(|| run(|| inv.view().err().map(|e| is_would_block(&e))))
+            .join()
+            .unwrap()
+    });
+    drop(held);
+    assert_eq!(other, Some(true));
+    // Lost events stashed by an inline attempt still count and rescan.
+    let lost = counters().lost;
+    q.push(Pending::Lost("overflow"));
+    assert!(run(|| inv.view().is_err()));
+    numbers(&inv);
+    assert!(counters().lost > lost);
+    assert_eq!(host.scans(), (2, 1));
+}

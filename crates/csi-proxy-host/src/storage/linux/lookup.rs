@@ -13,6 +13,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub(super) type LinuxInventory = Inventory<LinuxScan, netlink::Uevents>;
+pub(super) type LinuxView<'a> = View<'a, LinuxScan, netlink::Uevents>;
 
 /// How the inventory learns about changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,7 +100,7 @@ impl LinuxStorage {
         self.inventory.has_events()
     }
 
-    pub(super) fn view(&self) -> Result<View<'_, LinuxScan, netlink::Uevents>> {
+    pub(super) fn view(&self) -> Result<LinuxView<'_>> {
         self.inventory.view()
     }
 
@@ -197,7 +198,7 @@ impl LinuxStorage {
                 "{subject} is not on a disk volume (device {major}:{minor} is not a partition with a volume id)"
             ))
         };
-        let lookup = |view: &View<'_, LinuxScan, netlink::Uevents>| {
+        let lookup = |view: &LinuxView<'_>| {
             view.disks().find_map(|(n, d)| {
                 let p = d
                     .disk

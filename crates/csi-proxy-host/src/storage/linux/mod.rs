@@ -341,6 +341,15 @@ pub fn can_grow_mounted_ext() -> bool {
         .is_some_and(|eff| eff & (1 << CAP_SYS_RESOURCE) != 0)
 }
 
+/// In an inline attempt, "would block" while some disk's identifiers are
+/// still to be read.
+fn ids_ready(view: &lookup::LinuxView<'_>) -> Result<()> {
+    if crate::inline::active() && view.disks().any(|(_, d)| !d.ids_known()) {
+        return Err(crate::inline::would_block("reading disk identifiers"));
+    }
+    Ok(())
+}
+
 fn is_dir_empty(path: &Path) -> io::Result<bool> {
     Ok(std::fs::read_dir(path)?.next().is_none())
 }
@@ -356,11 +365,13 @@ impl StorageBackend for LinuxStorage {
 
     fn disk_ids(&self) -> Result<BTreeMap<u32, DiskIds>> {
         let sysfs = &self.inventory.scanner().sysfs;
-        Ok(self
-            .view()?
+        let view = self.view()?;
+        ids_ready(&view)?;
+        let ids = view
             .disks()
             .map(|(n, d)| (n, d.ids(sysfs).clone()))
-            .collect())
+            .collect();
+        Ok(ids)
     }
 
     fn inventory_generation(&self) -> Result<Option<u64>> {
@@ -373,11 +384,13 @@ impl StorageBackend for LinuxStorage {
 
     fn disk_by_page83(&self, page83: &str) -> Result<Option<u32>> {
         let sysfs = &self.inventory.scanner().sysfs;
-        Ok(self
-            .view()?
+        let view = self.view()?;
+        ids_ready(&view)?;
+        let found = view
             .disks()
             .find(|(_, d)| d.ids(sysfs).page83 == page83)
-            .map(|(n, _)| n))
+            .map(|(n, _)| n);
+        Ok(found)
     }
 
     fn disk_size(&self, disk: u32) -> Result<u64> {

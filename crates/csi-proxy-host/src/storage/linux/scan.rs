@@ -26,6 +26,12 @@ impl LinuxDisk {
     pub fn ids(&self, sysfs: &Sysfs) -> &DiskIds {
         self.ids.get_or_init(|| ids(sysfs, &self.disk.name))
     }
+
+    /// Whether the identifiers were read already (reading them may ask the
+    /// device: virtio-blk's `serial` does).
+    pub fn ids_known(&self) -> bool {
+        self.ids.get().is_some()
+    }
 }
 
 /// The Linux scanner: `/sys/block` and the device nodes in `dev_dir`.
