@@ -14,9 +14,14 @@
 //!   the call's answer: named disks are scanned again, everything else is
 //!   left alone. A full rescan happens on first use, when events were lost
 //!   (a receive-queue overflow), when there is no event source, after
-//!   [`Inventory::invalidate`] (the Rescan call), and once per view when a
-//!   disk number or volume id is not known ([`View::disk`],
-//!   [`View::volume`]).
+//!   [`Inventory::invalidate`] (the Rescan call), and when a disk number or
+//!   volume id is not known ([`View::disk`], [`View::volume`]): once per
+//!   call, and at most once per [`FALLBACK_INTERVAL`] (while events flow,
+//!   every change the kernel announces is already applied; the fallback is
+//!   for what it does not announce, such as a partition table rewritten in
+//!   place, and a full scan of 256 disks takes a quarter of a second, which
+//!   a client asking for unknown ids in a loop must not be able to repeat
+//!   back to back).
 //! * Inside an inline attempt ([`crate::inline`]) a view is only given when
 //!   nothing needs reading: pending changes, a full scan or a busy lock
 //!   answer "would block" (the drained events are kept for the next view),
@@ -43,6 +48,10 @@ use std::collections::BTreeSet;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
+
+/// The shortest time between two full scans for an unknown id or number.
+pub const FALLBACK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// One volume on one disk, as a scan found it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -203,12 +212,15 @@ struct Inner<K, D, E> {
     /// attempt drained but could not apply.
     stash: Pending<K>,
     generation: u64,
+    /// When the last full scan finished.
+    last_full_scan: Option<Instant>,
 }
 
 /// The inventory of one backend.
 pub struct Inventory<S: Scan, E> {
     scan: S,
     inner: Mutex<Inner<S::Key, S::Disk, E>>,
+    fallback_interval: Duration,
 }
 
 impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
@@ -225,8 +237,16 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
                 valid: false,
                 stash: Pending::Nothing,
                 generation: 0,
+                last_full_scan: None,
             }),
+            fallback_interval: FALLBACK_INTERVAL,
         }
+    }
+
+    /// Changes the shortest time between two fallback scans (tests).
+    pub fn with_fallback_interval(mut self, interval: Duration) -> Self {
+        self.fallback_interval = interval;
+        self
     }
 
     /// The scanner.
@@ -277,6 +297,7 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
             scan: &self.scan,
             inner,
             rescanned: false,
+            fallback_interval: self.fallback_interval,
         };
         match pending {
             Pending::Lost(why) => {
@@ -312,6 +333,7 @@ pub struct View<'a, S: Scan, E> {
     inner: MutexGuard<'a, Inner<S::Key, S::Disk, E>>,
     /// A full scan happened in this view: an unknown id stays unknown.
     rescanned: bool,
+    fallback_interval: Duration,
 }
 
 impl<S: Scan, E> View<'_, S, E> {
@@ -324,6 +346,7 @@ impl<S: Scan, E> View<'_, S, E> {
         let all = self.scan.scan_all()?;
         self.inner.snap = Snapshot::from_scan(all);
         self.inner.valid = true;
+        self.inner.last_full_scan = Some(Instant::now());
         self.inner.generation = next_generation();
         self.rescanned = true;
         Ok(())
@@ -362,16 +385,26 @@ impl<S: Scan, E> View<'_, S, E> {
         self.inner.snap.disks()
     }
 
+    /// Whether an unknown id may make a full scan now.
+    fn may_fall_back(&self) -> bool {
+        !self.rescanned
+            && self
+                .inner
+                .last_full_scan
+                .is_none_or(|t| t.elapsed() >= self.fallback_interval)
+    }
+
     /// Makes sure a disk number is known if it exists: an unknown number
-    /// makes one full scan per view. Returns whether it is known.
+    /// makes a full scan (see [`FALLBACK_INTERVAL`]). Returns whether it is
+    /// known.
     pub fn knows_disk(&mut self, number: u32) -> Result<bool> {
-        if self.inner.snap.disk(number).is_none() && !self.rescanned {
+        if self.inner.snap.disk(number).is_none() && self.may_fall_back() {
             self.rescan()?;
         }
         Ok(self.inner.snap.disk(number).is_some())
     }
 
-    /// The disk with this number (one full scan first if it is unknown).
+    /// The disk with this number (a full scan first if it is unknown).
     pub fn disk(&mut self, number: u32) -> Result<Option<&S::Disk>> {
         self.knows_disk(number)?;
         Ok(self.inner.snap.disk(number))
@@ -382,23 +415,33 @@ impl<S: Scan, E> View<'_, S, E> {
         self.inner.snap.key(number)
     }
 
-    /// The volumes of a disk (one full scan first if the disk is unknown);
+    /// The volumes of a disk (a full scan first if the disk is unknown);
     /// `None` when there is no such disk.
     pub fn volumes_on(&mut self, number: u32) -> Result<Option<&[DiskVolume]>> {
         self.knows_disk(number)?;
         Ok(self.inner.snap.volumes_on(number))
     }
 
-    /// Every place the volume id is seen (one full scan first if it is
-    /// seen nowhere); empty when it does not exist.
+    /// Every place the volume id is seen (a full scan first if it is seen
+    /// nowhere, see [`FALLBACK_INTERVAL`]); empty when it does not exist.
     pub fn volume(&mut self, id: &VolumeId) -> Result<Vec<Placement>> {
-        if self.inner.snap.places(id).is_empty() && !self.rescanned {
+        if self.inner.snap.places(id).is_empty() && self.may_fall_back() {
             self.rescan()?;
         }
         Ok(self.inner.snap.places(id).to_vec())
     }
 
-    /// Forces a full scan now (a lookup found the snapshot stale).
+    /// A full scan for something the snapshot does not know (see
+    /// [`FALLBACK_INTERVAL`]); nothing if one is not due.
+    pub fn fall_back(&mut self) -> Result<()> {
+        if self.may_fall_back() {
+            self.rescan()?;
+        }
+        Ok(())
+    }
+
+    /// Forces a full scan now (a changing operation found the snapshot
+    /// stale), unless this view has just made one.
     pub fn rescan_now(&mut self) -> Result<()> {
         if self.rescanned {
             return Ok(());

@@ -6,6 +6,7 @@ use super::*;
 use crate::storage::parse::guid::Guid;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct HostDisk {
@@ -109,7 +110,7 @@ impl EventSource for Queue {
 fn setup() -> (Arc<Host>, Queue, Inventory<Arc<Host>, Queue>) {
     let host = Arc::new(Host::default());
     let q = Queue::default();
-    let inv = Inventory::new(host.clone(), Some(q.clone()));
+    let inv = Inventory::new(host.clone(), Some(q.clone())).with_fallback_interval(Duration::ZERO);
     (host, q, inv)
 }
 
@@ -421,4 +422,27 @@ fn inline_attempts_answer_only_from_memory() {
     numbers(&inv);
     assert!(counters().lost > lost);
     assert_eq!(host.scans(), (2, 1));
+}
+
+#[test]
+fn fallback_scans_for_unknown_ids_are_spaced() {
+    let host = Arc::new(Host::default());
+    let inv = Inventory::new(host.clone(), Some(Queue::default()))
+        .with_fallback_interval(Duration::from_millis(300));
+    host.set("sda", 1, &[]);
+    numbers(&inv); // the first full scan
+    host.set("sdb", 2, &[(5, 1)]); // never announced
+    for _ in 0..20 {
+        assert!(!inv.view().unwrap().knows_disk(2).unwrap());
+        assert!(inv.view().unwrap().volume(&vol(5)).unwrap().is_empty());
+    }
+    assert_eq!(host.scans(), (1, 0), "no scan right after a full scan");
+    std::thread::sleep(Duration::from_millis(350));
+    assert!(inv.view().unwrap().knows_disk(2).unwrap());
+    assert_eq!(inv.view().unwrap().volume(&vol(5)).unwrap().len(), 1);
+    assert_eq!(host.scans(), (2, 0));
+    // Lost events and Rescan are never held back.
+    inv.invalidate();
+    numbers(&inv);
+    assert_eq!(host.scans(), (3, 0));
 }

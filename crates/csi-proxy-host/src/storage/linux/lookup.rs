@@ -219,7 +219,7 @@ impl LinuxStorage {
             // Not a block device (tmpfs, overlay, ...): nothing to scan for.
             None if major == 0 => None,
             None => {
-                view.rescan_now()?;
+                view.fall_back()?;
                 lookup(&view).flatten()
             }
         };
