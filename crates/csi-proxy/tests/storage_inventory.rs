@@ -512,7 +512,10 @@ async fn a_volume_id_on_two_disks_is_refused_naming_both() {
     })
     .await
     .unwrap();
-    assert_eq!(volumes(&mut v, b.number).await.unwrap(), std::slice::from_ref(&id));
+    assert_eq!(
+        volumes(&mut v, b.number).await.unwrap(),
+        std::slice::from_ref(&id)
+    );
     let refused = |r: Result<u32, tonic::Status>| {
         let e = r.expect_err("an ambiguous id must be refused");
         assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");

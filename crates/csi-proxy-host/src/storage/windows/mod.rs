@@ -8,6 +8,7 @@
 
 mod disk;
 mod errors;
+mod inventory;
 mod stor;
 mod volume;
 mod win32;
@@ -20,11 +21,15 @@ use crate::disk::{DiskIds, DiskLocation};
 use crate::path::ResolvedPath;
 use crate::{Error, Result};
 
-/// The storage of this Windows host. Creating it touches nothing; COM and
-/// the WMI worker thread start with the first operation that needs WMI.
+/// The storage of this Windows host. Creating it registers for device
+/// notifications and touches nothing else; COM and the WMI worker thread
+/// start with the first operation that needs WMI.
 pub struct WindowsStorage {
     wmi: wmi::WmiWorker,
     mounts: volume::Mounts,
+    /// Disks and volumes, kept current by device notifications.
+    inventory: inventory::WinInventory,
+    locations: inventory::Locations,
 }
 
 impl Default for WindowsStorage {
@@ -39,7 +44,15 @@ impl WindowsStorage {
         WindowsStorage {
             wmi: wmi::WmiWorker::new(wmi::STORAGE_NAMESPACE),
             mounts: volume::Mounts::default(),
+            inventory: inventory::new_inventory(),
+            locations: inventory::Locations::default(),
         }
+    }
+
+    /// Whether device notifications keep the inventory current (else every
+    /// list call scans the host).
+    pub fn follows_notifications(&self) -> bool {
+        self.inventory.has_events()
     }
 
     /// The WMI worker (for callers that need another WMI query on the same
@@ -59,53 +72,69 @@ impl WindowsStorage {
     }
 }
 
+/// In an inline attempt, "would block": the operation asks the device.
+fn device_io(what: &str) -> Result<()> {
+    if crate::inline::active() {
+        return Err(crate::inline::would_block(what));
+    }
+    Ok(())
+}
+
 impl StorageBackend for WindowsStorage {
     fn disk_locations(&self) -> Result<BTreeMap<u32, DiskLocation>> {
-        stor::disk_locations(&self.wmi)
+        self.inventory_disk_locations()
     }
 
     fn disk_ids(&self) -> Result<BTreeMap<u32, DiskIds>> {
-        let mut out = BTreeMap::new();
-        for n in disk::disk_numbers()? {
-            match disk::disk_ids(n) {
-                Ok(ids) => {
-                    out.insert(n, ids);
-                }
-                // Removed since it was listed.
-                Err(Error::NotFound(_)) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(out)
+        self.inventory_disk_ids()
+    }
+
+    fn disk_by_page83(&self, page83: &str) -> Result<Option<u32>> {
+        self.inventory_disk_by_page83(page83)
+    }
+
+    fn inventory_generation(&self) -> Result<Option<u64>> {
+        self.generation()
     }
 
     fn disk_size(&self, disk: u32) -> Result<u64> {
+        device_io("IOCTL_DISK_GET_DRIVE_GEOMETRY_EX")?;
         disk::disk_size(disk)
     }
 
     fn disk_online(&self, disk: u32) -> Result<bool> {
+        device_io("IOCTL_DISK_GET_DISK_ATTRIBUTES")?;
         disk::disk_online(disk)
     }
 
     fn set_disk_online(&self, disk: u32, online: bool) -> Result<()> {
-        disk::set_disk_online(disk, online)
+        let r = disk::set_disk_online(disk, online);
+        // Volumes come and go with the disk's state.
+        self.inventory.invalidate();
+        r
     }
 
     fn partition_disk(&self, disk: u32) -> Result<()> {
         // The IOCTL open answers "no such disk" without starting WMI.
         drop(disk::open_disk(disk, 0)?);
-        stor::partition_disk(&self.wmi, disk)
+        let r = stor::partition_disk(&self.wmi, disk);
+        // Do not wait for the volume's arrival notification.
+        self.inventory.invalidate();
+        r
     }
 
     fn rescan(&self) -> Result<()> {
-        stor::rescan(&self.wmi)
+        let r = stor::rescan(&self.wmi);
+        self.inventory.invalidate();
+        r
     }
 
     fn volumes_on_disk(&self, disk: u32, partition: Option<u32>) -> Result<Vec<VolumeId>> {
-        volume::volumes_on_disk(disk, partition)
+        self.inventory_volumes_on_disk(disk, partition)
     }
 
     fn volume_disk(&self, v: &VolumeId) -> Result<u32> {
+        device_io("IOCTL_VOLUME_GET_VOLUME_DISK_EXTENTS")?;
         volume::volume_disk(v)
     }
 
@@ -130,7 +159,9 @@ impl StorageBackend for WindowsStorage {
     }
 
     fn resize(&self, v: &VolumeId, target: ResizeTarget) -> Result<()> {
-        stor::resize(&self.wmi, v, target)
+        let r = stor::resize(&self.wmi, v, target);
+        self.inventory.invalidate();
+        r
     }
 
     fn flush(&self, v: &VolumeId) -> Result<()> {
