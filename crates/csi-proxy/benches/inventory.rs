@@ -866,6 +866,28 @@ mod linux {
             })
             .collect();
         let full_scan = (pct(&mut scans, 0.5), pct(&mut scans, 0.99));
+        // What a decoding client adds: the answers decoded in-process.
+        let mut decode = |path: &str, f: fn(&[u8])| {
+            let m = dk::ListDiskLocationsRequest {}.encode_to_vec();
+            let bytes = r.d.call(path, None, &m).unwrap().message.unwrap();
+            let mut lat: Vec<Duration> = (0..200)
+                .map(|_| {
+                    let t = Instant::now();
+                    f(&bytes);
+                    t.elapsed()
+                })
+                .collect();
+            (bytes.len(), pct(&mut lat, 0.5))
+        };
+        let (len, locs) = decode("/v1.Disk/ListDiskLocations", |b| {
+            std::hint::black_box(dk::ListDiskLocationsResponse::decode(b).unwrap());
+        });
+        let (len2, ids) = decode("/v1.Disk/ListDiskIDs", |b| {
+            std::hint::black_box(dk::ListDiskIDsResponse::decode(b).unwrap());
+        });
+        println!(
+            "decoding an answer (prost, in-process, p50): ListDiskLocations {len} bytes {locs:.1} us, ListDiskIDs {len2} bytes {ids:.1} us"
+        );
 
         let mut syscalls = BTreeMap::new();
         if strace_calls > 0 {
@@ -1014,7 +1036,7 @@ mod linux {
             }
             println!();
         }
-        if let Some(last) = results.last() {
+        for last in results {
             println!("\nBy system call at {} (per call):", last.label);
             for call in ALL {
                 if let Some((_, by)) = last.syscalls.get(&call) {
