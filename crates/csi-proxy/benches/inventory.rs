@@ -124,6 +124,18 @@ mod linux {
         /// Mount points of the first 16 disks' volumes.
         targets: Vec<String>,
         mounts: Vec<PathBuf>,
+        /// The loop devices that existed before the run.
+        before: Vec<String>,
+    }
+
+    /// The loop devices in `/sys/block`.
+    fn loop_devices() -> Vec<String> {
+        std::fs::read_dir("/sys/block")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| n.starts_with("loop"))
+            .collect()
     }
 
     impl Drop for Fixture {
@@ -134,6 +146,37 @@ mod linux {
             for d in &self.devs {
                 let _ = Command::new("losetup").args(["-d", d]).status();
             }
+            // Remove the loop devices this run created (`losetup -f` adds
+            // one when none is free), so that later runs (and the "16 disks"
+            // scale) do not find hundreds of detached ones. The kernel
+            // refuses (EBUSY) any device that is attached or open, such as
+            // one another program has just taken.
+            const LOOP_CTL_REMOVE: libc::c_ulong = 0x4c81;
+            let Ok(ctl) = std::fs::File::open("/dev/loop-control") else {
+                return;
+            };
+            let mut removed = 0;
+            for name in loop_devices() {
+                let size = std::fs::read_to_string(format!("/sys/block/{name}/size"));
+                let Ok(index) = name.trim_start_matches("loop").parse::<libc::c_ulong>() else {
+                    continue;
+                };
+                if self.before.contains(&name) || size.map_or(true, |s| s.trim() != "0") {
+                    continue;
+                }
+                // SAFETY: LOOP_CTL_REMOVE takes the device index by value.
+                if unsafe {
+                    libc::ioctl(
+                        std::os::fd::AsRawFd::as_raw_fd(&ctl),
+                        LOOP_CTL_REMOVE,
+                        index,
+                    )
+                } == 0
+                {
+                    removed += 1;
+                }
+            }
+            println!("removed the {removed} loop devices this run created");
         }
     }
 
@@ -651,6 +694,7 @@ mod linux {
             vols: Vec::new(),
             targets: Vec::new(),
             mounts: Vec::new(),
+            before: loop_devices(),
         };
 
         let sock = fx.dir.path().join("sock");
