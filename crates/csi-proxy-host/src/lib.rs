@@ -10,6 +10,7 @@ pub mod disk;
 pub mod error;
 pub mod filesystem;
 mod host;
+pub mod inline;
 pub mod iscsi;
 pub mod path;
 pub mod smb;

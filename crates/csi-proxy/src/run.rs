@@ -285,7 +285,17 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
         #[cfg(target_os = "linux")]
         tracing::info!(
             child_processes = csi_proxy_host::storage::linux::spawned_processes(),
-            "storage tools run by this process (mkfs, resize2fs, ...)"
+            sysfs_reads = csi_proxy_host::storage::linux::sysfs_reads(),
+            device_opens = csi_proxy_host::storage::linux::device_opens(),
+            "storage tools run by this process (mkfs, resize2fs, ...) and what the storage backend read"
+        );
+        let inventory = csi_proxy_host::storage::inventory::counters();
+        tracing::info!(
+            full_scans = inventory.full_scans,
+            disk_scans = inventory.disk_scans,
+            events_lost = inventory.lost,
+            calls = inventory.views,
+            "disk and volume inventory"
         );
         tracing::info!("csi-proxy stopped");
         Ok(())

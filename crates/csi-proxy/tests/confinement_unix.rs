@@ -520,7 +520,7 @@ async fn a_volume_id_on_two_disks_is_refused_naming_both() {
     // A clone: the same bytes (the same GPT partition GUID) on a second disk.
     let copy = proxy.root.path().join("clone.img");
     std::fs::copy(&original.file, &copy).unwrap();
-    let clone = LoopDisk::attach(&copy);
+    let clone = LoopDisk::from_file(copy.clone());
     let c = proxy.client();
     // Rescan registers the clone's partition (this kernel parses no tables).
     c.connect_disk_v1()

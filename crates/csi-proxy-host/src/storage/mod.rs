@@ -15,6 +15,7 @@
 //! (an in-memory model for tests of the layers above).
 
 pub mod fake;
+pub mod inventory;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod parse;
@@ -94,6 +95,19 @@ pub trait StorageBackend: Send + Sync {
     fn disk_locations(&self) -> Result<BTreeMap<u32, DiskLocation>>;
     /// Page-0x83 id and serial number of every disk.
     fn disk_ids(&self) -> Result<BTreeMap<u32, DiskIds>>;
+    /// The generation of the backend's inventory (see
+    /// [`DiskApi::inventory_generation`]); `None`: no inventory.
+    fn inventory_generation(&self) -> Result<Option<u64>> {
+        Ok(None)
+    }
+    /// The number of the disk whose page-0x83 id is `page83`, if any.
+    fn disk_by_page83(&self, page83: &str) -> Result<Option<u32>> {
+        Ok(self
+            .disk_ids()?
+            .into_iter()
+            .find(|(_, ids)| ids.page83 == page83)
+            .map(|(n, _)| n))
+    }
     /// Size of a disk in bytes.
     fn disk_size(&self, disk: u32) -> Result<u64>;
     /// Is the disk online?
@@ -254,11 +268,12 @@ impl<B: StorageBackend> DiskApi for Storage<B> {
             )));
         }
         self.backend
-            .disk_ids()?
-            .into_iter()
-            .find(|(_, ids)| ids.page83 == name)
-            .map(|(disk_number, _)| disk::GetDiskNumberByNameResponse { disk_number })
+            .disk_by_page83(name)?
+            .map(|disk_number| disk::GetDiskNumberByNameResponse { disk_number })
             .ok_or_else(|| Error::NotFound(format!("no disk has the page-0x83 id {name:?}")))
+    }
+    fn inventory_generation(&self) -> Result<Option<u64>> {
+        self.backend.inventory_generation()
     }
 }
 

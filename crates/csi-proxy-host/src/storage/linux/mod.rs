@@ -10,18 +10,23 @@
 //! only format and resize run tools (`mkfs.*`, `resize2fs`, ...), with fixed
 //! argv. Device nodes missing from `/dev` (no udev) are created from sysfs.
 
+mod devices;
+mod lookup;
 mod mountinfo;
+mod scan;
 mod sys;
 mod sysfs;
 pub mod tools;
 mod usage;
 
-use super::parse::guid::Guid;
-use super::parse::{device_id, fs_probe, gpt};
+use super::inventory::netlink;
+use super::parse::{fs_probe, gpt};
 use super::{plan_resize, ResizePlan, ResizeTarget, StorageBackend, VolumeId, VolumeStats};
 use crate::confined::{Confined, Located};
 use crate::disk::{DiskIds, DiskLocation};
 use crate::{Error, Result};
+use devices::DiskTable;
+use lookup::{inventory, Events, LinuxInventory};
 use mountinfo::Mount;
 use std::collections::BTreeMap;
 use std::io;
@@ -31,6 +36,8 @@ use std::sync::Mutex;
 use sys::Access;
 use sysfs::{BlockDisk, BlockPartition, Sysfs};
 
+pub use devices::opens as device_opens;
+pub use sysfs::reads as sysfs_reads;
 pub use tools::spawned as spawned_processes;
 
 /// Filesystems FormatVolume can create.
@@ -69,6 +76,8 @@ pub struct LinuxStorage {
     fs_type: FsType,
     /// Serialises every operation that changes the host.
     change: Mutex<()>,
+    /// The disks and volumes, kept current by the kernel's uevents.
+    inventory: LinuxInventory,
 }
 
 impl Default for LinuxStorage {
@@ -115,47 +124,24 @@ fn random_guid() -> Result<gpt::Guid> {
 impl LinuxStorage {
     /// The backend; FormatVolume creates `fs_type`.
     pub fn new(fs_type: FsType) -> Self {
+        let sysfs = Sysfs::default();
+        let dev_dir = PathBuf::from("/dev");
         LinuxStorage {
-            sysfs: Sysfs::default(),
-            dev_dir: PathBuf::from("/dev"),
+            inventory: inventory(&sysfs, &dev_dir, Events::Kernel(netlink::DEFAULT_BUFFER)),
+            sysfs,
+            dev_dir,
             fs_type,
             change: Mutex::new(()),
         }
-    }
-
-    /// Creates (and looks up) device nodes in `dir` instead of `/dev`.
-    pub fn with_dev_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.dev_dir = dir.into();
-        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
         self.change.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn disk(&self, number: u32) -> Result<BlockDisk> {
-        self.sysfs
-            .disk_by_number(number)
-            .map_err(|e| Error::io("read", "/sys/block", e))?
-            .ok_or_else(|| no_disk(number))
-    }
-
     /// The device node of `name`, created from sysfs if missing.
     fn node(&self, name: &str, major: u32, minor: u32) -> Result<PathBuf> {
-        let path = self.dev_dir.join(name);
-        match std::fs::symlink_metadata(&path) {
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                tracing::info!(node = %path.display(), major, minor, "creating missing device node");
-                match sys::mknod_block(&path, major, minor) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                    Err(e) => return Err(from_io("mknod", &path.display().to_string(), e)),
-                }
-            }
-            Err(e) => return Err(from_io("stat", &path.display().to_string(), e)),
-        }
-        Ok(path)
+        devices::node(&self.dev_dir, name, major, minor)
     }
 
     /// Opens a block device, checking that the node really is `major:minor`.
@@ -166,18 +152,7 @@ impl LinuxStorage {
         minor: u32,
         access: Access,
     ) -> Result<(PathBuf, OwnedFd)> {
-        let path = self.node(name, major, minor)?;
-        let shown = path.display().to_string();
-        let fd = sys::open_block(&path, access).map_err(|e| from_io("open", &shown, e))?;
-        let rdev = sys::block_rdev(&fd).map_err(|e| from_io("fstat", &shown, e))?;
-        if rdev != libc::makedev(major, minor) {
-            return Err(Error::Internal(format!(
-                "device node {shown} is stale: it is {}:{}, sysfs says {major}:{minor}",
-                libc::major(rdev),
-                libc::minor(rdev)
-            )));
-        }
-        Ok((path, fd))
+        devices::open(&self.dev_dir, name, major, minor, access)
     }
 
     fn open_disk(&self, d: &BlockDisk, access: Access) -> Result<(PathBuf, OwnedFd)> {
@@ -191,23 +166,7 @@ impl LinuxStorage {
     /// The partition table of a disk, with its geometry and the bytes it
     /// was parsed from.
     fn table(&self, d: &BlockDisk, fd: &OwnedFd) -> Result<DiskTable> {
-        let ss = sys::sector_size(fd).map_err(|e| from_io("BLKSSZGET", &d.name, e))?;
-        let size = sys::size_bytes(fd).map_err(|e| from_io("BLKGETSIZE64", &d.name, e))?;
-        let sectors = size / u64::from(ss);
-        let head =
-            sys::read_at(fd, 0, gpt::head_len(ss)).map_err(|e| from_io("read", &d.name, e))?;
-        let table = gpt::parse_table(&head, ss, sectors).map_err(|e| {
-            Error::FailedPrecondition(format!(
-                "disk {} ({}): partition table: {e}",
-                d.number, d.name
-            ))
-        })?;
-        Ok(DiskTable {
-            table,
-            sector_size: ss,
-            sectors,
-            head,
-        })
+        devices::table(d, fd)
     }
 
     /// Makes the kernel's partitions of `d` match its partition table:
@@ -291,76 +250,7 @@ impl LinuxStorage {
 
     /// The volume ids of a disk's partitions, from its partition table.
     fn volumes_of(&self, d: &BlockDisk) -> Result<Vec<(BlockPartition, VolumeId)>> {
-        if d.partitions.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (_, fd) = self.open_disk(d, Access::Read)?;
-        let table = self.table(d, &fd)?.table;
-        let mut out = Vec::new();
-        for p in &d.partitions {
-            let guid = match &table {
-                gpt::Table::Gpt(g) => g
-                    .partitions
-                    .iter()
-                    .find(|e| e.number == p.number)
-                    // The on-disk GPT layout is the Windows GUID layout.
-                    .map(|e| e.unique_guid.canonical()),
-                // MBR partitions have no GUID: derive a stable one from the
-                // disk signature and the partition number.
-                gpt::Table::Mbr { signature, .. } => Some(Guid::from_u128(
-                    (u128::from(*signature) << 96) | u128::from(p.number),
-                )),
-                gpt::Table::Raw => None,
-            };
-            if let Some(g) = guid {
-                out.push((p.clone(), VolumeId::from_guid(g)));
-            }
-        }
-        Ok(out)
-    }
-
-    /// Finds a volume on the host: every partitioned disk's table is read,
-    /// so a volume id that two disks carry (a cloned disk keeps its GPT
-    /// partition GUIDs) is refused, naming both, instead of acting on
-    /// whichever comes first.
-    fn find(&self, v: &VolumeId) -> Result<Found> {
-        let disks = self
-            .sysfs
-            .disks()
-            .map_err(|e| Error::io("read", "/sys/block", e))?;
-        let mut found: Vec<Found> = Vec::new();
-        for d in disks.into_iter().filter(|d| !d.partitions.is_empty()) {
-            let vols = match self.volumes_of(&d) {
-                Ok(v) => v,
-                Err(e) => {
-                    tracing::debug!(disk = d.name, error = %e, "partition table unreadable");
-                    continue;
-                }
-            };
-            for (part, id) in vols {
-                if &id == v {
-                    found.push(Found {
-                        disk: d.clone(),
-                        part,
-                    });
-                }
-            }
-        }
-        match found.len() {
-            0 => Err(Error::NotFound(format!("volume {v} does not exist"))),
-            1 => Ok(found.remove(0)),
-            _ => Err(Error::FailedPrecondition(format!(
-                "volume id {v} is ambiguous: {}; refusing to act on either (detach the clone or give it new partition GUIDs)",
-                found
-                    .iter()
-                    .map(|f| format!(
-                        "disk {} ({}) partition {}",
-                        f.disk.number, f.disk.name, f.part.number
-                    ))
-                    .collect::<Vec<_>>()
-                    .join(" and ")
-            ))),
-        }
+        devices::volumes_of(&self.dev_dir, d)
     }
 
     /// Can the device be claimed exclusively right now? `false` means the
@@ -388,29 +278,6 @@ impl LinuxStorage {
         )))
     }
 
-    /// The volume of the partition `major:minor`.
-    fn volume_of_dev(&self, major: u32, minor: u32, subject: &str) -> Result<VolumeId> {
-        let not_volume = || {
-            Error::NotFound(format!(
-                "{subject} is not on a disk volume (device {major}:{minor} is not a partition with a volume id)"
-            ))
-        };
-        let (disk, number) = self
-            .sysfs
-            .partition_of_dev(major, minor)
-            .ok_or_else(not_volume)?;
-        let d = self
-            .sysfs
-            .disk(&disk)
-            .map_err(|e| from_io("read", &disk, e))?
-            .ok_or_else(not_volume)?;
-        self.volumes_of(&d)?
-            .into_iter()
-            .find(|(p, _)| p.number == number)
-            .map(|(_, id)| id)
-            .ok_or_else(not_volume)
-    }
-
     fn mounts() -> Result<Vec<Mount>> {
         mountinfo::read().map_err(|e| Error::io("read", "/proc/self/mountinfo", e))
     }
@@ -420,72 +287,6 @@ impl LinuxStorage {
         let head =
             sys::read_at(&fd, 0, fs_probe::PROBE_LEN).map_err(|e| from_io("read", &p.name, e))?;
         Ok((fs_probe::probe(&head), head))
-    }
-
-    fn location(&self, name: &str) -> Option<DiskLocation> {
-        let loc = |adapter: &str, bus: &str, target: &str, lun: &str| DiskLocation {
-            adapter: adapter.into(),
-            bus: bus.into(),
-            target: target.into(),
-            lun_id: lun.into(),
-        };
-        if let Some(n) = name.strip_prefix("loop") {
-            return Some(loc("loop", "0", "0", n));
-        }
-        let dev = self.sysfs.device_link(name)?;
-        let base = dev.file_name()?.to_str()?;
-        // SCSI: .../host2/target2:0:1/2:0:1:3 = host:channel:target:lun.
-        let hctl: Vec<&str> = base.split(':').collect();
-        if hctl.len() == 4
-            && hctl
-                .iter()
-                .all(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-        {
-            return Some(loc(hctl[0], hctl[1], hctl[2], hctl[3]));
-        }
-        // NVMe: .../nvme/nvme0 with the namespace id as the target.
-        if let Some(ctrl) = base.strip_prefix("nvme") {
-            let nsid = self.sysfs.read_disk_file(name, "nsid")?;
-            let nsid = String::from_utf8_lossy(&nsid).trim().to_string();
-            return Some(loc(&format!("nvme{ctrl}"), "0", &nsid, "0"));
-        }
-        // virtio-blk: .../virtio3.
-        if let Some(n) = base.strip_prefix("virtio") {
-            return Some(loc("virtio", "0", "0", n));
-        }
-        None
-    }
-
-    fn ids(&self, name: &str) -> DiskIds {
-        // Loop devices have no identifiers; skip the file lookups.
-        if name.starts_with("loop") {
-            return DiskIds::default();
-        }
-        let text = |b: Vec<u8>| {
-            String::from_utf8_lossy(&b)
-                .trim()
-                .trim_matches('\0')
-                .to_string()
-        };
-        let page83 = self
-            .sysfs
-            .read_disk_file(name, "device/vpd_pg83")
-            .and_then(|b| device_id::parse_scsi_vpd_page83(&b).ok())
-            .and_then(|ids| device_id::page83_id(&ids))
-            .or_else(|| self.sysfs.read_disk_file(name, "wwid").map(text))
-            .or_else(|| self.sysfs.read_disk_file(name, "device/wwid").map(text))
-            .unwrap_or_default();
-        let serial_number = self
-            .sysfs
-            .read_disk_file(name, "device/vpd_pg80")
-            .and_then(|b| device_id::parse_scsi_vpd_page80(&b).ok())
-            .or_else(|| self.sysfs.read_disk_file(name, "device/serial").map(text))
-            .or_else(|| self.sysfs.read_disk_file(name, "serial").map(text))
-            .unwrap_or_default();
-        DiskIds {
-            page83,
-            serial_number,
-        }
     }
 
     /// Grows the filesystem `kind` on `p` (none: nothing to do) to fill the
@@ -530,14 +331,6 @@ impl LinuxStorage {
     }
 }
 
-/// A disk's partition table, its geometry, and the bytes it was parsed from.
-struct DiskTable {
-    table: gpt::Table,
-    sector_size: u32,
-    sectors: u64,
-    head: Vec<u8>,
-}
-
 /// Is the ext filesystem whose first bytes are `head` at least
 /// [`super::MIN_RESIZE_GROWTH`] smaller than its partition of
 /// `partition_size` bytes (a grow that was interrupted)?
@@ -573,32 +366,69 @@ pub fn can_grow_mounted_ext() -> bool {
         .is_some_and(|eff| eff & (1 << CAP_SYS_RESOURCE) != 0)
 }
 
+/// In an inline attempt, "would block" while some disk's identifiers are
+/// still to be read.
+fn ids_ready(view: &lookup::LinuxView<'_>) -> Result<()> {
+    if crate::inline::active() && view.disks().any(|(_, d)| !d.ids_known()) {
+        return Err(crate::inline::would_block("reading disk identifiers"));
+    }
+    Ok(())
+}
+
 impl StorageBackend for LinuxStorage {
     fn disk_locations(&self) -> Result<BTreeMap<u32, DiskLocation>> {
-        let disks = self
-            .sysfs
-            .numbers()
-            .map_err(|e| Error::io("read", "/sys/block", e))?;
-        Ok(disks
-            .iter()
-            .filter_map(|(name, n)| self.location(name).map(|l| (*n, l)))
+        Ok(self
+            .view()?
+            .disks()
+            .filter_map(|(n, d)| d.location.clone().map(|l| (n, l)))
             .collect())
     }
 
     fn disk_ids(&self) -> Result<BTreeMap<u32, DiskIds>> {
-        let disks = self
-            .sysfs
-            .numbers()
-            .map_err(|e| Error::io("read", "/sys/block", e))?;
-        Ok(disks.iter().map(|(name, n)| (*n, self.ids(name))).collect())
+        let sysfs = &self.inventory.scanner().sysfs;
+        let view = self.view()?;
+        ids_ready(&view)?;
+        let ids = view
+            .disks()
+            .map(|(n, d)| (n, d.ids(sysfs).clone()))
+            .collect();
+        Ok(ids)
+    }
+
+    fn inventory_generation(&self) -> Result<Option<u64>> {
+        // Without events every call scans: nothing stays the same.
+        if !self.follows_events() {
+            return Ok(None);
+        }
+        Ok(Some(self.view()?.generation()))
+    }
+
+    fn disk_by_page83(&self, page83: &str) -> Result<Option<u32>> {
+        let sysfs = &self.inventory.scanner().sysfs;
+        let view = self.view()?;
+        ids_ready(&view)?;
+        let found = view
+            .disks()
+            .find(|(_, d)| d.ids(sysfs).page83 == page83)
+            .map(|(n, _)| n);
+        Ok(found)
     }
 
     fn disk_size(&self, disk: u32) -> Result<u64> {
-        Ok(self.disk(disk)?.size)
+        let mut v = self.view()?;
+        v.disk(disk)?
+            .map(|d| d.disk.size)
+            .ok_or_else(|| no_disk(disk))
     }
 
+    /// The read-only flag is read now: `BLKROSET` announces nothing.
     fn disk_online(&self, disk: u32) -> Result<bool> {
-        Ok(!self.disk(disk)?.read_only)
+        let name = self.disk_name(disk)?;
+        match self.sysfs.read_only(&name) {
+            Ok(ro) => Ok(!ro),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(no_disk(disk)),
+            Err(e) => Err(from_io("read", &name, e)),
+        }
     }
 
     fn set_disk_online(&self, disk: u32, online: bool) -> Result<()> {
@@ -630,6 +460,7 @@ impl StorageBackend for LinuxStorage {
             }
         }
         let (path, fd) = self.open_disk(&d, Access::Read)?;
+        self.inventory.touch(d.name.clone());
         sys::set_read_only(&fd, !online)
             .map_err(|e| from_io("BLKROSET", &path.display().to_string(), e))
     }
@@ -655,6 +486,7 @@ impl StorageBackend for LinuxStorage {
                 gpt::Table::Raw => false,
             };
             if has_data {
+                self.inventory.touch(d.name.clone());
                 self.sync_partitions(&d, &fd)?;
                 return Ok(());
             }
@@ -701,6 +533,7 @@ impl StorageBackend for LinuxStorage {
             sys::write_at(&fd, w.offset, &w.bytes).map_err(|e| from_io("write", &shown, e))?;
         }
         sys::fsync(&fd).map_err(|e| from_io("fsync", &shown, e))?;
+        self.inventory.touch(d.name.clone());
         let now = self.sync_partitions(&d, &fd)?;
         if now.partitions.is_empty() {
             return Err(Error::Internal(format!(
@@ -747,16 +580,17 @@ impl StorageBackend for LinuxStorage {
                 tracing::warn!(disk = d.name, error = %e, "rescan of disk failed");
             }
         }
+        self.inventory.invalidate();
         Ok(())
     }
 
     fn volumes_on_disk(&self, disk: u32, partition: Option<u32>) -> Result<Vec<VolumeId>> {
-        let d = self.disk(disk)?;
-        let vols = self.volumes_of(&d)?;
+        let mut view = self.view()?;
+        let vols = view.volumes_on(disk)?.ok_or_else(|| no_disk(disk))?;
         let out: Vec<VolumeId> = vols
-            .into_iter()
-            .filter(|(p, _)| partition.is_none_or(|n| n == p.number))
-            .map(|(_, v)| v)
+            .iter()
+            .filter(|v| partition.is_none_or(|n| v.partition == Some(n)))
+            .map(|v| v.id.clone())
             .collect();
         if let (Some(n), true) = (partition, out.is_empty()) {
             return Err(Error::NotFound(format!("disk {disk} has no partition {n}")));
@@ -765,11 +599,11 @@ impl StorageBackend for LinuxStorage {
     }
 
     fn volume_disk(&self, volume: &VolumeId) -> Result<u32> {
-        Ok(self.find(volume)?.disk.number)
+        Ok(self.locate(volume)?.disk.number)
     }
 
     fn is_formatted(&self, volume: &VolumeId) -> Result<bool> {
-        let f = self.find(volume)?;
+        let f = self.locate(volume)?;
         Ok(self.probe(&f.part)?.0.is_some())
     }
 
@@ -794,7 +628,7 @@ impl StorageBackend for LinuxStorage {
     }
 
     fn volume_stats(&self, volume: &VolumeId) -> Result<VolumeStats> {
-        let f = self.find(volume)?;
+        let f = self.locate(volume)?;
         let mounts = Self::mounts()?;
         if let Some(m) = mountinfo::of_device(&mounts, f.part.major, f.part.minor).next() {
             let st = nix::sys::statvfs::statvfs(m.mount_point.as_str())
@@ -876,6 +710,7 @@ impl StorageBackend for LinuxStorage {
                 }
                 sys::fsync(&fd).map_err(|e| from_io("fsync", &shown, e))?;
                 let len = (plan.new_last_lba - entry.first_lba + 1) * ss64;
+                self.inventory.touch(f.disk.name.clone());
                 sys::resize_partition(&fd, f.part.number, entry.first_lba * ss64, len)
                     .map_err(|e| from_io("BLKPG resize", &shown, e))?;
                 self.grow_filesystem(&f.part, kind, &node, &mounts)
@@ -884,7 +719,7 @@ impl StorageBackend for LinuxStorage {
     }
 
     fn flush(&self, volume: &VolumeId) -> Result<()> {
-        let f = self.find(volume)?;
+        let f = self.locate(volume)?;
         for m in mountinfo::of_device(&Self::mounts()?, f.part.major, f.part.minor).take(1) {
             let dir = std::fs::File::open(&m.mount_point)
                 .map_err(|e| from_io("open", &m.mount_point, e))?;

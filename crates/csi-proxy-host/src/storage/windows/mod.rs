@@ -8,6 +8,7 @@
 
 mod disk;
 mod errors;
+mod inventory;
 mod mounts;
 mod stor;
 mod volume;
@@ -22,14 +23,18 @@ use crate::disk::{DiskIds, DiskLocation};
 use crate::path::PathPolicy;
 use crate::{Error, Result};
 
-/// The storage of this Windows host. Creating it touches nothing; COM and
-/// the WMI worker thread start with the first operation that needs WMI.
+/// The storage of this Windows host. Creating it registers for device
+/// notifications and touches nothing else; COM and the WMI worker thread
+/// start with the first operation that needs WMI.
 pub struct WindowsStorage {
     wmi: wmi::WmiWorker,
     mounts: mounts::Mounts,
     /// The allowed roots: a volume reachable anywhere else belongs to the
     /// host (none set: every access path counts as the host's).
     roots: Option<PathPolicy>,
+    /// Disks and volumes, kept current by device notifications.
+    inventory: inventory::WinInventory,
+    locations: inventory::Locations,
 }
 
 impl Default for WindowsStorage {
@@ -45,6 +50,8 @@ impl WindowsStorage {
             wmi: wmi::WmiWorker::new(wmi::STORAGE_NAMESPACE),
             mounts: mounts::Mounts::default(),
             roots: None,
+            inventory: inventory::new_inventory(),
+            locations: inventory::Locations::default(),
         }
     }
 
@@ -54,6 +61,19 @@ impl WindowsStorage {
     pub fn with_roots(mut self, roots: PathPolicy) -> Self {
         self.roots = Some(roots);
         self
+    }
+
+    /// Refuses `what` on a disk that holds the Windows system volume or a
+    /// volume the host uses outside the roots.
+    fn refuse_host_disk(&self, disk: u32, what: &str) -> Result<()> {
+        let volumes = self.volumes_on_disk(disk, None)?;
+        mounts::refuse_host_disk(disk, &volumes, self.roots.as_ref(), what)
+    }
+
+    /// Whether device notifications keep the inventory current (else every
+    /// list call scans the host).
+    pub fn follows_notifications(&self) -> bool {
+        self.inventory.has_events()
     }
 
     /// The WMI worker (for callers that need another WMI query on the same
@@ -73,61 +93,73 @@ impl WindowsStorage {
     }
 }
 
+/// In an inline attempt, "would block": the operation asks the device.
+fn device_io(what: &str) -> Result<()> {
+    if crate::inline::active() {
+        return Err(crate::inline::would_block(what));
+    }
+    Ok(())
+}
+
 impl StorageBackend for WindowsStorage {
     fn disk_locations(&self) -> Result<BTreeMap<u32, DiskLocation>> {
-        stor::disk_locations(&self.wmi)
+        self.inventory_disk_locations()
     }
 
     fn disk_ids(&self) -> Result<BTreeMap<u32, DiskIds>> {
-        let mut out = BTreeMap::new();
-        for n in disk::disk_numbers()? {
-            match disk::disk_ids(n) {
-                Ok(ids) => {
-                    out.insert(n, ids);
-                }
-                // Removed since it was listed.
-                Err(Error::NotFound(_)) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(out)
+        self.inventory_disk_ids()
+    }
+
+    fn disk_by_page83(&self, page83: &str) -> Result<Option<u32>> {
+        self.inventory_disk_by_page83(page83)
+    }
+
+    fn inventory_generation(&self) -> Result<Option<u64>> {
+        self.generation()
     }
 
     fn disk_size(&self, disk: u32) -> Result<u64> {
+        device_io("IOCTL_DISK_GET_DRIVE_GEOMETRY_EX")?;
         disk::disk_size(disk)
     }
 
     fn disk_online(&self, disk: u32) -> Result<bool> {
+        device_io("IOCTL_DISK_GET_DISK_ATTRIBUTES")?;
         disk::disk_online(disk)
     }
 
     fn set_disk_online(&self, disk: u32, online: bool) -> Result<()> {
         if !online {
-            mounts::refuse_host_disk(
-                disk,
-                self.roots.as_ref(),
-                &format!("take disk {disk} offline"),
-            )?;
+            self.refuse_host_disk(disk, &format!("take disk {disk} offline"))?;
         }
-        disk::set_disk_online(disk, online)
+        let r = disk::set_disk_online(disk, online);
+        // Volumes come and go with the disk's state.
+        self.inventory.invalidate();
+        r
     }
 
     fn partition_disk(&self, disk: u32) -> Result<()> {
         // The IOCTL open answers "no such disk" without starting WMI.
         drop(disk::open_disk(disk, 0)?);
-        mounts::refuse_host_disk(disk, self.roots.as_ref(), &format!("partition disk {disk}"))?;
-        stor::partition_disk(&self.wmi, disk)
+        self.refuse_host_disk(disk, &format!("partition disk {disk}"))?;
+        let r = stor::partition_disk(&self.wmi, disk);
+        // Do not wait for the volume's arrival notification.
+        self.inventory.invalidate();
+        r
     }
 
     fn rescan(&self) -> Result<()> {
-        stor::rescan(&self.wmi)
+        let r = stor::rescan(&self.wmi);
+        self.inventory.invalidate();
+        r
     }
 
     fn volumes_on_disk(&self, disk: u32, partition: Option<u32>) -> Result<Vec<VolumeId>> {
-        volume::volumes_on_disk(disk, partition)
+        self.inventory_volumes_on_disk(disk, partition)
     }
 
     fn volume_disk(&self, v: &VolumeId) -> Result<u32> {
+        device_io("IOCTL_VOLUME_GET_VOLUME_DISK_EXTENTS")?;
         volume::volume_disk(v)
     }
 
@@ -143,7 +175,9 @@ impl StorageBackend for WindowsStorage {
                 "volume {v} is mounted at {p:?}: unmount it (or remove the drive letter) before formatting"
             )));
         }
-        stor::format(&self.wmi, v)
+        let r = stor::format(&self.wmi, v);
+        self.inventory.invalidate();
+        r
     }
 
     fn volume_stats(&self, v: &VolumeId) -> Result<VolumeStats> {
@@ -151,7 +185,9 @@ impl StorageBackend for WindowsStorage {
     }
 
     fn resize(&self, v: &VolumeId, target: ResizeTarget) -> Result<()> {
-        stor::resize(&self.wmi, v, target)
+        let r = stor::resize(&self.wmi, v, target);
+        self.inventory.invalidate();
+        r
     }
 
     fn flush(&self, v: &VolumeId) -> Result<()> {
@@ -159,11 +195,15 @@ impl StorageBackend for WindowsStorage {
     }
 
     fn mount(&self, v: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
-        self.mounts.mount(v, fs, target)
+        let r = self.mounts.mount(v, fs, target);
+        self.inventory.invalidate();
+        r
     }
 
     fn unmount(&self, v: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
-        self.mounts.unmount(v, fs, target)
+        let r = self.mounts.unmount(v, fs, target);
+        self.inventory.invalidate();
+        r
     }
 
     fn volume_at(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {

@@ -94,16 +94,21 @@ pub fn system_disks() -> Vec<u32> {
         .unwrap_or_default()
 }
 
-/// Refuses `what` on a disk that holds the Windows directory or a volume
-/// the host uses outside the roots.
-pub fn refuse_host_disk(disk: u32, roots: Option<&PathPolicy>, what: &str) -> Result<()> {
+/// Refuses `what` on a disk that holds the Windows directory or one of
+/// `volumes` (the disk's) that the host uses outside the roots.
+pub fn refuse_host_disk(
+    disk: u32,
+    volumes: &[VolumeId],
+    roots: Option<&PathPolicy>,
+    what: &str,
+) -> Result<()> {
     if system_disks().contains(&disk) {
         return Err(Error::FailedPrecondition(format!(
             "cannot {what}: disk {disk} holds the Windows system volume"
         )));
     }
-    for v in volume::volumes_on_disk(disk, None)? {
-        refuse_host_volume(&v, roots, what)?;
+    for v in volumes {
+        refuse_host_volume(v, roots, what)?;
     }
     Ok(())
 }

@@ -293,3 +293,109 @@ fn the_msr_partition_type_is_recognised_in_any_case_and_with_braces() {
     assert!(!is_msr("{ebd0a0a2-b9e5-4433-87c0-68b6b72699c7}"));
     assert!(!is_msr(""));
 }
+
+/// Wine 8.0 has no `CM_Register_Notification`: the inventory then has no
+/// event source and every list call scans (as before the inventory). On
+/// Windows the registration succeeds.
+#[test]
+fn device_notifications_exist_on_windows_and_not_under_wine() {
+    use crate::storage::inventory::notify::Notifications;
+    // Wine maps the Unix root to Z: and passes WINEPREFIX through.
+    let under_wine =
+        std::env::var_os("WINEPREFIX").is_some() || std::path::Path::new("Z:\\proc\\self").exists();
+    match Notifications::register() {
+        Ok(_) => assert!(!under_wine, "wine 8.0 gained CM_Register_Notification"),
+        Err(e) => {
+            assert_eq!(e.kind(), std::io::ErrorKind::Unsupported, "{e}");
+            assert!(under_wine, "registration failed on Windows: {e}");
+        }
+    }
+    let s = WindowsStorage::new();
+    assert_eq!(s.follows_notifications(), !under_wine);
+    // Without notifications nothing is cached between calls.
+    if under_wine {
+        assert_eq!(s.inventory_generation().unwrap(), None);
+    }
+}
+
+/// The callback counts interface arrivals and removals only, into the
+/// counter its context points to.
+#[test]
+fn the_notification_callback_bumps_its_counter() {
+    use crate::storage::inventory::notify::on_interface_change;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use windows_sys::Win32::Devices::DeviceAndDriverInstallation::{
+        CM_NOTIFY_ACTION_DEVICEINSTANCEENUMERATED, CM_NOTIFY_ACTION_DEVICEINTERFACEARRIVAL,
+        CM_NOTIFY_ACTION_DEVICEINTERFACEREMOVAL,
+    };
+    let counter = AtomicU64::new(0);
+    let ctx = (&counter as *const AtomicU64).cast();
+    for action in [
+        CM_NOTIFY_ACTION_DEVICEINTERFACEARRIVAL,
+        CM_NOTIFY_ACTION_DEVICEINTERFACEREMOVAL,
+        CM_NOTIFY_ACTION_DEVICEINSTANCEENUMERATED,
+    ] {
+        // SAFETY: the context points to `counter`, alive for the call; the
+        // event data is not read.
+        let r =
+            unsafe { on_interface_change(std::ptr::null_mut(), ctx, action, std::ptr::null(), 0) };
+        assert_eq!(r, 0);
+    }
+    assert_eq!(counter.load(Ordering::SeqCst), 2);
+    // A null context is ignored.
+    // SAFETY: a null context is checked before use.
+    unsafe {
+        on_interface_change(
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            CM_NOTIFY_ACTION_DEVICEINTERFACEARRIVAL,
+            std::ptr::null(),
+            0,
+        )
+    };
+}
+
+/// The inventory's lists equal the direct IOCTL answers, and an inline
+/// attempt never does device I/O: it answers from memory or "would block".
+#[test]
+fn inventory_lists_match_the_ioctls_and_inline_attempts_never_block() {
+    use crate::inline::{is_would_block, run};
+    let s = WindowsStorage::new();
+    let c = c_volume();
+    let ids = s.disk_ids().unwrap();
+    for n in super::disk::disk_numbers().unwrap() {
+        assert_eq!(
+            ids.get(&n),
+            super::disk::disk_ids(n).ok().as_ref(),
+            "disk {n}"
+        );
+    }
+    let page83 = &ids[&0].page83;
+    assert!(s.disk_by_page83(page83).unwrap().is_some());
+    assert_eq!(s.disk_by_page83("no such id").unwrap(), None);
+    let d = s.volume_disk(&c).unwrap();
+    let on = s.volumes_on_disk(d, None).unwrap();
+    assert!(on.contains(&c), "{on:?}");
+    assert!(matches!(
+        s.volumes_on_disk(4000, None).unwrap_err(),
+        Error::NotFound(_)
+    ));
+    // Device I/O always goes to the blocking pool.
+    for r in [
+        run(|| s.disk_size(0).map(drop)),
+        run(|| s.disk_online(0).map(drop)),
+        run(|| s.volume_disk(&c).map(drop)),
+    ] {
+        assert!(is_would_block(&r.unwrap_err()));
+    }
+    // From memory when notifications keep it current; else "would block".
+    match run(|| s.volumes_on_disk(d, None)) {
+        Ok(v) => {
+            assert!(s.follows_notifications());
+            assert_eq!(v, on);
+        }
+        Err(e) => assert!(is_would_block(&e) && !s.follows_notifications(), "{e}"),
+    }
+    // Locations (WMI; none under wine) are the same twice.
+    assert_eq!(s.disk_locations().unwrap(), s.disk_locations().unwrap());
+}

@@ -46,7 +46,7 @@ pub fn all_volumes() -> Result<Vec<VolumeId>> {
 
 /// Where a volume lives: from `IOCTL_STORAGE_GET_DEVICE_NUMBER` (one
 /// partition of one disk), else from its disk extents (spanned volumes).
-enum Placement {
+pub enum Placement {
     Partition {
         disk: u32,
         partition: u32,
@@ -63,7 +63,8 @@ fn extents_of(h: &Handle, v: &VolumeId) -> Result<Vec<extents::DiskExtent>> {
         .map_err(|e| bad_answer("IOCTL_VOLUME_GET_VOLUME_DISK_EXTENTS", v.as_str(), e))
 }
 
-fn placement(v: &VolumeId) -> Placement {
+/// Where volume `v` lives.
+pub fn placement(v: &VolumeId) -> Placement {
     let Ok(h) = w::open_device(v.device_path(), 0) else {
         return Placement::Elsewhere;
     };
@@ -79,33 +80,6 @@ fn placement(v: &VolumeId) -> Placement {
             }
             _ => Placement::Elsewhere,
         },
-    }
-}
-
-/// The volumes on `disk` (on `partition` only, when given). An unknown
-/// disk, or a partition number with no volume, is [`Error::NotFound`]. A
-/// volume spanning several disks is listed for each of them when no
-/// partition is asked for.
-pub fn volumes_on_disk(disk_number: u32, partition: Option<u32>) -> Result<Vec<VolumeId>> {
-    drop(disk::open_disk(disk_number, 0)?);
-    let mut out = Vec::new();
-    for v in all_volumes()? {
-        let hit = match placement(&v) {
-            Placement::Partition { disk, partition: p } => {
-                disk == disk_number && partition.is_none_or(|want| want == p)
-            }
-            Placement::Extents(disks) => partition.is_none() && disks.contains(&disk_number),
-            Placement::Elsewhere => false,
-        };
-        if hit {
-            out.push(v);
-        }
-    }
-    match partition {
-        Some(p) if out.is_empty() => Err(Error::NotFound(format!(
-            "disk {disk_number} has no volume on partition {p}"
-        ))),
-        _ => Ok(out),
     }
 }
 
