@@ -54,6 +54,11 @@ impl<B: FilesystemBackend> FilesystemApi for Filesystem<B> {
     fn rmdir(&self, req: RmdirRequest) -> Result<RmdirResponse> {
         let p = locate(&self.policy, &req.path)?;
         refuse_root("rmdir", &p)?;
+        // One entry is a few system calls (answered on the caller's worker);
+        // a tree may take long: the server runs that on its blocking pool.
+        if req.force && crate::inline::active() {
+            return Err(crate::inline::would_block("removing a tree"));
+        }
         if req.force {
             self.backend.remove_all(&p)?;
         } else {

@@ -366,15 +366,15 @@ mod tests {
     use prost::Message;
     use std::sync::Arc;
 
-    /// Mkdir takes 600 ms; everything else is instant.
-    struct SlowMkdir;
+    /// CreateSymlink (a blocking operation) takes 600 ms; everything else
+    /// is instant.
+    struct SlowSymlink;
 
-    impl FilesystemApi for SlowMkdir {
+    impl FilesystemApi for SlowSymlink {
         fn path_exists(&self, _: PathExistsRequest) -> Result<PathExistsResponse> {
             Ok(PathExistsResponse { exists: true })
         }
         fn mkdir(&self, _: MkdirRequest) -> Result<MkdirResponse> {
-            std::thread::sleep(Duration::from_millis(600));
             Ok(MkdirResponse {})
         }
         fn rmdir(&self, _: RmdirRequest) -> Result<RmdirResponse> {
@@ -384,6 +384,7 @@ mod tests {
             Ok(RmdirContentsResponse {})
         }
         fn create_symlink(&self, _: CreateSymlinkRequest) -> Result<CreateSymlinkResponse> {
+            std::thread::sleep(Duration::from_millis(600));
             Ok(CreateSymlinkResponse {})
         }
         fn is_symlink(&self, _: IsSymlinkRequest) -> Result<IsSymlinkResponse> {
@@ -394,7 +395,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn deadlines_are_answered_and_abandoned_jobs_still_count() {
         let svc = service_for(Group::Filesystem, "v1", |h| {
-            h.filesystem = Arc::new(SlowMkdir);
+            h.filesystem = Arc::new(SlowSymlink);
         });
         let (a, b) = tokio::net::UnixStream::pair().unwrap();
         let options = Options {
@@ -410,8 +411,11 @@ mod tests {
         b.set_nonblocking(false).unwrap();
         let client = tokio::task::spawn_blocking(move || {
             let mut c = RawClient::new(b, Shape::default()).unwrap();
-            let mkdir =
-                csi_proxy_api::filesystem::v1::MkdirRequest { path: "/x".into() }.encode_to_vec();
+            let mkdir = csi_proxy_api::filesystem::v1::CreateSymlinkRequest {
+                source_path: "/x".into(),
+                target_path: "/y".into(),
+            }
+            .encode_to_vec();
             let exists = csi_proxy_api::filesystem::v1::PathExistsRequest { path: "/x".into() }
                 .encode_to_vec();
             let call = |c: &mut RawClient<_>, method: &str, msg: &[u8], timeout: &[u8]| {
@@ -422,19 +426,19 @@ mod tests {
             };
             // Two calls give up after 100 ms; their jobs keep running.
             for _ in 0..2 {
-                let (code, took) = call(&mut c, "/v1.Filesystem/Mkdir", &mkdir, b"100m");
+                let (code, took) = call(&mut c, "/v1.Filesystem/CreateSymlink", &mkdir, b"100m");
                 assert_eq!(code, Some(Code::DeadlineExceeded as i32));
                 assert!(took < Duration::from_millis(500), "{took:?}");
             }
             // A third blocking call is refused while both still run...
-            let (code, _) = call(&mut c, "/v1.Filesystem/Mkdir", &mkdir, b"5S");
+            let (code, _) = call(&mut c, "/v1.Filesystem/CreateSymlink", &mkdir, b"5S");
             assert_eq!(code, Some(Code::ResourceExhausted as i32));
             // ...inline calls still work...
             let (code, _) = call(&mut c, "/v1.Filesystem/PathExists", &exists, b"5S");
             assert_eq!(code, Some(0));
             // ...and once the jobs are done, blocking calls work again.
             std::thread::sleep(Duration::from_millis(700));
-            let (code, took) = call(&mut c, "/v1.Filesystem/Mkdir", &mkdir, b"5S");
+            let (code, took) = call(&mut c, "/v1.Filesystem/CreateSymlink", &mkdir, b"5S");
             assert_eq!(code, Some(0));
             assert!(took >= Duration::from_millis(600), "{took:?}");
         });
