@@ -37,7 +37,7 @@ use windows::Win32::System::Wmi::{
     WBEM_INFINITE,
 };
 
-use super::errors;
+use crate::win::errors;
 use crate::storage::parse::cim;
 use crate::{Error, Result};
 
