@@ -7,7 +7,7 @@ use crate::filesystem::{fake::RecordingFilesystem, Filesystem, FilesystemApi};
 use crate::iscsi::{IscsiApi, NoIscsiBackend};
 use crate::path::PathPolicy;
 use crate::smb::{NoSmbBackend, SmbApi};
-use crate::system::{NoSystemBackend, SystemApi};
+use crate::system::{ServicePolicy, System, SystemApi};
 use crate::volume::{NoVolumeBackend, VolumeApi};
 use std::sync::Arc;
 
@@ -35,12 +35,20 @@ pub struct HostOptions {
     /// The filesystem FormatVolume creates on Linux (`ext4`, `ext3`,
     /// `ext2`, `xfs`). Windows always formats NTFS.
     pub volume_fs_type: String,
+    /// Services StartService/StopService may act on (`-allowed-services`;
+    /// empty: all, as upstream).
+    pub allowed_services: Vec<String>,
+    /// Create SMB global mappings with RequirePrivacy (SMB encryption;
+    /// `-require-privacy`, default true).
+    pub require_privacy: bool,
 }
 
 impl Default for HostOptions {
     fn default() -> Self {
         HostOptions {
             volume_fs_type: "ext4".to_string(),
+            allowed_services: Vec::new(),
+            require_privacy: true,
         }
     }
 }
@@ -61,7 +69,7 @@ impl Host {
             filesystem: Arc::new(Filesystem::new(policy, fs)),
             iscsi: Arc::new(NoIscsiBackend),
             smb: Arc::new(NoSmbBackend),
-            system: Arc::new(NoSystemBackend),
+            system: os_system(options)?,
             volume,
         })
     }
@@ -74,7 +82,11 @@ impl Host {
             filesystem: Arc::new(Filesystem::new(policy, fs.clone())),
             iscsi: Arc::new(NoIscsiBackend),
             smb: Arc::new(NoSmbBackend),
-            system: Arc::new(NoSystemBackend),
+            system: Arc::new(System::new(
+                crate::system::fake::RecordingSystem::new(),
+                ServicePolicy::allow_all(),
+                crate::path::Flavor::NATIVE,
+            )),
             volume: Arc::new(NoVolumeBackend),
         };
         (host, Fakes { filesystem: fs })
@@ -114,4 +126,34 @@ fn os_storage(fs: &Arc<Confined>, _: &HostOptions) -> crate::Result<StoragePair>
 #[cfg(not(any(target_os = "linux", windows)))]
 fn os_storage(_: &Arc<Confined>, _: &HostOptions) -> crate::Result<StoragePair> {
     Ok((Arc::new(NoDiskBackend), Arc::new(NoVolumeBackend)))
+}
+
+fn service_policy(options: &HostOptions) -> crate::Result<ServicePolicy> {
+    ServicePolicy::allow_only(&options.allowed_services, crate::path::Flavor::NATIVE)
+}
+
+#[cfg(target_os = "linux")]
+fn os_system(options: &HostOptions) -> crate::Result<Arc<dyn SystemApi>> {
+    use crate::system::linux::LinuxSystem;
+    Ok(Arc::new(System::new(
+        LinuxSystem::new(),
+        service_policy(options)?,
+        crate::path::Flavor::Unix,
+    )))
+}
+
+#[cfg(windows)]
+fn os_system(options: &HostOptions) -> crate::Result<Arc<dyn SystemApi>> {
+    use crate::system::windows::WindowsSystem;
+    use crate::win::wmi::{WmiWorker, CIMV2_NAMESPACE};
+    Ok(Arc::new(System::new(
+        WindowsSystem::new(Arc::new(WmiWorker::new(CIMV2_NAMESPACE))),
+        service_policy(options)?,
+        crate::path::Flavor::Windows,
+    )))
+}
+
+#[cfg(not(any(target_os = "linux", windows)))]
+fn os_system(_: &HostOptions) -> crate::Result<Arc<dyn SystemApi>> {
+    Ok(Arc::new(crate::system::NoSystemBackend))
 }
