@@ -6,7 +6,7 @@ use crate::disk::{DiskApi, NoDiskBackend};
 use crate::filesystem::{fake::RecordingFilesystem, Filesystem, FilesystemApi};
 use crate::iscsi::{IscsiApi, NoIscsiBackend};
 use crate::path::PathPolicy;
-use crate::smb::{NoSmbBackend, SmbApi};
+use crate::smb::{Smb, SmbApi};
 use crate::system::{ServicePolicy, System, SystemApi};
 use crate::volume::{NoVolumeBackend, VolumeApi};
 use std::sync::Arc;
@@ -66,9 +66,9 @@ impl Host {
         let (disk, volume) = os_storage(&fs, options)?;
         Ok(Host {
             disk,
-            filesystem: Arc::new(Filesystem::new(policy, fs)),
+            filesystem: Arc::new(Filesystem::new(policy, fs.clone())),
             iscsi: Arc::new(NoIscsiBackend),
-            smb: Arc::new(NoSmbBackend),
+            smb: os_smb(&fs, options),
             system: os_system(options)?,
             volume,
         })
@@ -77,11 +77,16 @@ impl Host {
     /// A host over recording fakes (for tests of the layers above).
     pub fn fake(policy: PathPolicy) -> (Host, Fakes) {
         let fs = Arc::new(RecordingFilesystem::new());
+        let confined = Arc::new(Confined::new(policy.clone()));
         let host = Host {
             disk: Arc::new(NoDiskBackend),
             filesystem: Arc::new(Filesystem::new(policy, fs.clone())),
             iscsi: Arc::new(NoIscsiBackend),
-            smb: Arc::new(NoSmbBackend),
+            smb: Arc::new(Smb::new(
+                crate::smb::fake::RecordingSmb::new(),
+                confined,
+                true,
+            )),
             system: Arc::new(System::new(
                 crate::system::fake::RecordingSystem::new(),
                 ServicePolicy::allow_all(),
@@ -156,4 +161,30 @@ fn os_system(options: &HostOptions) -> crate::Result<Arc<dyn SystemApi>> {
 #[cfg(not(any(target_os = "linux", windows)))]
 fn os_system(_: &HostOptions) -> crate::Result<Arc<dyn SystemApi>> {
     Ok(Arc::new(crate::system::NoSystemBackend))
+}
+
+#[cfg(target_os = "linux")]
+fn os_smb(fs: &Arc<Confined>, options: &HostOptions) -> Arc<dyn SmbApi> {
+    use crate::smb::linux::LinuxSmb;
+    Arc::new(Smb::new(
+        LinuxSmb::new(),
+        fs.clone(),
+        options.require_privacy,
+    ))
+}
+
+#[cfg(windows)]
+fn os_smb(fs: &Arc<Confined>, options: &HostOptions) -> Arc<dyn SmbApi> {
+    use crate::smb::windows::WindowsSmb;
+    use crate::win::wmi::{WmiWorker, CIMV2_NAMESPACE};
+    Arc::new(Smb::new(
+        WindowsSmb::new(Arc::new(WmiWorker::new(CIMV2_NAMESPACE))),
+        fs.clone(),
+        options.require_privacy,
+    ))
+}
+
+#[cfg(not(any(target_os = "linux", windows)))]
+fn os_smb(_: &Arc<Confined>, _: &HostOptions) -> Arc<dyn SmbApi> {
+    Arc::new(crate::smb::NoSmbBackend)
 }

@@ -10,7 +10,7 @@
 //! only format and resize run tools (`mkfs.*`, `resize2fs`, ...), with fixed
 //! argv. Device nodes missing from `/dev` (no udev) are created from sysfs.
 
-mod mountinfo;
+pub(crate) mod mountinfo;
 mod sys;
 mod sysfs;
 pub mod tools;
