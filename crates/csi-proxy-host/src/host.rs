@@ -4,15 +4,14 @@
 use crate::confined::Confined;
 use crate::disk::{DiskApi, NoDiskBackend};
 use crate::filesystem::{fake::RecordingFilesystem, Filesystem, FilesystemApi};
-use crate::iscsi::{IscsiApi, NoIscsiBackend};
+use crate::iscsi::{Iscsi, IscsiApi};
 use crate::path::PathPolicy;
 use crate::smb::{Smb, SmbApi};
 use crate::system::{ServicePolicy, System, SystemApi};
 use crate::volume::{NoVolumeBackend, VolumeApi};
 use std::sync::Arc;
 
-/// Every API group, version-free. iSCSI, SMB and system have no host
-/// backend yet: their `No*Backend` answers Unimplemented.
+/// Every API group, version-free.
 #[derive(Clone)]
 pub struct Host {
     pub disk: Arc<dyn DiskApi>,
@@ -63,13 +62,14 @@ impl Host {
     pub fn os_with(policy: PathPolicy, options: &HostOptions) -> crate::Result<Host> {
         // One confined filesystem (one set of root handles) for every group.
         let fs = Arc::new(Confined::new(policy.clone()));
+        let shared = OsShared::new();
         let (disk, volume) = os_storage(&fs, options)?;
         Ok(Host {
             disk,
             filesystem: Arc::new(Filesystem::new(policy, fs.clone())),
-            iscsi: Arc::new(NoIscsiBackend),
-            smb: os_smb(&fs, options),
-            system: os_system(options)?,
+            iscsi: os_iscsi(&shared),
+            smb: os_smb(&fs, options, &shared),
+            system: os_system(options, &shared)?,
             volume,
         })
     }
@@ -81,7 +81,10 @@ impl Host {
         let host = Host {
             disk: Arc::new(NoDiskBackend),
             filesystem: Arc::new(Filesystem::new(policy, fs.clone())),
-            iscsi: Arc::new(NoIscsiBackend),
+            iscsi: Arc::new(Iscsi::new(
+                crate::iscsi::fake::RecordingIscsi::new(),
+                crate::path::Flavor::NATIVE,
+            )),
             smb: Arc::new(Smb::new(
                 crate::smb::fake::RecordingSmb::new(),
                 confined,
@@ -137,8 +140,48 @@ fn service_policy(options: &HostOptions) -> crate::Result<ServicePolicy> {
     ServicePolicy::allow_only(&options.allowed_services, crate::path::Flavor::NATIVE)
 }
 
+/// What the groups of one OS host share: on Windows, the one WMI COM worker
+/// (one thread, one warm connection per namespace) of SMB, iSCSI and
+/// System.
+struct OsShared {
+    #[cfg(windows)]
+    wmi: Arc<crate::win::wmi::WmiWorker>,
+}
+
+impl OsShared {
+    fn new() -> Self {
+        OsShared {
+            #[cfg(windows)]
+            wmi: Arc::new(crate::win::wmi::WmiWorker::new(
+                crate::win::wmi::CIMV2_NAMESPACE,
+            )),
+        }
+    }
+}
+
 #[cfg(target_os = "linux")]
-fn os_system(options: &HostOptions) -> crate::Result<Arc<dyn SystemApi>> {
+fn os_iscsi(_: &OsShared) -> Arc<dyn IscsiApi> {
+    Arc::new(Iscsi::new(
+        crate::iscsi::linux::LinuxIscsi::new(),
+        crate::path::Flavor::Unix,
+    ))
+}
+
+#[cfg(windows)]
+fn os_iscsi(shared: &OsShared) -> Arc<dyn IscsiApi> {
+    Arc::new(Iscsi::new(
+        crate::iscsi::windows::WindowsIscsi::new(shared.wmi.clone()),
+        crate::path::Flavor::Windows,
+    ))
+}
+
+#[cfg(not(any(target_os = "linux", windows)))]
+fn os_iscsi(_: &OsShared) -> Arc<dyn IscsiApi> {
+    Arc::new(crate::iscsi::NoIscsiBackend)
+}
+
+#[cfg(target_os = "linux")]
+fn os_system(options: &HostOptions, _: &OsShared) -> crate::Result<Arc<dyn SystemApi>> {
     use crate::system::linux::LinuxSystem;
     Ok(Arc::new(System::new(
         LinuxSystem::new(),
@@ -148,23 +191,22 @@ fn os_system(options: &HostOptions) -> crate::Result<Arc<dyn SystemApi>> {
 }
 
 #[cfg(windows)]
-fn os_system(options: &HostOptions) -> crate::Result<Arc<dyn SystemApi>> {
+fn os_system(options: &HostOptions, shared: &OsShared) -> crate::Result<Arc<dyn SystemApi>> {
     use crate::system::windows::WindowsSystem;
-    use crate::win::wmi::{WmiWorker, CIMV2_NAMESPACE};
     Ok(Arc::new(System::new(
-        WindowsSystem::new(Arc::new(WmiWorker::new(CIMV2_NAMESPACE))),
+        WindowsSystem::new(shared.wmi.clone()),
         service_policy(options)?,
         crate::path::Flavor::Windows,
     )))
 }
 
 #[cfg(not(any(target_os = "linux", windows)))]
-fn os_system(_: &HostOptions) -> crate::Result<Arc<dyn SystemApi>> {
+fn os_system(_: &HostOptions, _: &OsShared) -> crate::Result<Arc<dyn SystemApi>> {
     Ok(Arc::new(crate::system::NoSystemBackend))
 }
 
 #[cfg(target_os = "linux")]
-fn os_smb(fs: &Arc<Confined>, options: &HostOptions) -> Arc<dyn SmbApi> {
+fn os_smb(fs: &Arc<Confined>, options: &HostOptions, _: &OsShared) -> Arc<dyn SmbApi> {
     use crate::smb::linux::LinuxSmb;
     Arc::new(Smb::new(
         LinuxSmb::new(),
@@ -174,17 +216,16 @@ fn os_smb(fs: &Arc<Confined>, options: &HostOptions) -> Arc<dyn SmbApi> {
 }
 
 #[cfg(windows)]
-fn os_smb(fs: &Arc<Confined>, options: &HostOptions) -> Arc<dyn SmbApi> {
+fn os_smb(fs: &Arc<Confined>, options: &HostOptions, shared: &OsShared) -> Arc<dyn SmbApi> {
     use crate::smb::windows::WindowsSmb;
-    use crate::win::wmi::{WmiWorker, CIMV2_NAMESPACE};
     Arc::new(Smb::new(
-        WindowsSmb::new(Arc::new(WmiWorker::new(CIMV2_NAMESPACE))),
+        WindowsSmb::new(shared.wmi.clone()),
         fs.clone(),
         options.require_privacy,
     ))
 }
 
 #[cfg(not(any(target_os = "linux", windows)))]
-fn os_smb(_: &Arc<Confined>, _: &HostOptions) -> Arc<dyn SmbApi> {
+fn os_smb(_: &Arc<Confined>, _: &HostOptions, _: &OsShared) -> Arc<dyn SmbApi> {
     Arc::new(crate::smb::NoSmbBackend)
 }
