@@ -53,7 +53,13 @@ impl Target {
         // tgtd's control-socket number has a small range.
         let ctl = (1000 + port % 1000).to_string();
         let child = Command::new("/usr/sbin/tgtd")
-            .args(["-f", "--iscsi", &format!("portal=127.0.0.1:{port}"), "-C", &ctl])
+            .args([
+                "-f",
+                "--iscsi",
+                &format!("portal=127.0.0.1:{port}"),
+                "-C",
+                &ctl,
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -77,7 +83,16 @@ impl Target {
                 std::thread::sleep(Duration::from_millis(50));
             }
         };
-        adm(&["--mode", "target", "--op", "new", "--tid", "1", "--targetname", IQN]);
+        adm(&[
+            "--mode",
+            "target",
+            "--op",
+            "new",
+            "--tid",
+            "1",
+            "--targetname",
+            IQN,
+        ]);
         adm(&[
             "--mode",
             "logicalunit",
@@ -90,7 +105,9 @@ impl Target {
             "-b",
             img.to_str().unwrap(),
         ]);
-        adm(&["--mode", "target", "--op", "bind", "--tid", "1", "-I", "ALL"]);
+        adm(&[
+            "--mode", "target", "--op", "bind", "--tid", "1", "-I", "ALL",
+        ]);
         Target {
             child,
             port,
@@ -176,7 +193,10 @@ async fn portals_in_open_iscsi_and_clear_errors_where_the_kernel_lacks_iscsi() {
         .unwrap()
         .into_inner()
         .target_portals;
-    assert!(list1.iter().any(|x| x.target_port == u32::from(t.port)), "{list1:?}");
+    assert!(
+        list1.iter().any(|x| x.target_port == u32::from(t.port)),
+        "{list1:?}"
+    );
 
     let kernel_iscsi = Path::new("/sys/class/iscsi_transport/tcp").exists();
     match c
@@ -187,7 +207,10 @@ async fn portals_in_open_iscsi_and_clear_errors_where_the_kernel_lacks_iscsi() {
     {
         Ok(r) => assert_eq!(r.into_inner().iqns, vec![IQN.to_string()]),
         Err(e) => {
-            assert!(!kernel_iscsi, "discovery failed with iscsi_tcp loaded: {e:?}");
+            assert!(
+                !kernel_iscsi,
+                "discovery failed with iscsi_tcp loaded: {e:?}"
+            );
             assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
             assert!(
                 e.message().contains("iscsi_tcp") || e.message().contains("iscsid"),
@@ -290,16 +313,33 @@ fn hostile() -> Vec<v1alpha2::ConnectTargetRequest> {
     };
     let mut v = Vec::new();
     for a in [
-        "", "10.0.0.1:3260", "[::1]", "fe80::1%eth0", "10.0.0.256", "host;reboot", "$(id)", "-p",
-        "a..b", "host\n", "host/x", "höst",
+        "",
+        "10.0.0.1:3260",
+        "[::1]",
+        "fe80::1%eth0",
+        "10.0.0.256",
+        "host;reboot",
+        "$(id)",
+        "-p",
+        "a..b",
+        "host\n",
+        "host/x",
+        "höst",
     ] {
         v.push(req(addr(a), IQN, 0, "", ""));
     }
     v.push(req(portal2(65536), IQN, 0, "", ""));
     for n in [
-        "", "target", "iqn.2001-13.com.example", "iqn.2001-01.com.example:t 1",
-        "iqn.2001-01.com.example;reboot", "iqn.2001-01.com.example:$(id)", "eui.0123",
-        "naa.zz23456789abcdef", "--help", "iqn.2001-01.com.example/../x",
+        "",
+        "target",
+        "iqn.2001-13.com.example",
+        "iqn.2001-01.com.example:t 1",
+        "iqn.2001-01.com.example;reboot",
+        "iqn.2001-01.com.example:$(id)",
+        "eui.0123",
+        "naa.zz23456789abcdef",
+        "--help",
+        "iqn.2001-01.com.example/../x",
     ] {
         v.push(req(ok_portal.clone(), n, 0, "", ""));
     }
@@ -346,6 +386,10 @@ async fn hostile_requests_are_refused_and_change_nothing() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
-    assert_eq!(iscsi_db(), before, "a refused request changed open-iscsi's database");
+    assert_eq!(
+        iscsi_db(),
+        before,
+        "a refused request changed open-iscsi's database"
+    );
     assert!(!p.log().contains(CHAP));
 }

@@ -64,10 +64,25 @@ fn hostile(p: &Proxy) -> Vec<(String, String, String, String)> {
         v.push((ok.clone(), l, String::new(), String::new()));
     }
     for u in ["a:b", "a\\b\\c", "u\nx", "u;x"] {
-        v.push((ok.clone(), local.clone(), u.to_string(), PASSWORD.to_string()));
+        v.push((
+            ok.clone(),
+            local.clone(),
+            u.to_string(),
+            PASSWORD.to_string(),
+        ));
     }
-    v.push((ok.clone(), local.clone(), String::new(), PASSWORD.to_string()));
-    v.push((ok.clone(), local.clone(), "user".into(), format!("{PASSWORD}\n")));
+    v.push((
+        ok.clone(),
+        local.clone(),
+        String::new(),
+        PASSWORD.to_string(),
+    ));
+    v.push((
+        ok.clone(),
+        local.clone(),
+        "user".into(),
+        format!("{PASSWORD}\n"),
+    ));
     v.push((ok, local, "user".into(), "p".repeat(2000)));
     v
 }
@@ -131,8 +146,15 @@ async fn every_version_maps_or_fails_cleanly_without_cifs() {
                 .await
                 .unwrap_err();
             let e = check(e);
-            assert!(e.message().contains("CIFS") || e.message().contains("cifs"), "{}", e.message());
-            assert!(std::fs::symlink_metadata(&local).is_err(), "a link was left at {local:?}");
+            assert!(
+                e.message().contains("CIFS") || e.message().contains("cifs"),
+                "{}",
+                e.message()
+            );
+            assert!(
+                std::fs::symlink_metadata(&local).is_err(),
+                "a link was left at {local:?}"
+            );
             // Nothing mapped: removing is success (idempotent).
             c.remove_smb_global_mapping($ver::RemoveSmbGlobalMappingRequest {
                 remote_path: remote.clone(),

@@ -95,7 +95,15 @@ pub fn other_groups(e: &[String]) {
     expect(e, &["volume", "is-formatted", "bogus"], INVALID_ARGUMENT);
     expect(e, &["smb", "unmap", r"\\?\C:\Windows"], INVALID_ARGUMENT);
     expect(e, &["iscsi", "add-portal", "host;reboot"], INVALID_ARGUMENT);
-    expect(e, &["iscsi", "disks", "10.0.0.1", "not-an-iqn"], INVALID_ARGUMENT);
+    expect(
+        e,
+        &["iscsi", "disks", "10.0.0.1", "not-an-iqn"],
+        INVALID_ARGUMENT,
+    );
     expect(e, &["system", "service", "a/b"], INVALID_ARGUMENT);
-    expect(e, &["system", "stop-service", "--force", "x;y"], INVALID_ARGUMENT);
+    expect(
+        e,
+        &["system", "stop-service", "--force", "x;y"],
+        INVALID_ARGUMENT,
+    );
 }

@@ -3,6 +3,8 @@
 //! `Win32_BIOS` over the shared WMI worker.
 
 mod scm;
+#[cfg(test)]
+mod tests;
 
 use super::codes;
 use super::validate::ServiceName;
@@ -18,6 +20,9 @@ use windows_sys::Win32::System::Services::{
     SERVICE_ENUMERATE_DEPENDENTS, SERVICE_QUERY_CONFIG, SERVICE_QUERY_STATUS, SERVICE_START,
     SERVICE_STOP,
 };
+
+/// How long the state before a start or stop may still show.
+const GRACE: Duration = Duration::from_secs(3);
 
 /// The SCM-backed System backend.
 pub struct WindowsSystem {
@@ -77,13 +82,27 @@ fn wait(
     } else {
         ServiceStatus::StopPending
     };
+    // The state before the request may still show for a moment after the
+    // control was accepted (the service reports the pending state itself):
+    // it counts as pending for a short grace period.
+    let before = if target == ServiceStatus::Running {
+        ServiceStatus::Stopped
+    } else {
+        ServiceStatus::Running
+    };
     let start = Instant::now();
     wait_for(
         &format!("{op} service {}", name),
         target,
         pending,
         limit,
-        || progress(svc, name, op),
+        || {
+            let mut p = progress(svc, name, op)?;
+            if p.state == before && start.elapsed() < GRACE {
+                p.state = pending;
+            }
+            Ok(p)
+        },
         || start.elapsed(),
         std::thread::sleep,
     )
@@ -113,6 +132,62 @@ fn stop_one(name: &str, limit: Duration) -> Result<()> {
     wait(&svc, name, op, ServiceStatus::Stopped, limit)
 }
 
+/// The running services that depend on `name`, directly or not, found by
+/// reading every service's dependency list; dependents of dependents come
+/// first (the order to stop them in).
+fn scanned_dependents(name: &str) -> Result<Vec<String>> {
+    let manager = scm::open_manager().map_err(|e| errors::win32("OpenSCManagerW", "", e))?;
+    let all =
+        scm::all_services(&manager).map_err(|e| errors::win32("EnumServicesStatusExW", "", e))?;
+    // service -> the services it depends on
+    let mut deps: Vec<(String, Vec<String>)> = Vec::new();
+    for s in &all {
+        let Ok(h) = scm::open_service(&manager, s, SERVICE_QUERY_CONFIG | SERVICE_QUERY_STATUS)
+        else {
+            continue;
+        };
+        let mut d = scm::config(&h).map(|(_, _, d)| d).unwrap_or_default();
+        for r in scm::registry_dependencies(s) {
+            if !d.iter().any(|x| x.eq_ignore_ascii_case(&r)) {
+                d.push(r);
+            }
+        }
+        if !d.is_empty() {
+            deps.push((s.clone(), d));
+        }
+    }
+    let running = |s: &str| -> bool {
+        scm::open_service(&manager, s, SERVICE_QUERY_STATUS)
+            .and_then(|h| scm::status(&h))
+            .is_ok_and(|(state, _, _)| state != 1)
+    };
+    let mut order = Vec::new();
+    collect_dependents(name, &deps, &mut order, 0);
+    Ok(order.into_iter().filter(|s| running(s)).collect())
+}
+
+/// Post-order walk: the dependents of `name`'s dependents before them.
+fn collect_dependents(
+    name: &str,
+    deps: &[(String, Vec<String>)],
+    out: &mut Vec<String>,
+    depth: usize,
+) {
+    if depth > 32 {
+        return;
+    }
+    for (svc, on) in deps {
+        if on.iter().any(|d| d.eq_ignore_ascii_case(name))
+            && !out.iter().any(|o: &String| o.eq_ignore_ascii_case(svc))
+        {
+            collect_dependents(svc, deps, out, depth + 1);
+            if !out.iter().any(|o: &String| o.eq_ignore_ascii_case(svc)) {
+                out.push(svc.clone());
+            }
+        }
+    }
+}
+
 impl SystemBackend for WindowsSystem {
     fn bios_serial(&self) -> Result<String> {
         let rows = self.wmi.call(|w| {
@@ -136,7 +211,7 @@ impl SystemBackend for WindowsSystem {
             SERVICE_QUERY_CONFIG | SERVICE_QUERY_STATUS,
             op,
         )?;
-        let (start_type, display_name) =
+        let (start_type, display_name, _) =
             scm::config(&svc).map_err(|e| scm_err(op, name.as_str(), e))?;
         let status = progress(&svc, name.os_name(), op)?.state;
         Ok(GetServiceResponse {
@@ -169,7 +244,13 @@ impl SystemBackend for WindowsSystem {
         if progress(&svc, name.os_name(), op)?.state == ServiceStatus::Stopped {
             return Ok(());
         }
-        let dependents = scm::active_dependents(&svc).map_err(|e| scm_err(op, name.as_str(), e))?;
+        let mut dependents =
+            scm::active_dependents(&svc).map_err(|e| scm_err(op, name.as_str(), e))?;
+        if dependents.is_empty() {
+            // Wine's EnumDependentServicesW lists nothing: ask every service
+            // what it depends on instead (StopService is no hot path).
+            dependents = scanned_dependents(name.os_name())?;
+        }
         if !dependents.is_empty() {
             if !force {
                 return Err(Error::FailedPrecondition(format!(

@@ -5,10 +5,12 @@
 use std::io;
 use std::ptr;
 use windows_sys::Win32::System::Services::{
-    CloseServiceHandle, ControlService, EnumDependentServicesW, OpenSCManagerW, OpenServiceW,
-    QueryServiceConfigW, QueryServiceStatusEx, StartServiceW, ENUM_SERVICE_STATUSW,
-    QUERY_SERVICE_CONFIGW, SC_HANDLE, SC_MANAGER_CONNECT, SC_STATUS_PROCESS_INFO, SERVICE_ACTIVE,
-    SERVICE_CONTROL_STOP, SERVICE_STATUS, SERVICE_STATUS_PROCESS,
+    CloseServiceHandle, ControlService, EnumDependentServicesW, EnumServicesStatusExW,
+    OpenSCManagerW, OpenServiceW, QueryServiceConfigW, QueryServiceStatusEx, StartServiceW,
+    ENUM_SERVICE_STATUSW, ENUM_SERVICE_STATUS_PROCESSW, QUERY_SERVICE_CONFIGW,
+    SC_ENUM_PROCESS_INFO, SC_HANDLE, SC_MANAGER_CONNECT, SC_MANAGER_ENUMERATE_SERVICE,
+    SC_STATUS_PROCESS_INFO, SERVICE_ACTIVE, SERVICE_CONTROL_STOP, SERVICE_STATUS,
+    SERVICE_STATUS_PROCESS, SERVICE_WIN32,
 };
 
 /// An open SCM or service handle.
@@ -47,7 +49,13 @@ unsafe fn from_wide(p: *const u16) -> String {
 pub fn open_manager() -> io::Result<Handle> {
     // SAFETY: null machine and database names mean the local active
     // database; the handle is owned by the returned value.
-    let h = unsafe { OpenSCManagerW(ptr::null(), ptr::null(), SC_MANAGER_CONNECT) };
+    let h = unsafe {
+        OpenSCManagerW(
+            ptr::null(),
+            ptr::null(),
+            SC_MANAGER_CONNECT | SC_MANAGER_ENUMERATE_SERVICE,
+        )
+    };
     if h.is_null() {
         return Err(io::Error::last_os_error());
     }
@@ -65,8 +73,9 @@ pub fn open_service(scm: &Handle, name: &str, access: u32) -> io::Result<Handle>
     Ok(Handle(h))
 }
 
-/// `dwStartType` and the display name.
-pub fn config(svc: &Handle) -> io::Result<(u32, String)> {
+/// `dwStartType`, the display name and the services it depends on (group
+/// dependencies, `+group`, left out).
+pub fn config(svc: &Handle) -> io::Result<(u32, String, Vec<String>)> {
     let mut needed = 0u32;
     // SAFETY: a null buffer of size 0 asks for the size needed.
     let ok = unsafe { QueryServiceConfigW(svc.0, ptr::null_mut(), 0, &mut needed) };
@@ -85,8 +94,105 @@ pub fn config(svc: &Handle) -> io::Result<(u32, String)> {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: the call filled the structure; its string pointers point into
-    // `buf`, which is alive.
-    unsafe { Ok(((*cfg).dwStartType, from_wide((*cfg).lpDisplayName))) }
+    // `buf`, which is alive; lpDependencies is a double-NUL-terminated list.
+    unsafe {
+        let mut deps = Vec::new();
+        let mut p = (*cfg).lpDependencies as *const u16;
+        if !p.is_null() {
+            loop {
+                let s = from_wide(p);
+                if s.is_empty() {
+                    break;
+                }
+                p = p.add(s.encode_utf16().count() + 1);
+                if !s.starts_with('+') {
+                    deps.push(s);
+                }
+            }
+        }
+        Ok(((*cfg).dwStartType, from_wide((*cfg).lpDisplayName), deps))
+    }
+}
+
+/// The services `name` depends on as the SCM stores them in the registry
+/// (`HKLM\SYSTEM\CurrentControlSet\Services\<name>\DependOnService`);
+/// wine's QueryServiceConfigW leaves `lpDependencies` empty, so the scan
+/// reads both.
+pub fn registry_dependencies(name: &str) -> Vec<String> {
+    use windows_sys::Win32::System::Registry::{
+        RegGetValueW, HKEY_LOCAL_MACHINE, RRF_RT_REG_MULTI_SZ,
+    };
+    let key = wide(&format!(r"SYSTEM\CurrentControlSet\Services\{name}"));
+    let value = wide("DependOnService");
+    let mut buf = vec![0u16; 4096];
+    let mut size = (buf.len() * 2) as u32;
+    // SAFETY: key and value names are NUL-terminated; `buf` is writable for
+    // `size` bytes.
+    let r = unsafe {
+        RegGetValueW(
+            HKEY_LOCAL_MACHINE,
+            key.as_ptr(),
+            value.as_ptr(),
+            RRF_RT_REG_MULTI_SZ,
+            ptr::null_mut(),
+            buf.as_mut_ptr() as *mut _,
+            &mut size,
+        )
+    };
+    if r != 0 {
+        return Vec::new();
+    }
+    buf.truncate(size as usize / 2);
+    buf.split(|c| *c == 0)
+        .map(String::from_utf16_lossy)
+        .take_while(|s| !s.is_empty())
+        .filter(|s| !s.starts_with('+'))
+        .collect()
+}
+
+/// The names of every Win32 service.
+pub fn all_services(scm: &Handle) -> io::Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut resume = 0u32;
+    loop {
+        let mut needed = 0u32;
+        let mut count = 0u32;
+        let mut buf = vec![0u64; 8192];
+        let size = (buf.len() * 8) as u32;
+        // SAFETY: `buf` is writable for `size` bytes and aligned for the
+        // entries; the resume handle persists between calls.
+        let ok = unsafe {
+            EnumServicesStatusExW(
+                scm.0,
+                SC_ENUM_PROCESS_INFO,
+                SERVICE_WIN32,
+                windows_sys::Win32::System::Services::SERVICE_STATE_ALL,
+                buf.as_mut_ptr() as *mut u8,
+                size,
+                &mut needed,
+                &mut count,
+                &mut resume,
+                ptr::null(),
+            )
+        };
+        let more = if ok == 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(234) {
+                return Err(e);
+            }
+            true
+        } else {
+            false
+        };
+        let list = buf.as_ptr() as *const ENUM_SERVICE_STATUS_PROCESSW;
+        for i in 0..count as usize {
+            // SAFETY: the call wrote `count` entries whose strings live in `buf`.
+            out.push(unsafe { from_wide((*list.add(i)).lpServiceName) });
+        }
+        if !more || count == 0 && needed == 0 {
+            return Ok(out);
+        }
+    }
 }
 
 /// `(dwCurrentState, dwCheckPoint, dwWaitHint)`.
@@ -183,4 +289,59 @@ pub fn active_dependents(svc: &Handle) -> io::Result<Vec<String>> {
         .map(|i| unsafe { from_wide((*list.add(i)).lpServiceName) })
         .collect();
     Ok(out)
+}
+
+/// Test helpers: create and delete a demand-start own-process service.
+#[cfg(test)]
+pub mod testing {
+    use super::*;
+    use windows_sys::Win32::System::Services::{
+        CreateServiceW, DeleteService, SC_MANAGER_ALL_ACCESS, SERVICE_ALL_ACCESS,
+        SERVICE_DEMAND_START, SERVICE_ERROR_NORMAL, SERVICE_WIN32_OWN_PROCESS,
+    };
+
+    pub fn create(name: &str, binary: &str, depends_on: &[&str]) -> io::Result<Handle> {
+        // SAFETY: null names mean the local active database.
+        let scm = unsafe { OpenSCManagerW(ptr::null(), ptr::null(), SC_MANAGER_ALL_ACCESS) };
+        if scm.is_null() {
+            return Err(io::Error::last_os_error());
+        }
+        let scm = Handle(scm);
+        let n = wide(name);
+        let b = wide(binary);
+        let mut deps: Vec<u16> = Vec::new();
+        for d in depends_on {
+            deps.extend(d.encode_utf16());
+            deps.push(0);
+        }
+        deps.push(0);
+        // SAFETY: every string is NUL-terminated (the list double-NUL) and
+        // alive for the call.
+        let h = unsafe {
+            CreateServiceW(
+                scm.0,
+                n.as_ptr(),
+                n.as_ptr(),
+                SERVICE_ALL_ACCESS,
+                SERVICE_WIN32_OWN_PROCESS,
+                SERVICE_DEMAND_START,
+                SERVICE_ERROR_NORMAL,
+                b.as_ptr(),
+                ptr::null(),
+                ptr::null_mut(),
+                deps.as_ptr(),
+                ptr::null(),
+                ptr::null(),
+            )
+        };
+        if h.is_null() {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Handle(h))
+    }
+
+    pub fn delete(h: &Handle) {
+        // SAFETY: an open service handle with DELETE access.
+        unsafe { DeleteService(h.0) };
+    }
 }
