@@ -15,13 +15,13 @@ use common::Proxy;
 use csi_proxy_api::iscsi::{v1alpha1, v1alpha2};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use tokio::sync::Mutex;
 use tonic::Code;
 use v1alpha2::iscsi_client::IscsiClient;
 
 /// The tests share open-iscsi's database (`/etc/iscsi`): one at a time.
-static ISCSI_DB: Mutex<()> = Mutex::new(());
+static ISCSI_DB: Mutex<()> = Mutex::const_new(());
 
 const IQN: &str = "iqn.2026-01.io.csi-proxy.test:disk1";
 const CHAP: &str = "Chap-Secret-0042";
@@ -161,7 +161,7 @@ async fn portals_in_open_iscsi_and_clear_errors_where_the_kernel_lacks_iscsi() {
         eprintln!("skipped: needs root (open-iscsi's database)");
         return;
     }
-    let _db = ISCSI_DB.lock().unwrap_or_else(|p| p.into_inner());
+    let _db = ISCSI_DB.lock().await;
     let t = Target::start();
     let p = Proxy::start(&["-v=10"]);
     let mut c = client(&p).await;
@@ -356,7 +356,7 @@ fn hostile() -> Vec<v1alpha2::ConnectTargetRequest> {
 
 #[tokio::test]
 async fn hostile_requests_are_refused_and_change_nothing() {
-    let _db = ISCSI_DB.lock().unwrap_or_else(|p| p.into_inner());
+    let _db = ISCSI_DB.lock().await;
     let p = Proxy::start(&["-v=10"]);
     let mut c = client(&p).await;
     let before = iscsi_db();

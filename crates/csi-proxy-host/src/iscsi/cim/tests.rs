@@ -6,11 +6,14 @@ use crate::iscsi::AuthenticationType;
 use crate::path::Flavor;
 use std::cell::RefCell;
 
+/// A recorded call: path, class, method, arguments.
+type Recorded = (String, String, String, Vec<(&'static str, Arg)>);
+
 #[derive(Default)]
 struct Model {
     rows: RefCell<Vec<(String, Row)>>,
     edges: RefCell<Vec<(String, String, String)>>,
-    calls: RefCell<Vec<(String, String, String, Vec<(&'static str, Arg)>)>>,
+    calls: RefCell<Vec<Recorded>>,
     /// ReturnValue of every call.
     ret: RefCell<u32>,
 }

@@ -16,7 +16,7 @@ pub(crate) const HOSTILE_IQNS: &[&str] = &[
     "iqn.2001-01.-com.example",
     "iqn.2001-01.com.example:t 1",
     "iqn.2001-01.com.example:t\n1",
-    "iqn.2001-01.com.example:t\01",
+    "iqn.2001-01.com.example:t\x001",
     "iqn.2001-01.com.example;reboot",
     "iqn.2001-01.com.example:$(id)",
     "iqn.2001-01.com.example:`id`",

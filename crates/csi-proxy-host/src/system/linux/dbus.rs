@@ -298,7 +298,7 @@ struct Writer {
 
 impl Writer {
     fn align(&mut self, n: usize) {
-        while self.buf.len() % n != 0 {
+        while !self.buf.len().is_multiple_of(n) {
             self.buf.push(0);
         }
     }
