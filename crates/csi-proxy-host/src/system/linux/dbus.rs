@@ -112,6 +112,7 @@ pub fn system_bus_address() -> String {
 }
 
 /// One authenticated connection to a bus.
+#[derive(Debug)]
 pub struct Connection {
     stream: UnixStream,
     serial: u32,

@@ -14,8 +14,9 @@ use std::time::Duration;
 
 pub use systemd::{service_status, start_type};
 
-/// The systemd-backed System backend.
-#[derive(Clone, Debug)]
+/// The systemd-backed System backend. One idle D-Bus connection is kept
+/// for the next call (a call that finds it taken opens its own).
+#[derive(Debug)]
 pub struct LinuxSystem {
     /// Where the DMI attributes are (`/sys/class/dmi/id`).
     dmi_dir: PathBuf,
@@ -23,6 +24,7 @@ pub struct LinuxSystem {
     bus: Option<String>,
     /// Overall limit of StartService/StopService.
     limit: Duration,
+    idle: std::sync::Mutex<Option<systemd::Systemd>>,
 }
 
 impl Default for LinuxSystem {
@@ -31,6 +33,7 @@ impl Default for LinuxSystem {
             dmi_dir: PathBuf::from("/sys/class/dmi/id"),
             bus: None,
             limit: super::wait::DEFAULT_LIMIT,
+            idle: std::sync::Mutex::new(None),
         }
     }
 }
@@ -61,6 +64,26 @@ impl LinuxSystem {
     fn systemd(&self) -> Result<systemd::Systemd> {
         let address = self.bus.clone().unwrap_or_else(dbus::system_bus_address);
         systemd::Systemd::connect(&address)
+    }
+
+    /// Run `f` on the idle connection (or a new one) and keep the
+    /// connection for the next call. A kept connection that broke (systemd
+    /// or the bus restarted) is replaced and `f` run once more.
+    fn with<T>(&self, f: impl Fn(&mut systemd::Systemd) -> Result<T>) -> Result<T> {
+        let kept = self.idle.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let (mut conn, reused) = match kept {
+            Some(c) => (c, true),
+            None => (self.systemd()?, false),
+        };
+        let mut r = f(&mut conn);
+        if reused && matches!(r, Err(Error::Internal(_))) {
+            conn = self.systemd()?;
+            r = f(&mut conn);
+        }
+        if !matches!(r, Err(Error::Internal(_))) {
+            *self.idle.lock().unwrap_or_else(|p| p.into_inner()) = Some(conn);
+        }
+        r
     }
 }
 
@@ -95,15 +118,15 @@ impl SystemBackend for LinuxSystem {
     }
 
     fn get_service(&self, name: &ServiceName) -> Result<GetServiceResponse> {
-        self.systemd()?.get_service(name)
+        self.with(|s| s.get_service(name))
     }
 
     fn start_service(&self, name: &ServiceName) -> Result<()> {
-        self.systemd()?.start(name, self.limit)
+        self.with(|s| s.start(name, self.limit))
     }
 
     fn stop_service(&self, name: &ServiceName, force: bool) -> Result<()> {
-        self.systemd()?.stop(name, force, self.limit)
+        self.with(|s| s.stop(name, force, self.limit))
     }
 }
 

@@ -107,6 +107,7 @@ impl UnitState {
 }
 
 /// One connection to systemd.
+#[derive(Debug)]
 pub struct Systemd {
     conn: Connection,
     address: String,
