@@ -57,16 +57,15 @@ fn start(env: &[(&str, String)]) -> Proxy {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let client;
-    if cfg!(windows) {
+    let client = if cfg!(windows) {
         let prefix = format!(r"\\.\pipe\csi-proxy-bench-system-{}-", std::process::id());
         cmd.arg(format!("-pipe-prefix={prefix}"));
-        client = Client::builder().pipe_prefix(&prefix).build().unwrap();
+        Client::builder().pipe_prefix(&prefix).build().unwrap()
     } else {
         let dir = root.join("sock");
         cmd.arg(format!("-socket-dir={}", dir.display()));
-        client = Client::builder().socket_dir(&dir).build().unwrap();
-    }
+        Client::builder().socket_dir(&dir).build().unwrap()
+    };
     let child = cmd.spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while !std::fs::read_to_string(&log)
