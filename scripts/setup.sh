@@ -35,14 +35,18 @@ system32="$WINEPREFIX/drive_c/windows/system32"
 # for named pipes), built in GOPATH mode from /usr/share/gocode: the real Go
 # client of crates/csi-proxy/tests/go_client.rs (compat/go);
 # python3-venv (kubernetes-validate) and systemd (systemd-analyze verify):
-# scripts/validate-deploy.sh checks deploy/ with them.
+# scripts/validate-deploy.sh checks deploy/ with them; systemd and
+# dbus-daemon also run the System API's tests (a systemd --user manager on
+# a private bus); open-iscsi (iscsiadm, the Linux iSCSI backend) and tgt (a
+# userspace iSCSI target on 127.0.0.1) run the iSCSI tests.
 apt_packages=(
     gcc libc6-dev
     gcc-mingw-w64-x86-64 binutils-mingw-w64-x86-64
     wine wine64 libwine
     e2fsprogs xfsprogs util-linux
     golang-go golang-google-grpc-dev golang-golang-x-net-dev golang-golang-x-sys-dev
-    python3-venv systemd
+    python3-venv systemd dbus-daemon
+    open-iscsi tgt
 )
 
 log() { printf '[setup] %s\n' "$*" >&2; }

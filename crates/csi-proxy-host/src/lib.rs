@@ -17,6 +17,8 @@ pub mod smb;
 pub mod storage;
 pub mod system;
 pub mod volume;
+#[cfg(windows)]
+pub mod win;
 
 pub use error::{Error, Result};
 pub use host::{Fakes, Host, HostOptions};

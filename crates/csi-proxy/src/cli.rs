@@ -75,6 +75,12 @@ pub struct Cli {
           default_missing_value = "true", value_parser = parse_go_bool)]
     pub require_privacy: bool,
 
+    /// Services the System API may start and stop (comma-separated,
+    /// repeatable); none given: every service, as upstream.
+    #[arg(long = "allowed-services", value_name = "NAMES", action = ArgAction::Append,
+          value_delimiter = ',')]
+    pub allowed_services: Vec<String>,
+
     /// TCP address of the Prometheus /metrics endpoint; empty disables it.
     #[arg(
         long = "metrics-bind-address",

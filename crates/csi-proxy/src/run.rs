@@ -213,9 +213,16 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
         policy.clone(),
         &HostOptions {
             volume_fs_type: cli.volume_fs_type.clone(),
+            allowed_services: cli
+                .allowed_services
+                .iter()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect(),
+            require_privacy: cli.require_privacy,
         },
     )
-    .context("invalid -volume-fs-type")?;
+    .context("invalid -volume-fs-type or -allowed-services")?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

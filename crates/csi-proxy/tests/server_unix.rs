@@ -76,17 +76,25 @@ async fn an_endpoint_serves_only_its_own_service() {
 }
 
 #[tokio::test]
-async fn groups_without_a_backend_answer_unimplemented_clearly() {
+async fn smb_iscsi_and_system_answer_from_their_backends() {
     let proxy = Proxy::start(&[]);
+    // Empty requests: refused by the validation of each backend.
     let st = raw_call(proxy.channel("smb-v1").await, "/v1.Smb/NewSmbGlobalMapping").await;
-    assert_eq!(st.code(), Code::Unimplemented);
-    assert!(st.message().contains("smb"), "{}", st.message());
+    assert_eq!(st.code(), Code::InvalidArgument, "{st:?}");
+    assert!(st.message().contains("remote_path"), "{}", st.message());
     let st = raw_call(
-        proxy.channel("system-v1alpha1").await,
-        "/v1alpha1.System/GetBIOSSerialNumber",
+        proxy.channel("iscsi-v1alpha2").await,
+        "/v1alpha2.Iscsi/DisconnectTarget",
     )
     .await;
-    assert_eq!(st.code(), Code::Unimplemented);
+    assert_eq!(st.code(), Code::InvalidArgument, "{st:?}");
+    let st = raw_call(
+        proxy.channel("system-v1alpha1").await,
+        "/v1alpha1.System/GetService",
+    )
+    .await;
+    assert_eq!(st.code(), Code::InvalidArgument, "{st:?}");
+    assert!(st.message().contains("service name"), "{}", st.message());
 }
 
 #[tokio::test]

@@ -327,6 +327,56 @@ impl Confined {
         os::symlink(self.root(link, false)?, points_to.as_str(), link)
     }
 
+    /// Create the directory link of an SMB mapping at `link`, storing
+    /// `target` (a remote path checked by the SMB validator: `\\?\UNC\...`
+    /// on Windows, the share's mount directory on Linux). Like
+    /// [`symlink`](Self::symlink), the parent is reached beneath the root
+    /// (Linux: `symlinkat` on the parent's handle; Windows: the parent chain
+    /// held without delete sharing while `CreateSymbolicLinkW` runs on it);
+    /// then the link is read back through the parent and must store exactly
+    /// `target`. An existing link that stores `target` already is success.
+    pub fn smb_link(&self, target: &crate::smb::SmbLinkTarget, link: &Located) -> Result<()> {
+        refuse_root(link, "create a link at")?;
+        let root = self.root(link, false)?;
+        let same =
+            |stored: &str| normalize_link_target(stored) == normalize_link_target(target.as_str());
+        match os::read_link(root, link)? {
+            Some(stored) if same(&stored) => return Ok(()),
+            Some(_) => {
+                return Err(Error::AlreadyExists(format!(
+                    "path {} is a link to something else; remove it first",
+                    link.shown()
+                )))
+            }
+            None => {}
+        }
+        os::symlink(root, target.as_str(), link)?;
+        match os::read_link(root, link)? {
+            Some(stored) if same(&stored) => Ok(()),
+            _ => {
+                // Not what was asked (replaced in between?): undo, never
+                // leave a link we did not mean.
+                let _ = os::remove(root, link);
+                Err(Error::Internal(format!(
+                    "create SMB link {}: the link read back does not store the remote path",
+                    link.shown()
+                )))
+            }
+        }
+    }
+
+    /// Is `link` a link that stores `target` already?
+    pub fn smb_link_matches(
+        &self,
+        target: &crate::smb::SmbLinkTarget,
+        link: &Located,
+    ) -> Result<bool> {
+        let root = self.root(link, false)?;
+        Ok(os::read_link(root, link)?.is_some_and(|stored| {
+            normalize_link_target(&stored) == normalize_link_target(target.as_str())
+        }))
+    }
+
     /// Open the directory `p` (no link anywhere, the final component
     /// included).
     pub fn open_dir(&self, p: &Located) -> Result<Dir> {
@@ -385,6 +435,15 @@ impl Confined {
             }
             other => other,
         }
+    }
+}
+
+/// A stored link target in one spelling: Windows keeps `\\?\` targets as
+/// `\??\` in the reparse point.
+fn normalize_link_target(t: &str) -> std::borrow::Cow<'_, str> {
+    match t.strip_prefix(r"\??\") {
+        Some(rest) => format!(r"\\?\{rest}").into(),
+        None => t.into(),
     }
 }
 

@@ -273,7 +273,7 @@ fn help_mentions_every_flag() {
             "help lacks --{long}:\n{help}"
         );
     }
-    assert_eq!(count, 33, "flag count changed; update the help checks");
+    assert_eq!(count, 34, "flag count changed; update the help checks");
     for flag in [
         "kubelet-path",
         "kubelet-csi-plugins-path",
@@ -281,6 +281,7 @@ fn help_mentions_every_flag() {
         "working-dir",
         "windows-service",
         "require-privacy",
+        "allowed-services",
         "metrics-bind-address",
         "volume-fs-type",
         "socket-dir",

@@ -88,13 +88,22 @@ pub fn filesystem(e: &[String], kubelet: &Path, outside: &Path, sep: &str) {
     assert!(!outside.join("x").exists());
 }
 
-/// The groups whose host backends are pending answer Unimplemented (exit
-/// 22); invalid volume ids are refused (exit 13).
+/// Invalid volume ids, SMB remote paths, iSCSI names and service names
+/// are refused (exit 13) by every group's backend.
 pub fn other_groups(e: &[String]) {
     expect(e, &["volume", "stats", "bogus"], INVALID_ARGUMENT);
     expect(e, &["volume", "is-formatted", "bogus"], INVALID_ARGUMENT);
-    expect(e, &["smb", "unmap", r"\\server\share"], UNIMPLEMENTED);
-    expect(e, &["iscsi", "list-portals"], UNIMPLEMENTED);
-    expect(e, &["system", "bios-serial"], UNIMPLEMENTED);
-    expect(e, &["system", "service", "csiproxy"], UNIMPLEMENTED);
+    expect(e, &["smb", "unmap", r"\\?\C:\Windows"], INVALID_ARGUMENT);
+    expect(e, &["iscsi", "add-portal", "host;reboot"], INVALID_ARGUMENT);
+    expect(
+        e,
+        &["iscsi", "disks", "10.0.0.1", "not-an-iqn"],
+        INVALID_ARGUMENT,
+    );
+    expect(e, &["system", "service", "a/b"], INVALID_ARGUMENT);
+    expect(
+        e,
+        &["system", "stop-service", "--force", "x;y"],
+        INVALID_ARGUMENT,
+    );
 }

@@ -12,7 +12,7 @@
 
 mod devices;
 mod lookup;
-mod mountinfo;
+pub(crate) mod mountinfo;
 mod scan;
 mod sys;
 mod sysfs;

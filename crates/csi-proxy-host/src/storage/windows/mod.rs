@@ -7,13 +7,15 @@
 //! what has run where.
 
 mod disk;
-mod errors;
 mod inventory;
 mod mounts;
 mod stor;
 mod volume;
 mod win32;
-pub mod wmi;
+
+// Shared with the SMB and iSCSI backends (`crate::win`).
+pub(crate) use crate::win::errors;
+pub use crate::win::wmi;
 
 use std::collections::BTreeMap;
 

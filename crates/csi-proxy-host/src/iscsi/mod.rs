@@ -2,11 +2,28 @@
 //!
 //! The types mirror the newest version (`v1alpha2`). CHAP secrets are
 //! secrets: the `Debug` output of the requests that carry them redacts them,
-//! and nothing may log them. No host backend exists yet: [`NoIscsiBackend`]
-//! answers every operation with [`Error::Unimplemented`].
+//! nothing logs them, and they are wiped once used.
+//!
+//! Layout: the types and [`IscsiApi`] here; [`Iscsi`] (`api.rs`) checks
+//! every value ([`validate`]: portals, RFC 3720 names, CHAP rules) and
+//! drives an [`IscsiBackend`]: `windows.rs` (the `MSFT_iSCSI*` classes and
+//! their associations over the shared WMI worker, walks in [`cim`]),
+//! `linux.rs` (open-iscsi's `iscsiadm` with a fixed argv, sysfs), and the
+//! recording [`fake`].
 
 use crate::{Error, Result};
 use std::fmt;
+
+mod api;
+pub mod cim;
+pub mod fake;
+#[cfg(target_os = "linux")]
+pub mod linux;
+pub mod validate;
+#[cfg(windows)]
+pub mod windows;
+
+pub use api::{Iscsi, IscsiBackend};
 
 /// An iSCSI target portal.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -174,8 +191,8 @@ pub trait IscsiApi: Send + Sync {
     ) -> Result<SetMutualChapSecretResponse>;
 }
 
-/// The iSCSI API before a host backend exists: every operation fails with
-/// [`Error::Unimplemented`] naming the group and the method.
+/// An iSCSI API without a host backend (other OSes): every operation fails
+/// with [`Error::Unimplemented`] naming the group and the method.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoIscsiBackend;
 

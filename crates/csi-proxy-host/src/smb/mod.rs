@@ -1,11 +1,35 @@
 //! SMB API group: version-free types and the API trait.
 //!
 //! The password of [`NewSmbGlobalMappingRequest`] is a secret: its `Debug`
-//! output redacts it, and nothing may log it. No host backend exists yet:
-//! [`NoSmbBackend`] answers every operation with [`Error::Unimplemented`].
+//! output redacts it, nothing logs it, and it is wiped from memory once
+//! used (`zeroize`).
+//!
+//! Layout: the types and [`SmbApi`] here; [`Smb`] (`api.rs`) validates every
+//! argument ([`validate`]: remote path grammar, user, password, the local
+//! path through the confined filesystem) before anything is mapped, keeps
+//! upstream's flow (map `\\host\share` once, remap when the mapping exists
+//! but the share is unreachable, link `local_path` to the full remote path
+//! with `Confined::smb_link`) and drives an [`SmbBackend`]: `windows.rs`
+//! (`MSFT_SmbGlobalMapping` over the shared WMI worker), `linux/` (kernel
+//! CIFS mounts through `fsopen`/`fsconfig`), and the recording [`fake`].
 
 use crate::{Error, Result};
 use std::fmt;
+
+mod api;
+pub mod fake;
+#[cfg(target_os = "linux")]
+pub mod linux;
+pub mod validate;
+#[cfg(windows)]
+pub mod windows;
+pub mod wmi_params;
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests;
+
+pub use api::{MappingState, Smb, SmbBackend};
+pub use validate::{Credential, RemotePath, ShareRoot, SmbLinkTarget};
 
 /// Map the share `remote_path` host-wide (SMB global mapping) and link it at
 /// `local_path`.
@@ -53,8 +77,8 @@ pub trait SmbApi: Send + Sync {
     ) -> Result<RemoveSmbGlobalMappingResponse>;
 }
 
-/// The SMB API before a host backend exists: every operation fails with
-/// [`Error::Unimplemented`] naming the group and the method.
+/// An SMB API without a host backend (other OSes): every operation fails
+/// with [`Error::Unimplemented`] naming the group and the method.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoSmbBackend;
 
@@ -76,7 +100,7 @@ impl SmbApi for NoSmbBackend {
 }
 
 #[cfg(test)]
-mod tests {
+mod debug_tests {
     use super::*;
 
     #[test]

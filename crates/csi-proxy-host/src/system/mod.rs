@@ -1,11 +1,29 @@
 //! System API group: version-free types and the API trait.
 //!
 //! The service enums use the Win32 numbering (`SERVICE_STATUS.dwCurrentState`
-//! and `dwStartType`), which is also the proto numbering. No host backend
-//! exists yet: [`NoSystemBackend`] answers every operation with
-//! [`Error::Unimplemented`].
+//! and `dwStartType`), which is also the proto numbering.
+//!
+//! Layout: the types and [`SystemApi`] here; [`System`] (`api.rs`) validates
+//! every request ([`validate`]: service names, the optional allow-list)
+//! and hands typed values to a [`SystemBackend`]: `windows/` (the Service
+//! Control Manager, `Win32_BIOS` over the shared WMI worker), `linux/`
+//! (systemd over its D-Bus API, SMBIOS from sysfs), and the recording
+//! [`fake`].
 
 use crate::{Error, Result};
+
+mod api;
+pub mod codes;
+pub mod fake;
+#[cfg(target_os = "linux")]
+pub mod linux;
+pub mod validate;
+pub mod wait;
+#[cfg(windows)]
+pub mod windows;
+
+pub use api::{System, SystemBackend};
+pub use validate::{ServiceName, ServicePolicy};
 
 /// How a Windows service starts (`dwStartType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -125,8 +143,8 @@ pub trait SystemApi: Send + Sync {
     fn get_service(&self, req: GetServiceRequest) -> Result<GetServiceResponse>;
 }
 
-/// The System API before a host backend exists: every operation fails with
-/// [`Error::Unimplemented`] naming the group and the method.
+/// A System API without a host backend (other OSes): every operation fails
+/// with [`Error::Unimplemented`] naming the group and the method.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoSystemBackend;
 

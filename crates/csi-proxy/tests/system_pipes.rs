@@ -1,0 +1,341 @@
+//! The System API for real over the named pipe (Windows build; CI runs it
+//! under wine, whose services.exe implements the SCM): throwaway services
+//! created by the test through the SCM (copies of csi-proxy.exe in service
+//! mode, the second depending on the first) are queried, started and
+//! stopped through GetService/StartService/StopService, including a stop
+//! with a running dependent (refused without force, both stopped with
+//! it); the BIOS serial from Win32_BIOS; and the SMB and iSCSI endpoints
+//! with hostile inputs (refused, nothing changed) and valid ones (a clear
+//! FailedPrecondition where the host lacks the WMI providers, as wine
+//! does).
+//!
+//! Service and pipe names carry this process's id: other test runs may
+//! use the same wine prefix at the same time.
+#![cfg(windows)]
+
+mod pipes;
+
+use csi_proxy_api::iscsi::v1alpha2 as iscsi;
+use csi_proxy_api::smb::v1 as smb;
+use csi_proxy_api::system::v1alpha1 as sys;
+use csi_proxy_api::Group;
+use csi_proxy_client::{Client, ProxyChannel};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tonic::Code;
+use windows_service::service::{
+    ServiceAccess, ServiceDependency, ServiceErrorControl, ServiceInfo, ServiceStartType,
+    ServiceState, ServiceType,
+};
+use windows_service::service_manager::{ServiceManager, ServiceManagerAccess};
+
+/// Two throwaway services (`base`, and `dep` depending on it); deleted on
+/// drop.
+struct Services {
+    root: PathBuf,
+    base: String,
+    dep: String,
+}
+
+impl Services {
+    fn create() -> Services {
+        let pid = std::process::id();
+        let root = std::env::temp_dir().join(format!("csi-proxy-system-svc-{pid}"));
+        std::fs::create_dir_all(root.join("kubelet")).unwrap();
+        let exe = root.join("csi-proxy.exe");
+        std::fs::copy(env!("CARGO_BIN_EXE_csi-proxy"), &exe).unwrap();
+        let s = Services {
+            base: format!("csiproxysysbase{pid}"),
+            dep: format!("csiproxysysdep{pid}"),
+            root,
+        };
+        let m = ServiceManager::local_computer(
+            None::<&str>,
+            ServiceManagerAccess::CONNECT | ServiceManagerAccess::CREATE_SERVICE,
+        )
+        .unwrap();
+        for (name, deps) in [(&s.base, vec![]), (&s.dep, vec![s.base.clone()])] {
+            let args: Vec<OsString> = vec![
+                "-windows-service".into(),
+                format!("-service-name={name}").into(),
+                format!(r"-pipe-prefix=\\.\pipe\csi-proxy-{name}-").into(),
+                "-api-groups=filesystem-v1".into(),
+                format!("-kubelet-path={}", s.root.join("kubelet").display()).into(),
+                "-logtostderr=false".into(),
+                format!("-log_file={}", s.root.join(format!("{name}.log")).display()).into(),
+            ];
+            let info = ServiceInfo {
+                name: name.into(),
+                display_name: format!("csi-proxy test {name}").into(),
+                service_type: ServiceType::OWN_PROCESS,
+                start_type: ServiceStartType::OnDemand,
+                error_control: ServiceErrorControl::Normal,
+                executable_path: exe.clone(),
+                launch_arguments: args,
+                dependencies: deps
+                    .into_iter()
+                    .map(|d| ServiceDependency::Service(d.into()))
+                    .collect(),
+                account_name: None,
+                account_password: None,
+            };
+            m.create_service(&info, ServiceAccess::QUERY_STATUS)
+                .unwrap_or_else(|e| panic!("create service {name}: {e}"));
+        }
+        s
+    }
+
+    fn state(&self, name: &str) -> ServiceState {
+        let m =
+            ServiceManager::local_computer(None::<&str>, ServiceManagerAccess::CONNECT).unwrap();
+        m.open_service(name, ServiceAccess::QUERY_STATUS)
+            .unwrap()
+            .query_status()
+            .unwrap()
+            .current_state
+    }
+}
+
+impl Drop for Services {
+    fn drop(&mut self) {
+        if let Ok(m) = ServiceManager::local_computer(None::<&str>, ServiceManagerAccess::CONNECT) {
+            for name in [&self.dep, &self.base] {
+                if let Ok(s) = m.open_service(
+                    name,
+                    ServiceAccess::STOP | ServiceAccess::DELETE | ServiceAccess::QUERY_STATUS,
+                ) {
+                    let _ = s.stop();
+                    let deadline = Instant::now() + Duration::from_secs(20);
+                    while s
+                        .query_status()
+                        .map(|x| x.current_state != ServiceState::Stopped)
+                        .unwrap_or(false)
+                        && Instant::now() < deadline
+                    {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    let _ = s.delete();
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+async fn channel(prefix: &str, group: Group, version: &str) -> ProxyChannel {
+    Client::builder()
+        .pipe_prefix(prefix)
+        .build()
+        .unwrap()
+        .connect_version(group, version)
+        .await
+        .unwrap_or_else(|e| panic!("connect {group} {version}: {e}"))
+}
+
+type SysClient = sys::system_client::SystemClient<ProxyChannel>;
+
+async fn get(c: &mut SysClient, name: &str) -> Result<sys::GetServiceResponse, tonic::Status> {
+    c.get_service(sys::GetServiceRequest { name: name.into() })
+        .await
+        .map(|r| r.into_inner())
+}
+
+async fn start(c: &mut SysClient, name: &str) -> Result<(), tonic::Status> {
+    c.start_service(sys::StartServiceRequest { name: name.into() })
+        .await
+        .map(|_| ())
+}
+
+async fn stop(c: &mut SysClient, name: &str, force: bool) -> Result<(), tonic::Status> {
+    c.stop_service(sys::StopServiceRequest {
+        name: name.into(),
+        force,
+    })
+    .await
+    .map(|_| ())
+}
+
+#[tokio::test]
+async fn system_smb_and_iscsi_over_named_pipes() {
+    let prefix = format!(r"\\.\pipe\csi-proxy-systest-{}-", std::process::id());
+    let p = pipes::Proxy::start_with(
+        "system",
+        "system,smb,iscsi",
+        &[&format!("-pipe-prefix={prefix}"), "-v=10"],
+    );
+    let mut c = SysClient::new(channel(&prefix, Group::System, "v1alpha1").await);
+
+    // The BIOS serial from Win32_BIOS (wine fills it from the host's
+    // SMBIOS when it has one, else a constant of its own).
+    let serial = c
+        .get_bios_serial_number(sys::GetBiosSerialNumberRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .serial_number;
+    assert!(
+        !serial.contains('\0') && serial.trim() == serial,
+        "{serial:?}"
+    );
+    let again = c
+        .get_bios_serial_number(sys::GetBiosSerialNumberRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .serial_number;
+    assert_eq!(serial, again);
+
+    // Throwaway services through the SCM.
+    let s = Services::create();
+    let g = get(&mut c, &s.base).await.unwrap();
+    assert_eq!(g.display_name, format!("csi-proxy test {}", s.base));
+    assert_eq!(g.start_type, sys::StartType::Manual as i32);
+    assert_eq!(g.status, sys::ServiceStatus::Stopped as i32);
+
+    start(&mut c, &s.base).await.unwrap();
+    assert_eq!(s.state(&s.base), ServiceState::Running);
+    assert_eq!(
+        get(&mut c, &s.base).await.unwrap().status,
+        sys::ServiceStatus::Running as i32
+    );
+    // Already running: success.
+    start(&mut c, &s.base).await.unwrap();
+    start(&mut c, &s.dep).await.unwrap();
+    assert_eq!(s.state(&s.dep), ServiceState::Running);
+
+    // A running dependent: refused without force, nothing stopped.
+    let e = stop(&mut c, &s.base, false).await.unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(
+        e.message().to_lowercase().contains(&s.dep),
+        "{}",
+        e.message()
+    );
+    assert_eq!(s.state(&s.base), ServiceState::Running);
+    assert_eq!(s.state(&s.dep), ServiceState::Running);
+    // With force the dependent is stopped first, then the service.
+    stop(&mut c, &s.base, true).await.unwrap();
+    assert_eq!(s.state(&s.dep), ServiceState::Stopped);
+    assert_eq!(s.state(&s.base), ServiceState::Stopped);
+    // Already stopped: success.
+    stop(&mut c, &s.base, false).await.unwrap();
+
+    let e = get(&mut c, "csiproxynosuchservice").await.unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    for bad in ["", "a/b", r"a\b", "svc;x", "svc\n", "$(x)", "svc*"] {
+        let e = start(&mut c, bad).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{bad:?}: {e:?}");
+    }
+
+    // SMB: hostile inputs refused with nothing changed; a valid mapping
+    // fails clearly where the SMB WMI provider is missing (wine) and
+    // leaves no link.
+    let password = "Wine-Smb-Secret-9";
+    let before = p.snapshot();
+    let mut smbc = smb::smb_client::SmbClient::new(channel(&prefix, Group::Smb, "v1").await);
+    let k = p.kubelet.display().to_string();
+    let o = p.outside.display().to_string();
+    for (remote, local) in [
+        (r"\\?\C:\Windows", format!(r"{k}\v")),
+        (r"\\.\pipe\x", format!(r"{k}\v")),
+        (r"\\server\share\..\x", format!(r"{k}\v")),
+        (r"\\server;x\share", format!(r"{k}\v")),
+        (r"\\server\share", format!(r"{o}\v")),
+        (r"\\server\share", k.clone()),
+        (r"\\server\share", r"C:\Windows\x".to_string()),
+        (r"\\server\share", format!(r"{k}\..\outside\v")),
+    ] {
+        let e = smbc
+            .new_smb_global_mapping(smb::NewSmbGlobalMappingRequest {
+                remote_path: remote.into(),
+                local_path: local.clone(),
+                username: r"DOM\user".into(),
+                password: password.into(),
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e.code(), Code::InvalidArgument | Code::PermissionDenied),
+            "{remote} {local}: {e:?}"
+        );
+        assert!(!e.message().contains(password));
+    }
+    assert_eq!(p.snapshot(), before);
+    let local = p.kubelet.join("smb-vol");
+    match smbc
+        .new_smb_global_mapping(smb::NewSmbGlobalMappingRequest {
+            remote_path: r"\\127.0.0.1\share\pvc".into(),
+            local_path: local.display().to_string(),
+            username: r"DOM\user".into(),
+            password: password.into(),
+        })
+        .await
+    {
+        Ok(_) => panic!("a mapping succeeded without an SMB server"),
+        Err(e) => {
+            assert!(
+                matches!(
+                    e.code(),
+                    Code::FailedPrecondition | Code::NotFound | Code::Internal
+                ),
+                "{e:?}"
+            );
+            assert!(!e.message().contains(password), "{}", e.message());
+        }
+    }
+    assert!(std::fs::symlink_metadata(&local).is_err());
+
+    // iSCSI: hostile inputs refused; valid calls fail clearly without the
+    // iSCSI WMI provider.
+    let mut ic =
+        iscsi::iscsi_client::IscsiClient::new(channel(&prefix, Group::Iscsi, "v1alpha2").await);
+    let chap = "Wine-Chap-Secret";
+    for (addr, iqn) in [
+        ("10.0.0.1:3260", "iqn.2001-01.com.example:t"),
+        ("host;x", "iqn.2001-01.com.example:t"),
+        ("10.0.0.1", "not-an-iqn"),
+        ("10.0.0.1", "iqn.2001-13.com.example:t"),
+    ] {
+        let e = ic
+            .connect_target(iscsi::ConnectTargetRequest {
+                target_portal: Some(iscsi::TargetPortal {
+                    target_address: addr.into(),
+                    target_port: 3260,
+                }),
+                iqn: iqn.into(),
+                auth_type: 1,
+                chap_username: "u".into(),
+                chap_secret: chap.into(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{addr} {iqn}: {e:?}");
+    }
+    let e = ic
+        .list_target_portals(iscsi::ListTargetPortalsRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    let e = ic
+        .connect_target(iscsi::ConnectTargetRequest {
+            target_portal: Some(iscsi::TargetPortal {
+                target_address: "127.0.0.1".into(),
+                target_port: 3260,
+            }),
+            iqn: "iqn.2001-01.com.example:t".into(),
+            auth_type: 1,
+            chap_username: "u".into(),
+            chap_secret: chap.into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(!e.message().contains(chap));
+
+    let log = p.log_text();
+    assert!(
+        !log.contains(password) && !log.contains(chap),
+        "a secret is in the log"
+    );
+}
