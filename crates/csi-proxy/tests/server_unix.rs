@@ -377,3 +377,30 @@ fn the_way_to_the_socket_dir_is_checked_too() {
     let (code, log) = start_with_socket_dir(&link.join("sock"));
     assert_eq!(code, None, "{log}");
 }
+
+/// systemd `Type=notify`: READY=1 once every socket is bound, STOPPING=1 on
+/// SIGTERM, sent to `$NOTIFY_SOCKET` (here a datagram socket of the test's,
+/// as systemd would hold it).
+#[test]
+fn readiness_and_stopping_are_notified_to_systemd() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notify.sock");
+    let sock = UnixDatagram::bind(&path).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let notify = path.clone();
+    let mut proxy = Proxy::start_with(&[], move |cmd| {
+        cmd.env("NOTIFY_SOCKET", &notify);
+    });
+    let mut buf = [0u8; 256];
+    let n = sock.recv(&mut buf).expect("a readiness message");
+    let ready = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(ready.lines().any(|l| l == "READY=1"), "{ready:?}");
+    // Every endpoint existed when READY=1 was sent.
+    assert_eq!(std::fs::read_dir(&proxy.socket_dir).unwrap().count(), 23);
+    assert!(proxy.terminate().success());
+    let n = sock.recv(&mut buf).expect("a stopping message");
+    let stopping = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(stopping.lines().any(|l| l == "STOPPING=1"), "{stopping:?}");
+}
