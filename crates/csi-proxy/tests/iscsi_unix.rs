@@ -1,5 +1,7 @@
-//! The iSCSI API (v1alpha1, v1alpha2) over the real binary's Unix sockets,
-//! against open-iscsi and a userspace target (Debian's `tgt`) on 127.0.0.1.
+//! The iSCSI API, every version (v1alpha1, v1alpha2), over the real
+//! binary's Unix sockets, against open-iscsi and a userspace target
+//! (Debian's `tgt`) on 127.0.0.1. One test body per scenario, run against
+//! each version through `versions::iscsi::Iscsi`.
 //!
 //! What this machine allows is run for real: portals are added, listed and
 //! removed in open-iscsi's own database. Discovery and login need the
@@ -10,20 +12,19 @@
 #![cfg(target_os = "linux")]
 
 mod common;
+mod versions;
 
 use common::Proxy;
-use csi_proxy_api::iscsi::{v1alpha1, v1alpha2};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 use tonic::Code;
-use v1alpha2::iscsi_client::IscsiClient;
+use versions::iscsi::{Iscsi, Login, Portal, IQN};
 
 /// The tests share open-iscsi's database (`/etc/iscsi`): one at a time.
 static ISCSI_DB: Mutex<()> = Mutex::const_new(());
 
-const IQN: &str = "iqn.2026-01.io.csi-proxy.test:disk1";
 const CHAP: &str = "Chap-Secret-0042";
 const MUTUAL: &str = "Mutual-Secret-77";
 
@@ -144,252 +145,125 @@ fn iscsi_db() -> Vec<(String, String)> {
     out
 }
 
-fn portal2(port: u32) -> v1alpha2::TargetPortal {
-    v1alpha2::TargetPortal {
-        target_address: "127.0.0.1".into(),
-        target_port: port,
-    }
+async fn client<C: Iscsi>(p: &Proxy) -> C {
+    C::new(p.channel(&format!("iscsi-{}", C::VERSION)).await)
 }
 
-async fn client(p: &Proxy) -> IscsiClient<csi_proxy_client::ProxyChannel> {
-    IscsiClient::new(p.channel("iscsi-v1alpha2").await)
-}
-
-#[tokio::test]
-async fn portals_in_open_iscsi_and_clear_errors_where_the_kernel_lacks_iscsi() {
+/// Portals added, listed (also through the other version: both
+/// see the same initiator) and removed for real; discovery and a CHAP
+/// login answer for real or with the clear FailedPrecondition; a failed
+/// login leaves no secret on disk; nothing secret in the log.
+async fn portals_in_open_iscsi_and_clear_errors_where_the_kernel_lacks_iscsi<C: Iscsi>() {
     if !nix::unistd::geteuid().is_root() {
         eprintln!("skipped: needs root (open-iscsi's database)");
         return;
     }
+    let v = C::VERSION;
     let _db = ISCSI_DB.lock().await;
     let t = Target::start();
     let p = Proxy::start(&["-v=10"]);
-    let mut c = client(&p).await;
-    let portal = portal2(t.port.into());
+    let mut c: C = client(&p).await;
+    let portal = Portal::new("127.0.0.1", t.port.into());
 
-    c.add_target_portal(v1alpha2::AddTargetPortalRequest {
-        target_portal: Some(portal.clone()),
-    })
-    .await
-    .unwrap();
+    c.add_target_portal(&portal).await.unwrap();
     // Idempotent.
-    c.add_target_portal(v1alpha2::AddTargetPortalRequest {
-        target_portal: Some(portal.clone()),
-    })
-    .await
-    .unwrap();
-    let list = c
-        .list_target_portals(v1alpha2::ListTargetPortalsRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .target_portals;
-    assert!(list.contains(&portal), "{list:?}");
-    // The v1alpha1 endpoint sees the same initiator.
-    let mut c1 = v1alpha1::iscsi_client::IscsiClient::new(p.channel("iscsi-v1alpha1").await);
-    let list1 = c1
-        .list_target_portals(v1alpha1::ListTargetPortalsRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .target_portals;
+    c.add_target_portal(&portal).await.unwrap();
+    let list = c.list_target_portals().await.unwrap();
+    assert!(list.contains(&portal), "{v}: {list:?}");
+    let mut other: C::Other = client(&p).await;
+    let list = other.list_target_portals().await.unwrap();
     assert!(
-        list1.iter().any(|x| x.target_port == u32::from(t.port)),
-        "{list1:?}"
+        list.contains(&portal),
+        "{v} seen by {}: {list:?}",
+        C::Other::VERSION
     );
 
     let kernel_iscsi = Path::new("/sys/class/iscsi_transport/tcp").exists();
-    match c
-        .discover_target_portal(v1alpha2::DiscoverTargetPortalRequest {
-            target_portal: Some(portal.clone()),
-        })
-        .await
-    {
-        Ok(r) => assert_eq!(r.into_inner().iqns, vec![IQN.to_string()]),
+    match c.discover_target_portal(&portal).await {
+        Ok(iqns) => assert_eq!(iqns, vec![IQN.to_string()], "{v}"),
         Err(e) => {
-            assert!(
-                !kernel_iscsi,
-                "discovery failed with iscsi_tcp loaded: {e:?}"
-            );
-            assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
-            assert!(
-                e.message().contains("iscsi_tcp") || e.message().contains("iscsid"),
-                "{}",
-                e.message()
-            );
+            assert!(!kernel_iscsi, "{v}: discovery failed with iscsi_tcp: {e:?}");
+            assert_eq!(e.code(), Code::FailedPrecondition, "{v}: {e:?}");
+            let m = e.message();
+            assert!(m.contains("iscsi_tcp") || m.contains("iscsid"), "{v}: {m}");
         }
     }
 
-    // Login with CHAP (a mutual secret set first).
-    c.set_mutual_chap_secret(v1alpha2::SetMutualChapSecretRequest {
-        mutual_chap_secret: MUTUAL.into(),
-    })
-    .await
-    .unwrap();
-    let connect = c
-        .connect_target(v1alpha2::ConnectTargetRequest {
-            target_portal: Some(portal.clone()),
-            iqn: IQN.into(),
-            auth_type: v1alpha2::AuthenticationType::MutualChap as i32,
-            chap_username: "chapuser".into(),
-            chap_secret: CHAP.into(),
-        })
-        .await;
-    let connected = match connect {
-        Ok(_) => true,
+    // Login with CHAP: mutual where the version can set the initiator's
+    // secret, one-way otherwise.
+    let auth = match c.set_mutual_chap_secret(MUTUAL).await {
+        Some(r) => {
+            r.unwrap();
+            2
+        }
+        None => 1,
+    };
+    let login = Login::new(&portal, IQN, auth, "chapuser", CHAP);
+    let connected = match c.connect_target(&login).await {
+        Ok(()) => true,
         Err(e) => {
-            assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
-            assert!(!e.message().contains(CHAP) && !e.message().contains(MUTUAL));
+            assert_eq!(e.code(), Code::FailedPrecondition, "{v}: {e:?}");
+            let m = e.message();
+            assert!(m.contains("iscsid") || m.contains("iscsi_tcp"), "{v}: {m}");
+            assert!(!m.contains(CHAP) && !m.contains(MUTUAL), "{v}: {m}");
             false
         }
     };
-    if !connected {
+    let mut disks = c.get_target_disks(&portal, IQN).await.unwrap();
+    if connected {
+        // The kernel scans the new session's LUN asynchronously.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while disks.is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            disks = c.get_target_disks(&portal, IQN).await.unwrap();
+        }
+        assert!(!disks.is_empty(), "{v}: a logged-in target without disks");
+    } else {
         // A failed login leaves no record, so no secret on disk.
         for (path, text) in iscsi_db() {
             assert!(
                 !text.contains(CHAP) && !text.contains(MUTUAL),
-                "{path} keeps a CHAP secret"
+                "{v}: {path} keeps a CHAP secret"
             );
         }
-        let disks = c
-            .get_target_disks(v1alpha2::GetTargetDisksRequest {
-                target_portal: Some(portal.clone()),
-                iqn: IQN.into(),
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .disk_i_ds;
-        assert!(disks.is_empty(), "{disks:?}");
+        assert!(disks.is_empty(), "{v}: {disks:?}");
     }
-    c.disconnect_target(v1alpha2::DisconnectTargetRequest {
-        target_portal: Some(portal.clone()),
-        iqn: IQN.into(),
-    })
-    .await
-    .unwrap();
+    c.disconnect_target(&portal, IQN).await.unwrap();
+    // Not connected: success (idempotent).
+    c.disconnect_target(&portal, IQN).await.unwrap();
+    assert!(c.get_target_disks(&portal, IQN).await.unwrap().is_empty());
 
-    c.remove_target_portal(v1alpha2::RemoveTargetPortalRequest {
-        target_portal: Some(portal.clone()),
-    })
-    .await
-    .unwrap();
-    let list = c
-        .list_target_portals(v1alpha2::ListTargetPortalsRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .target_portals;
-    assert!(!list.contains(&portal), "{list:?}");
-    let e = c
-        .remove_target_portal(v1alpha2::RemoveTargetPortalRequest {
-            target_portal: Some(portal.clone()),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    c.remove_target_portal(&portal).await.unwrap();
+    let list = c.list_target_portals().await.unwrap();
+    assert!(!list.contains(&portal), "{v}: {list:?}");
+    let e = c.remove_target_portal(&portal).await.unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{v}: {e:?}");
 
     // No secret in the log at the highest verbosity.
     let log = p.log();
     assert!(!log.is_empty());
-    assert!(!log.contains(CHAP) && !log.contains(MUTUAL), "{log}");
+    assert!(!log.contains(CHAP) && !log.contains(MUTUAL), "{v}: {log}");
 }
 
-/// Hostile portals, names and CHAP fields.
-fn hostile() -> Vec<v1alpha2::ConnectTargetRequest> {
-    let ok_portal = portal2(3260);
-    let req = |portal: v1alpha2::TargetPortal, iqn: &str, auth: i32, user: &str, secret: &str| {
-        v1alpha2::ConnectTargetRequest {
-            target_portal: Some(portal),
-            iqn: iqn.into(),
-            auth_type: auth,
-            chap_username: user.into(),
-            chap_secret: secret.into(),
-        }
-    };
-    let addr = |a: &str| v1alpha2::TargetPortal {
-        target_address: a.into(),
-        target_port: 3260,
-    };
-    let mut v = Vec::new();
-    for a in [
-        "",
-        "10.0.0.1:3260",
-        "[::1]",
-        "fe80::1%eth0",
-        "10.0.0.256",
-        "host;reboot",
-        "$(id)",
-        "-p",
-        "a..b",
-        "host\n",
-        "host/x",
-        "höst",
-    ] {
-        v.push(req(addr(a), IQN, 0, "", ""));
-    }
-    v.push(req(portal2(65536), IQN, 0, "", ""));
-    for n in [
-        "",
-        "target",
-        "iqn.2001-13.com.example",
-        "iqn.2001-01.com.example:t 1",
-        "iqn.2001-01.com.example;reboot",
-        "iqn.2001-01.com.example:$(id)",
-        "eui.0123",
-        "naa.zz23456789abcdef",
-        "--help",
-        "iqn.2001-01.com.example/../x",
-    ] {
-        v.push(req(ok_portal.clone(), n, 0, "", ""));
-    }
-    v.push(req(ok_portal.clone(), IQN, 1, "user", "short"));
-    v.push(req(ok_portal.clone(), IQN, 1, "user", &"s".repeat(300)));
-    v.push(req(ok_portal.clone(), IQN, 1, "user", "Chap-Secret\n0042"));
-    v.push(req(ok_portal.clone(), IQN, 2, "us er", CHAP));
-    v.push(req(ok_portal.clone(), IQN, 0, "", CHAP));
-    v.push(req(ok_portal.clone(), IQN, 0, "user", ""));
-    v.push(req(ok_portal.clone(), IQN, 7, "", ""));
-    v.push(req(ok_portal, IQN, -1, "", ""));
-    v
-}
-
-#[tokio::test]
-async fn hostile_requests_are_refused_and_change_nothing() {
+/// Every hostile portal, name and CHAP field to every call that takes it:
+/// refused, open-iscsi's database unchanged, no secret in the log.
+async fn hostile_requests_are_refused_and_change_nothing<C: Iscsi>() {
     let _db = ISCSI_DB.lock().await;
     let p = Proxy::start(&["-v=10"]);
-    let mut c = client(&p).await;
+    let mut c: C = client(&p).await;
     let before = iscsi_db();
-    let cases = hostile();
-    assert!(cases.len() >= 30, "{}", cases.len());
-    for r in cases {
-        let shown = format!("{:?} {:?} {}", r.target_portal, r.iqn, r.auth_type);
-        let e = c.connect_target(r.clone()).await.unwrap_err();
-        assert_eq!(e.code(), Code::InvalidArgument, "{shown}: {e:?}");
-        assert!(!e.message().contains(CHAP), "{}", e.message());
-        // The portal and name checks guard every method.
-        if r.chap_secret.is_empty() && r.chap_username.is_empty() && r.auth_type == 0 {
-            let e = c
-                .disconnect_target(v1alpha2::DisconnectTargetRequest {
-                    target_portal: r.target_portal.clone(),
-                    iqn: r.iqn.clone(),
-                })
-                .await
-                .unwrap_err();
-            assert_eq!(e.code(), Code::InvalidArgument, "{shown}: {e:?}");
-        }
-    }
-    let e = c
-        .set_mutual_chap_secret(v1alpha2::SetMutualChapSecretRequest {
-            mutual_chap_secret: "tiny".into(),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), Code::InvalidArgument);
+    let n = versions::iscsi::refuses_hostile(&mut c, &Portal::new("127.0.0.1", 3260), CHAP).await;
+    assert!(n >= 30, "{n}");
     assert_eq!(
         iscsi_db(),
         before,
-        "a refused request changed open-iscsi's database"
+        "{}: a refused request changed open-iscsi's database",
+        C::VERSION
     );
     assert!(!p.log().contains(CHAP));
 }
+
+versions::every_version!(iscsi:
+    portals_in_open_iscsi_and_clear_errors_where_the_kernel_lacks_iscsi,
+    hostile_requests_are_refused_and_change_nothing,
+);

@@ -1,16 +1,18 @@
-//! The SMB API (v1alpha1, v1beta1, v1beta2, v1) over the real binary's Unix
-//! sockets. This machine's kernel has no CIFS client, so a valid mapping
-//! must fail with the clear FailedPrecondition and leave nothing behind (no
-//! link, no mount directory); hostile inputs are refused before anything
-//! is touched; the password never shows up in an answer or the log, at the
-//! highest verbosity.
+//! The SMB API, every version (v1alpha1, v1beta1, v1beta2, v1), over the
+//! real binary's Unix sockets; one test body per scenario, run against
+//! each version through `versions::smb::Smb`. This machine's kernel has no CIFS
+//! client, so a valid mapping must fail with the clear FailedPrecondition
+//! and leave nothing behind (no link, no mount directory); hostile inputs
+//! are refused before anything is touched; the password never shows up in
+//! an answer or the log, at the highest verbosity.
 #![cfg(target_os = "linux")]
 
 mod common;
+mod versions;
 
 use common::Proxy;
-use csi_proxy_api::smb::{v1, v1alpha1, v1beta1, v1beta2};
 use tonic::Code;
+use versions::smb::{Mapping, Smb};
 
 const PASSWORD: &str = "Smb-Pa55word-Secret";
 
@@ -21,38 +23,15 @@ fn kernel_has_cifs() -> bool {
         .any(|l| l.trim_end().ends_with("cifs"))
 }
 
-/// (remote_path, local_path, username, password) that must be refused.
-fn hostile(p: &Proxy) -> Vec<(String, String, String, String)> {
+async fn client<C: Smb>(p: &Proxy) -> C {
+    C::new(p.channel(&format!("smb-{}", C::VERSION)).await)
+}
+
+/// Local paths outside the kubelet dir or otherwise unusable.
+fn hostile_locals(p: &Proxy) -> Vec<String> {
     let k = p.kubelet.display().to_string();
     let o = p.outside.display().to_string();
-    let local = format!("{k}/vol");
-    let ok = r"\\server\share".to_string();
-    let mut v: Vec<(String, String, String, String)> = [
-        "",
-        "server",
-        r"\\server",
-        r"\\?\C:\Windows",
-        r"\\?\UNC\server\share",
-        r"\\.\pipe\csi-proxy-disk-v1",
-        r"\\server\share\..\..\x",
-        r"\\server\..",
-        r"\\server\share\\x",
-        r"\\server\sha:re",
-        r"\\server\share*",
-        "\\\\server\\share\0",
-        "\\\\server\\share\nx",
-        r"\\server;reboot\share",
-        r"\\$(id)\share",
-        r"\\[::1]\share",
-        r"\\1.2.3.999\share",
-        r"\\server:445\share",
-        "\\\\server\\share\u{202e}",
-        r"C:\share",
-    ]
-    .iter()
-    .map(|r| (r.to_string(), local.clone(), String::new(), String::new()))
-    .collect();
-    for l in [
+    vec![
         format!("{o}/x"),
         "/etc/cron.d/x".to_string(),
         k.clone(),
@@ -60,115 +39,70 @@ fn hostile(p: &Proxy) -> Vec<(String, String, String, String)> {
         format!("{k}/escape/x"),
         format!("{k}/a\0b"),
         "relative/x".to_string(),
-    ] {
-        v.push((ok.clone(), l, String::new(), String::new()));
-    }
-    for u in ["a:b", "a\\b\\c", "u\nx", "u;x"] {
-        v.push((
-            ok.clone(),
-            local.clone(),
-            u.to_string(),
-            PASSWORD.to_string(),
-        ));
-    }
-    v.push((
-        ok.clone(),
-        local.clone(),
-        String::new(),
-        PASSWORD.to_string(),
-    ));
-    v.push((
-        ok.clone(),
-        local.clone(),
-        "user".into(),
-        format!("{PASSWORD}\n"),
-    ));
-    v.push((ok, local, "user".into(), "p".repeat(2000)));
-    v
+    ]
 }
 
-#[tokio::test]
-async fn hostile_requests_are_refused_and_change_nothing() {
+/// Every hostile request refused; the tree, `/run/csi-proxy-smb` and the
+/// log unchanged by them.
+async fn hostile_requests_are_refused_and_change_nothing<C: Smb>() {
     let p = Proxy::start(&["-v=10"]);
     std::os::unix::fs::symlink(&p.outside, p.kubelet.join("escape")).unwrap();
     let before = p.snapshot();
-    let cases = hostile(&p);
-    assert!(cases.len() >= 30, "{}", cases.len());
-    let mut c = v1::smb_client::SmbClient::new(p.channel("smb-v1").await);
-    for (remote_path, local_path, username, password) in cases {
-        let e = c
-            .new_smb_global_mapping(v1::NewSmbGlobalMappingRequest {
-                remote_path: remote_path.clone(),
-                local_path: local_path.clone(),
-                username,
-                password,
-            })
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(e.code(), Code::InvalidArgument | Code::PermissionDenied),
-            "{remote_path:?} {local_path:?}: {e:?}"
-        );
-        assert!(!e.message().contains(PASSWORD), "{}", e.message());
-    }
-    assert_eq!(p.snapshot(), before, "a refused request changed the tree");
+    let local = format!("{}/vol", p.kubelet.display());
+    let cases = versions::smb::hostile_mappings(&local, &hostile_locals(&p), PASSWORD);
+    let mut c: C = client(&p).await;
+    let n = versions::smb::refuses_hostile(&mut c, &cases, PASSWORD).await;
+    assert!(n >= 30, "{n}");
+    let v = C::VERSION;
+    assert_eq!(
+        p.snapshot(),
+        before,
+        "{v}: a refused request changed the tree"
+    );
     assert!(!std::path::Path::new("/run/csi-proxy-smb/server").exists());
-    assert!(!p.log().contains(PASSWORD));
+    assert!(!p.log().contains(PASSWORD), "{v}");
 }
 
-#[tokio::test]
-async fn every_version_maps_or_fails_cleanly_without_cifs() {
+/// A valid mapping fails with FailedPrecondition naming CIFS and leaves no
+/// link; removing what is not mapped succeeds.
+async fn a_valid_mapping_fails_cleanly_without_cifs<C: Smb>() {
     if kernel_has_cifs() {
         eprintln!("this kernel has CIFS: the no-CIFS answers are not checked here");
         return;
     }
+    let v = C::VERSION;
     let p = Proxy::start(&["-v=10"]);
-    let remote = r"\\127.0.0.1\csi-proxy-test-share\pvc-1".to_string();
-    let check = |e: tonic::Status| {
-        assert!(
-            matches!(e.code(), Code::FailedPrecondition | Code::PermissionDenied),
-            "{e:?}"
-        );
-        assert!(!e.message().contains(PASSWORD), "{}", e.message());
-        e
-    };
-    macro_rules! version {
-        ($ver:ident, $endpoint:literal) => {{
-            let mut c = $ver::smb_client::SmbClient::new(p.channel($endpoint).await);
-            let local = p.kubelet.join(concat!("vol-", $endpoint));
-            let e = c
-                .new_smb_global_mapping($ver::NewSmbGlobalMappingRequest {
-                    remote_path: remote.clone(),
-                    local_path: local.display().to_string(),
-                    username: r"DOMAIN\user".into(),
-                    password: PASSWORD.into(),
-                })
-                .await
-                .unwrap_err();
-            let e = check(e);
-            assert!(
-                e.message().contains("CIFS") || e.message().contains("cifs"),
-                "{}",
-                e.message()
-            );
-            assert!(
-                std::fs::symlink_metadata(&local).is_err(),
-                "a link was left at {local:?}"
-            );
-            // Nothing mapped: removing is success (idempotent).
-            c.remove_smb_global_mapping($ver::RemoveSmbGlobalMappingRequest {
-                remote_path: remote.clone(),
-            })
-            .await
-            .unwrap();
-        }};
-    }
-    version!(v1alpha1, "smb-v1alpha1");
-    version!(v1beta1, "smb-v1beta1");
-    version!(v1beta2, "smb-v1beta2");
-    version!(v1, "smb-v1");
+    let remote = r"\\127.0.0.1\csi-proxy-test-share\pvc-1";
+    let mut c: C = client(&p).await;
+    let local = p.kubelet.join(format!("vol-{v}"));
+    let m = Mapping::new(
+        remote,
+        &local.display().to_string(),
+        r"DOMAIN\user",
+        PASSWORD,
+    );
+    let e = c.new_smb_global_mapping(&m).await.unwrap_err();
+    // PermissionDenied where the test runs without CAP_SYS_ADMIN.
+    assert!(
+        matches!(e.code(), Code::FailedPrecondition | Code::PermissionDenied),
+        "{v}: {e:?}"
+    );
+    let msg = e.message();
+    assert!(msg.contains("CIFS") || msg.contains("cifs"), "{v}: {msg}");
+    assert!(!msg.contains(PASSWORD), "{v}: {msg}");
+    assert!(
+        std::fs::symlink_metadata(&local).is_err(),
+        "{v}: a link was left at {local:?}"
+    );
+    // Nothing mapped: removing is success (idempotent).
+    c.remove_smb_global_mapping(remote).await.unwrap();
     assert!(!std::path::Path::new("/run/csi-proxy-smb/127.0.0.1").exists());
     let log = p.log();
     assert!(!log.is_empty());
-    assert!(!log.contains(PASSWORD), "the password is in the log");
+    assert!(!log.contains(PASSWORD), "{v}: the password is in the log");
 }
+
+versions::every_version!(smb:
+    hostile_requests_are_refused_and_change_nothing,
+    a_valid_mapping_fails_cleanly_without_cifs,
+);

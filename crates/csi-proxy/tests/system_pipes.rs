@@ -4,10 +4,8 @@
 //! mode, the second depending on the first) are queried, started and
 //! stopped through GetService/StartService/StopService, including a stop
 //! with a running dependent (refused without force, both stopped with
-//! it); the BIOS serial from Win32_BIOS; and the SMB and iSCSI endpoints
-//! with hostile inputs (refused, nothing changed) and valid ones (a clear
-//! FailedPrecondition where the host lacks the WMI providers, as wine
-//! does).
+//! it); the BIOS serial from Win32_BIOS. (The SMB and iSCSI endpoints
+//! under wine: `smb_pipes.rs`, `iscsi_pipes.rs`.)
 //!
 //! Service and pipe names carry this process's id: other test runs may
 //! use the same wine prefix at the same time.
@@ -15,11 +13,9 @@
 
 mod pipes;
 
-use csi_proxy_api::iscsi::v1alpha2 as iscsi;
-use csi_proxy_api::smb::v1 as smb;
 use csi_proxy_api::system::v1alpha1 as sys;
 use csi_proxy_api::Group;
-use csi_proxy_client::{Client, ProxyChannel};
+use csi_proxy_client::ProxyChannel;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -123,16 +119,6 @@ impl Drop for Services {
     }
 }
 
-async fn channel(prefix: &str, group: Group, version: &str) -> ProxyChannel {
-    Client::builder()
-        .pipe_prefix(prefix)
-        .build()
-        .unwrap()
-        .connect_version(group, version)
-        .await
-        .unwrap_or_else(|e| panic!("connect {group} {version}: {e}"))
-}
-
 type SysClient = sys::system_client::SystemClient<ProxyChannel>;
 
 async fn get(c: &mut SysClient, name: &str) -> Result<sys::GetServiceResponse, tonic::Status> {
@@ -157,14 +143,9 @@ async fn stop(c: &mut SysClient, name: &str, force: bool) -> Result<(), tonic::S
 }
 
 #[tokio::test]
-async fn system_smb_and_iscsi_over_named_pipes() {
-    let prefix = format!(r"\\.\pipe\csi-proxy-systest-{}-", std::process::id());
-    let p = pipes::Proxy::start_with(
-        "system",
-        "system,smb,iscsi",
-        &[&format!("-pipe-prefix={prefix}"), "-v=10"],
-    );
-    let mut c = SysClient::new(channel(&prefix, Group::System, "v1alpha1").await);
+async fn system_over_named_pipes() {
+    let p = pipes::Proxy::start_unique("system", "system", &["-v=10"]);
+    let mut c = SysClient::new(p.channel(Group::System, "v1alpha1").await);
 
     // The BIOS serial from Win32_BIOS (wine fills it from the host's
     // SMBIOS when it has one, else a constant of its own).
@@ -228,114 +209,5 @@ async fn system_smb_and_iscsi_over_named_pipes() {
         assert_eq!(e.code(), Code::InvalidArgument, "{bad:?}: {e:?}");
     }
 
-    // SMB: hostile inputs refused with nothing changed; a valid mapping
-    // fails clearly where the SMB WMI provider is missing (wine) and
-    // leaves no link.
-    let password = "Wine-Smb-Secret-9";
-    let before = p.snapshot();
-    let mut smbc = smb::smb_client::SmbClient::new(channel(&prefix, Group::Smb, "v1").await);
-    let k = p.kubelet.display().to_string();
-    let o = p.outside.display().to_string();
-    for (remote, local) in [
-        (r"\\?\C:\Windows", format!(r"{k}\v")),
-        (r"\\.\pipe\x", format!(r"{k}\v")),
-        (r"\\server\share\..\x", format!(r"{k}\v")),
-        (r"\\server;x\share", format!(r"{k}\v")),
-        (r"\\server\share", format!(r"{o}\v")),
-        (r"\\server\share", k.clone()),
-        (r"\\server\share", r"C:\Windows\x".to_string()),
-        (r"\\server\share", format!(r"{k}\..\outside\v")),
-    ] {
-        let e = smbc
-            .new_smb_global_mapping(smb::NewSmbGlobalMappingRequest {
-                remote_path: remote.into(),
-                local_path: local.clone(),
-                username: r"DOM\user".into(),
-                password: password.into(),
-            })
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(e.code(), Code::InvalidArgument | Code::PermissionDenied),
-            "{remote} {local}: {e:?}"
-        );
-        assert!(!e.message().contains(password));
-    }
-    assert_eq!(p.snapshot(), before);
-    let local = p.kubelet.join("smb-vol");
-    match smbc
-        .new_smb_global_mapping(smb::NewSmbGlobalMappingRequest {
-            remote_path: r"\\127.0.0.1\share\pvc".into(),
-            local_path: local.display().to_string(),
-            username: r"DOM\user".into(),
-            password: password.into(),
-        })
-        .await
-    {
-        Ok(_) => panic!("a mapping succeeded without an SMB server"),
-        Err(e) => {
-            assert!(
-                matches!(
-                    e.code(),
-                    Code::FailedPrecondition | Code::NotFound | Code::Internal
-                ),
-                "{e:?}"
-            );
-            assert!(!e.message().contains(password), "{}", e.message());
-        }
-    }
-    assert!(std::fs::symlink_metadata(&local).is_err());
-
-    // iSCSI: hostile inputs refused; valid calls fail clearly without the
-    // iSCSI WMI provider.
-    let mut ic =
-        iscsi::iscsi_client::IscsiClient::new(channel(&prefix, Group::Iscsi, "v1alpha2").await);
-    let chap = "Wine-Chap-Secret";
-    for (addr, iqn) in [
-        ("10.0.0.1:3260", "iqn.2001-01.com.example:t"),
-        ("host;x", "iqn.2001-01.com.example:t"),
-        ("10.0.0.1", "not-an-iqn"),
-        ("10.0.0.1", "iqn.2001-13.com.example:t"),
-    ] {
-        let e = ic
-            .connect_target(iscsi::ConnectTargetRequest {
-                target_portal: Some(iscsi::TargetPortal {
-                    target_address: addr.into(),
-                    target_port: 3260,
-                }),
-                iqn: iqn.into(),
-                auth_type: 1,
-                chap_username: "u".into(),
-                chap_secret: chap.into(),
-            })
-            .await
-            .unwrap_err();
-        assert_eq!(e.code(), Code::InvalidArgument, "{addr} {iqn}: {e:?}");
-    }
-    let e = ic
-        .list_target_portals(iscsi::ListTargetPortalsRequest {})
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
-    let e = ic
-        .connect_target(iscsi::ConnectTargetRequest {
-            target_portal: Some(iscsi::TargetPortal {
-                target_address: "127.0.0.1".into(),
-                target_port: 3260,
-            }),
-            iqn: "iqn.2001-01.com.example:t".into(),
-            auth_type: 1,
-            chap_username: "u".into(),
-            chap_secret: chap.into(),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
-    assert!(!e.message().contains(chap));
-
-    let log = p.log_text();
-    assert!(
-        !log.contains(password) && !log.contains(chap),
-        "a secret is in the log"
-    );
+    assert!(p.log_text().contains("StopService"), "nothing logged");
 }

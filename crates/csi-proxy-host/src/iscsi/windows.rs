@@ -131,9 +131,15 @@ impl Cim for WmiCim<'_> {
                 )
             })
             .collect();
+        // A static method of a class the host lacks fails NotFound with
+        // WMI's bare HRESULT: say what is missing, as the queries do.
         let out = self
             .0
-            .exec_method_in(STORAGE_NAMESPACE, path, class, method, &args)?;
+            .exec_method_in(STORAGE_NAMESPACE, path, class, method, &args)
+            .map_err(|e| match e {
+                Error::NotFound(_) => class_exists(self.0, class).err().unwrap_or(e),
+                other => other,
+            })?;
         drop(args);
         to_row(&out)
     }
