@@ -204,9 +204,16 @@ async fn system_over_named_pipes() {
 
     let e = get(&mut c, "csiproxynosuchservice").await.unwrap_err();
     assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    // Hostile names: refused by all three calls before the SCM is asked.
     for bad in ["", "a/b", r"a\b", "svc;x", "svc\n", "$(x)", "svc*"] {
-        let e = start(&mut c, bad).await.unwrap_err();
-        assert_eq!(e.code(), Code::InvalidArgument, "{bad:?}: {e:?}");
+        for (what, r) in [
+            ("get", get(&mut c, bad).await.map(|_| ())),
+            ("start", start(&mut c, bad).await),
+            ("stop", stop(&mut c, bad, true).await),
+        ] {
+            let e = r.unwrap_err();
+            assert_eq!(e.code(), Code::InvalidArgument, "{what} {bad:?}: {e:?}");
+        }
     }
 
     assert!(p.log_text().contains("StopService"), "nothing logged");
