@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds what ships, into ${CARGO_TARGET_DIR:-target}/dist/:
+# Builds what ships, into ${CARGO_TARGET_DIR:-target}/ship/:
 #   linux/csi-proxy, linux/csi-proxyctl          stripped; debug info in <name>.dwp
 #   windows/csi-proxy.exe, windows/csi-proxyctl.exe  stripped; debug info in
 #                                                   <name>.exe.debug, named by a
@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
-out="$target_dir/dist"
+out="$target_dir/ship"
 mkdir -p "$out/linux" "$out/windows"
 
 cargo build --locked --profile dist -p csi-proxy -p csi-proxyctl
