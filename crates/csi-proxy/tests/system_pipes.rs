@@ -121,6 +121,11 @@ impl Drop for Services {
 
 type SysClient = sys::system_client::SystemClient<ProxyChannel>;
 
+async fn bios_serial(c: &mut SysClient) -> String {
+    let r = c.get_bios_serial_number(sys::GetBiosSerialNumberRequest {});
+    r.await.unwrap().into_inner().serial_number
+}
+
 async fn get(c: &mut SysClient, name: &str) -> Result<sys::GetServiceResponse, tonic::Status> {
     c.get_service(sys::GetServiceRequest { name: name.into() })
         .await
@@ -149,23 +154,12 @@ async fn system_over_named_pipes() {
 
     // The BIOS serial from Win32_BIOS (wine fills it from the host's
     // SMBIOS when it has one, else a constant of its own).
-    let serial = c
-        .get_bios_serial_number(sys::GetBiosSerialNumberRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .serial_number;
+    let serial = bios_serial(&mut c).await;
     assert!(
         !serial.contains('\0') && serial.trim() == serial,
         "{serial:?}"
     );
-    let again = c
-        .get_bios_serial_number(sys::GetBiosSerialNumberRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .serial_number;
-    assert_eq!(serial, again);
+    assert_eq!(serial, bios_serial(&mut c).await);
 
     // Throwaway services through the SCM.
     let s = Services::create();
