@@ -4,7 +4,9 @@
 //! existing path inside the kubelet dir, PathExists refused by the lexical
 //! check (outside the roots: nothing on disk is touched), and Mkdir+Rmdir
 //! inside the kubelet dir. Prints p50/p99 and the ratios to the refused
-//! call, measured in the same run.
+//! call, measured in the same run, and the floor of those ratios: the same
+//! file-system work done by the bench process itself (std::fs, no RPC, no
+//! confinement) plus one refused call per RPC.
 //!
 //! Run: `compat/go/build.sh windows && cargo bench -p csi-proxy --bench
 //! pipes --target x86_64-pc-windows-gnu` (CALLS=n, default 2000;
@@ -118,6 +120,46 @@ fn main() {
     for name in ["pathexists-existing", "mkdir-rmdir"] {
         println!("ratio {name}/refused p50: {:.2}", figures[name].0 / refused);
     }
+    // The floor, in the same run: the same file-system work done directly
+    // by this process (no confinement, no RPC), added to the cost of the
+    // refused call (one RPC, nothing touched) per RPC made.
+    let p50 = |mut op: Box<dyn FnMut()>| {
+        let mut t: Vec<f64> = (0..calls)
+            .map(|_| {
+                let s = Instant::now();
+                op();
+                s.elapsed().as_secs_f64() * 1e6
+            })
+            .collect();
+        t.sort_by(f64::total_cmp);
+        t[t.len() / 2]
+    };
+    let existing = target.clone();
+    let stat = p50(Box::new(move || {
+        use std::os::windows::fs::OpenOptionsExt;
+        // One CreateFileW (read attributes, backup semantics: a directory
+        // opens) and its close: the least a "does it exist" can cost.
+        std::fs::OpenOptions::new()
+            .access_mode(0x80)
+            .custom_flags(0x0200_0000)
+            .open(&existing)
+            .unwrap();
+    }));
+    let dir = target.join("bench-floor");
+    let mkdir_rmdir = p50(Box::new(move || {
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::remove_dir(&dir).unwrap();
+    }));
+    println!("in-process open+close p50 (us): {stat:.1}");
+    println!("in-process create_dir+remove_dir p50 (us): {mkdir_rmdir:.1}");
+    println!(
+        "floor pathexists-existing/refused p50: {:.2}",
+        (refused + stat) / refused
+    );
+    println!(
+        "floor mkdir-rmdir/refused p50: {:.2}",
+        (2.0 * refused + mkdir_rmdir) / refused
+    );
 }
 
 #[cfg(not(windows))]
