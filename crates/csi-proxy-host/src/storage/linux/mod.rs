@@ -11,8 +11,10 @@
 //! argv. Device nodes missing from `/dev` (no udev) are created from sysfs.
 
 mod devices;
+mod layout;
 mod lookup;
 pub(crate) mod mountinfo;
+mod mounts;
 mod scan;
 mod sys;
 mod sysfs;
@@ -21,7 +23,7 @@ mod usage;
 
 use super::inventory::netlink;
 use super::parse::{fs_probe, gpt};
-use super::{plan_resize, ResizePlan, ResizeTarget, StorageBackend, VolumeId, VolumeStats};
+use super::{ResizeTarget, StorageBackend, VolumeId, VolumeStats};
 use crate::confined::{Confined, Located};
 use crate::disk::{DiskIds, DiskLocation};
 use crate::{Error, Result};
@@ -466,81 +468,7 @@ impl StorageBackend for LinuxStorage {
     }
 
     fn partition_disk(&self, disk: u32) -> Result<()> {
-        let _g = self.lock();
-        let d = self.disk(disk)?;
-        if d.read_only {
-            return Err(Error::FailedPrecondition(format!("disk {disk} is offline")));
-        }
-        // Look first without claiming the disk: a partitioned disk (perhaps
-        // with mounted volumes) keeps its table; the kernel is only told
-        // about partitions it does not know yet.
-        {
-            let (_, fd) = self.open_disk(&d, Access::Read)?;
-            let table = self.table(&d, &fd)?.table;
-            let has_data = match &table {
-                gpt::Table::Gpt(g) => g
-                    .partitions
-                    .iter()
-                    .any(|p| p.type_guid != gpt::Guid::MICROSOFT_RESERVED),
-                gpt::Table::Mbr { partitions, .. } => !partitions.is_empty(),
-                gpt::Table::Raw => false,
-            };
-            if has_data {
-                self.inventory.touch(d.name.clone());
-                self.sync_partitions(&d, &fd)?;
-                return Ok(());
-            }
-        }
-        let (path, fd) = self.open_disk(&d, Access::Exclusive)?;
-        let shown = path.display().to_string();
-        let DiskTable {
-            table,
-            sector_size: ss,
-            sectors,
-            ..
-        } = self.table(&d, &fd)?;
-        let name = "Basic data partition";
-        let writes = match table {
-            gpt::Table::Gpt(g) => gpt::add_single_partition(
-                &g,
-                ss,
-                sectors,
-                random_guid()?,
-                gpt::Guid::BASIC_DATA,
-                name,
-            ),
-            gpt::Table::Raw | gpt::Table::Mbr { .. } => {
-                let head = sys::read_at(&fd, 0, fs_probe::PROBE_LEN)
-                    .map_err(|e| from_io("read", &shown, e))?;
-                if let Some(kind) = fs_probe::probe(&head) {
-                    return Err(Error::FailedPrecondition(format!(
-                        "disk {disk} holds a {} filesystem without a partition table; refusing to partition it",
-                        kind.name()
-                    )));
-                }
-                gpt::create_single_partition(
-                    ss,
-                    sectors,
-                    random_guid()?,
-                    random_guid()?,
-                    gpt::Guid::BASIC_DATA,
-                    name,
-                )
-            }
-        }
-        .map_err(|e| Error::FailedPrecondition(format!("disk {disk}: {e}")))?;
-        for w in &writes {
-            sys::write_at(&fd, w.offset, &w.bytes).map_err(|e| from_io("write", &shown, e))?;
-        }
-        sys::fsync(&fd).map_err(|e| from_io("fsync", &shown, e))?;
-        self.inventory.touch(d.name.clone());
-        let now = self.sync_partitions(&d, &fd)?;
-        if now.partitions.is_empty() {
-            return Err(Error::Internal(format!(
-                "disk {disk}: the kernel shows no partition after writing the partition table"
-            )));
-        }
-        Ok(())
+        self.partition(disk)
     }
 
     fn rescan(&self) -> Result<()> {
@@ -608,23 +536,7 @@ impl StorageBackend for LinuxStorage {
     }
 
     fn format(&self, volume: &VolumeId) -> Result<()> {
-        let _g = self.lock();
-        let f = self.find(volume)?;
-        ensure_online(&f, volume)?;
-        self.refuse_if_in_use(
-            &f.part.name,
-            f.part.major,
-            f.part.minor,
-            &format!("format volume {volume}"),
-        )?;
-        let node = self.node(&f.part.name, f.part.major, f.part.minor)?;
-        let node = node
-            .to_str()
-            .ok_or_else(|| Error::Internal("device path".into()))?;
-        match self.fs_type {
-            FsType::Xfs => tools::run("mkfs.xfs", &["-f", "-q", node], &[]),
-            t => tools::run(&format!("mkfs.{}", t.name()), &["-F", "-q", node], &[]),
-        }
+        self.format_volume(volume)
     }
 
     fn volume_stats(&self, volume: &VolumeId) -> Result<VolumeStats> {
@@ -662,60 +574,7 @@ impl StorageBackend for LinuxStorage {
     }
 
     fn resize(&self, volume: &VolumeId, target: ResizeTarget) -> Result<()> {
-        let _g = self.lock();
-        let f = self.find(volume)?;
-        ensure_online(&f, volume)?;
-        let (disk_path, fd) = self.open_disk(&f.disk, Access::Write)?;
-        let shown = disk_path.display().to_string();
-        let DiskTable {
-            table,
-            sector_size: ss,
-            sectors,
-            head,
-        } = self.table(&f.disk, &fd)?;
-        let gpt::Table::Gpt(g) = table else {
-            return Err(Error::FailedPrecondition(format!(
-                "volume {volume} is on an MBR disk; only GPT partitions can be resized"
-            )));
-        };
-        let entry = g
-            .partitions
-            .iter()
-            .find(|e| e.number == f.part.number)
-            .ok_or_else(|| Error::NotFound(format!("volume {volume}: partition entry is gone")))?;
-        let ss64 = u64::from(ss);
-        let max_end = gpt::max_partition_end(&g, ss, f.part.number, sectors)
-            .map_err(|e| Error::FailedPrecondition(format!("volume {volume}: {e}")))?;
-        let max_bytes = (max_end.saturating_sub(entry.first_lba) + 1).saturating_mul(ss64);
-        let current = (entry.last_lba.saturating_sub(entry.first_lba) + 1).saturating_mul(ss64);
-        let mounts = Self::mounts()?;
-        let (node, _) = self.open_part(&f.part, Access::Read)?;
-        let (kind, fs_head) = self.probe(&f.part)?;
-        match plan_resize(current, max_bytes, target)? {
-            ResizePlan::Shrink(n) => Err(Error::FailedPrecondition(format!(
-                "volume {volume} is {current} bytes; shrinking it to {n} bytes is not supported on Linux"
-            ))),
-            ResizePlan::Skip => {
-                if filesystem_lags(&fs_head, f.part.size) {
-                    self.grow_filesystem(&f.part, kind, &node, &mounts)?;
-                }
-                Ok(())
-            }
-            ResizePlan::Grow(n) => {
-                let new_last = entry.first_lba + n / ss64 - 1;
-                let plan = gpt::grow(&g, &head, ss, sectors, f.part.number, Some(new_last))
-                    .map_err(|e| Error::FailedPrecondition(format!("volume {volume}: {e}")))?;
-                for w in &plan.writes {
-                    sys::write_at(&fd, w.offset, &w.bytes).map_err(|e| from_io("write", &shown, e))?;
-                }
-                sys::fsync(&fd).map_err(|e| from_io("fsync", &shown, e))?;
-                let len = (plan.new_last_lba - entry.first_lba + 1) * ss64;
-                self.inventory.touch(f.disk.name.clone());
-                sys::resize_partition(&fd, f.part.number, entry.first_lba * ss64, len)
-                    .map_err(|e| from_io("BLKPG resize", &shown, e))?;
-                self.grow_filesystem(&f.part, kind, &node, &mounts)
-            }
-        }
+        self.resize_volume(volume, target)
     }
 
     fn flush(&self, volume: &VolumeId) -> Result<()> {
@@ -730,124 +589,18 @@ impl StorageBackend for LinuxStorage {
     }
 
     fn mount(&self, volume: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
-        let _g = self.lock();
-        let f = self.find(volume)?;
-        ensure_online(&f, volume)?;
-        let kind = self.probe(&f.part)?.0.ok_or_else(|| {
-            Error::FailedPrecondition(format!(
-                "volume {volume} has no filesystem; format it first"
-            ))
-        })?;
-        // A volume the host uses anywhere outside the roots (any mount
-        // namespace), or that is held or used as swap, is never mounted
-        // inside them: Rmdir below it would edit the host's filesystem.
-        if !self.claimable(&f.part.name, f.part.major, f.part.minor)? {
-            let u = usage::of(&f.part.name, f.part.major, f.part.minor, &fs.real_roots());
-            if u.outside_roots() || u.mounts.is_empty() {
-                return Err(Error::FailedPrecondition(format!(
-                    "volume {volume} is in use outside the allowed roots ({}); refusing to mount it inside them",
-                    u.describe()
-                )));
-            }
-        }
-        // The target is created and opened beneath its root (no link
-        // anywhere in it); the mount goes onto that very directory.
-        let dir = fs.create_dir(target)?;
-        let st = dir
-            .mount_state()
-            .map_err(|e| Error::io("statx", target.path(), e))?;
-        if st.mount_root {
-            return if (st.major, st.minor) == (f.part.major, f.part.minor) {
-                Ok(())
-            } else {
-                Err(Error::AlreadyExists(format!(
-                    "{} is already a mount point (of device {}:{})",
-                    target.shown(),
-                    st.major,
-                    st.minor
-                )))
-            };
-        }
-        if !dir
-            .is_empty()
-            .map_err(|e| Error::io("read", target.path(), e))?
-        {
-            return Err(Error::FailedPrecondition(format!(
-                "target {} is not empty; a volume is mounted only on an empty directory",
-                target.shown()
-            )));
-        }
-        let (node, _) = self.open_part(&f.part, Access::Read)?;
-        use nix::mount::MsFlags;
-        nix::mount::mount(
-            Some(node.as_path()),
-            dir.proc_path().as_str(),
-            Some(kind.name()),
-            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-            None::<&str>,
-        )
-        .map_err(|e| from_io("mount", target.path(), e.into()))
+        self.mount_on(volume, fs, target)
     }
 
     fn unmount(&self, volume: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
-        let _g = self.lock();
-        let f = self.find(volume)?;
-        // Identify the mount by the directory reached beneath the root; the
-        // parent is held open and the unmount names the last component
-        // relative to it, without following a link.
-        let (parent, name) = match fs.open_parent(target) {
-            Err(Error::NotFound(_)) => return Ok(()),
-            other => other?,
-        };
-        let dir = match fs.open_dir(target) {
-            Err(Error::NotFound(_)) => return Ok(()),
-            other => other?,
-        };
-        let st = dir
-            .mount_state()
-            .map_err(|e| Error::io("statx", target.path(), e))?;
-        if !st.mount_root {
-            return Ok(());
-        }
-        if (st.major, st.minor) != (f.part.major, f.part.minor) {
-            return Err(Error::FailedPrecondition(format!(
-                "{} is a mount of device {}:{}, not of volume {volume}",
-                target.shown(),
-                st.major,
-                st.minor
-            )));
-        }
-        let sync = dir
-            .open_readable()
-            .and_then(|d| sys::syncfs(&d))
-            .map_err(|e| from_io("syncfs", target.path(), e));
-        // The mount must not stay pinned by our own handle.
-        drop(dir);
-        sync?;
-        let via = format!("{}/{name}", parent.proc_path());
-        nix::mount::umount2(via.as_str(), nix::mount::MntFlags::UMOUNT_NOFOLLOW)
-            .map_err(|e| from_io("umount", target.path(), e.into()))
+        self.unmount_from(volume, fs, target)
     }
 
     fn volume_at(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
-        let dir = fs.open_dir(target)?;
-        let st = dir
-            .mount_state()
-            .map_err(|e| Error::io("statx", target.path(), e))?;
-        if !st.mount_root {
-            return Err(Error::NotFound(format!(
-                "{} is not a mount point",
-                target.shown()
-            )));
-        }
-        self.volume_of_dev(st.major, st.minor, &target.shown())
+        self.volume_mounted_at(fs, target)
     }
 
     fn closest_volume(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
-        let dir = fs.open_nearest_dir(target)?;
-        let st = dir
-            .mount_state()
-            .map_err(|e| Error::io("statx", target.path(), e))?;
-        self.volume_of_dev(st.major, st.minor, &target.shown())
+        self.volume_holding(fs, target)
     }
 }

@@ -1,0 +1,166 @@
+//! What changes a disk's layout on Linux: a GPT partition table, a
+//! filesystem on a volume, a volume's size.
+
+use super::devices::DiskTable;
+use super::sys::{self, Access};
+use super::{ensure_online, filesystem_lags, from_io, random_guid, tools, FsType, LinuxStorage};
+use crate::storage::parse::{fs_probe, gpt};
+use crate::storage::{plan_resize, ResizePlan, ResizeTarget, VolumeId};
+use crate::{Error, Result};
+
+impl LinuxStorage {
+    pub(super) fn partition(&self, disk: u32) -> Result<()> {
+        let _g = self.lock();
+        let d = self.disk(disk)?;
+        if d.read_only {
+            return Err(Error::FailedPrecondition(format!("disk {disk} is offline")));
+        }
+        // Look first without claiming the disk: a partitioned disk (perhaps
+        // with mounted volumes) keeps its table; the kernel is only told
+        // about partitions it does not know yet.
+        {
+            let (_, fd) = self.open_disk(&d, Access::Read)?;
+            let table = self.table(&d, &fd)?.table;
+            let has_data = match &table {
+                gpt::Table::Gpt(g) => g
+                    .partitions
+                    .iter()
+                    .any(|p| p.type_guid != gpt::Guid::MICROSOFT_RESERVED),
+                gpt::Table::Mbr { partitions, .. } => !partitions.is_empty(),
+                gpt::Table::Raw => false,
+            };
+            if has_data {
+                self.inventory.touch(d.name.clone());
+                self.sync_partitions(&d, &fd)?;
+                return Ok(());
+            }
+        }
+        let (path, fd) = self.open_disk(&d, Access::Exclusive)?;
+        let shown = path.display().to_string();
+        let DiskTable {
+            table,
+            sector_size: ss,
+            sectors,
+            ..
+        } = self.table(&d, &fd)?;
+        let name = "Basic data partition";
+        let writes = match table {
+            gpt::Table::Gpt(g) => gpt::add_single_partition(
+                &g,
+                ss,
+                sectors,
+                random_guid()?,
+                gpt::Guid::BASIC_DATA,
+                name,
+            ),
+            gpt::Table::Raw | gpt::Table::Mbr { .. } => {
+                let head = sys::read_at(&fd, 0, fs_probe::PROBE_LEN)
+                    .map_err(|e| from_io("read", &shown, e))?;
+                if let Some(kind) = fs_probe::probe(&head) {
+                    return Err(Error::FailedPrecondition(format!(
+                        "disk {disk} holds a {} filesystem without a partition table; refusing to partition it",
+                        kind.name()
+                    )));
+                }
+                gpt::create_single_partition(
+                    ss,
+                    sectors,
+                    random_guid()?,
+                    random_guid()?,
+                    gpt::Guid::BASIC_DATA,
+                    name,
+                )
+            }
+        }
+        .map_err(|e| Error::FailedPrecondition(format!("disk {disk}: {e}")))?;
+        for w in &writes {
+            sys::write_at(&fd, w.offset, &w.bytes).map_err(|e| from_io("write", &shown, e))?;
+        }
+        sys::fsync(&fd).map_err(|e| from_io("fsync", &shown, e))?;
+        self.inventory.touch(d.name.clone());
+        let now = self.sync_partitions(&d, &fd)?;
+        if now.partitions.is_empty() {
+            return Err(Error::Internal(format!(
+                "disk {disk}: the kernel shows no partition after writing the partition table"
+            )));
+        }
+        Ok(())
+    }
+
+    pub(super) fn format_volume(&self, volume: &VolumeId) -> Result<()> {
+        let _g = self.lock();
+        let f = self.find(volume)?;
+        ensure_online(&f, volume)?;
+        self.refuse_if_in_use(
+            &f.part.name,
+            f.part.major,
+            f.part.minor,
+            &format!("format volume {volume}"),
+        )?;
+        let node = self.node(&f.part.name, f.part.major, f.part.minor)?;
+        let node = node
+            .to_str()
+            .ok_or_else(|| Error::Internal("device path".into()))?;
+        match self.fs_type {
+            FsType::Xfs => tools::run("mkfs.xfs", &["-f", "-q", node], &[]),
+            t => tools::run(&format!("mkfs.{}", t.name()), &["-F", "-q", node], &[]),
+        }
+    }
+
+    pub(super) fn resize_volume(&self, volume: &VolumeId, target: ResizeTarget) -> Result<()> {
+        let _g = self.lock();
+        let f = self.find(volume)?;
+        ensure_online(&f, volume)?;
+        let (disk_path, fd) = self.open_disk(&f.disk, Access::Write)?;
+        let shown = disk_path.display().to_string();
+        let DiskTable {
+            table,
+            sector_size: ss,
+            sectors,
+            head,
+        } = self.table(&f.disk, &fd)?;
+        let gpt::Table::Gpt(g) = table else {
+            return Err(Error::FailedPrecondition(format!(
+                "volume {volume} is on an MBR disk; only GPT partitions can be resized"
+            )));
+        };
+        let entry = g
+            .partitions
+            .iter()
+            .find(|e| e.number == f.part.number)
+            .ok_or_else(|| Error::NotFound(format!("volume {volume}: partition entry is gone")))?;
+        let ss64 = u64::from(ss);
+        let max_end = gpt::max_partition_end(&g, ss, f.part.number, sectors)
+            .map_err(|e| Error::FailedPrecondition(format!("volume {volume}: {e}")))?;
+        let max_bytes = (max_end.saturating_sub(entry.first_lba) + 1).saturating_mul(ss64);
+        let current = (entry.last_lba.saturating_sub(entry.first_lba) + 1).saturating_mul(ss64);
+        let mounts = Self::mounts()?;
+        let (node, _) = self.open_part(&f.part, Access::Read)?;
+        let (kind, fs_head) = self.probe(&f.part)?;
+        match plan_resize(current, max_bytes, target)? {
+            ResizePlan::Shrink(n) => Err(Error::FailedPrecondition(format!(
+                "volume {volume} is {current} bytes; shrinking it to {n} bytes is not supported on Linux"
+            ))),
+            ResizePlan::Skip => {
+                if filesystem_lags(&fs_head, f.part.size) {
+                    self.grow_filesystem(&f.part, kind, &node, &mounts)?;
+                }
+                Ok(())
+            }
+            ResizePlan::Grow(n) => {
+                let new_last = entry.first_lba + n / ss64 - 1;
+                let plan = gpt::grow(&g, &head, ss, sectors, f.part.number, Some(new_last))
+                    .map_err(|e| Error::FailedPrecondition(format!("volume {volume}: {e}")))?;
+                for w in &plan.writes {
+                    sys::write_at(&fd, w.offset, &w.bytes).map_err(|e| from_io("write", &shown, e))?;
+                }
+                sys::fsync(&fd).map_err(|e| from_io("fsync", &shown, e))?;
+                let len = (plan.new_last_lba - entry.first_lba + 1) * ss64;
+                self.inventory.touch(f.disk.name.clone());
+                sys::resize_partition(&fd, f.part.number, entry.first_lba * ss64, len)
+                    .map_err(|e| from_io("BLKPG resize", &shown, e))?;
+                self.grow_filesystem(&f.part, kind, &node, &mounts)
+            }
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Volume mount points on Linux: mounting a partition onto a directory
+//! reached beneath an allowed root, unmounting the mount identified by that
+//! directory, and which volume is mounted at or holds a path. Every target
+//! is a directory handle from the confined filesystem, never a re-resolved
+//! path string.
+
+use super::{ensure_online, from_io, sys, usage, LinuxStorage};
+use crate::confined::{Confined, Located};
+use crate::storage::VolumeId;
+use crate::{Error, Result};
+use sys::Access;
+
+impl LinuxStorage {
+    pub(super) fn mount_on(
+        &self,
+        volume: &VolumeId,
+        fs: &Confined,
+        target: &Located,
+    ) -> Result<()> {
+        let _g = self.lock();
+        let f = self.find(volume)?;
+        ensure_online(&f, volume)?;
+        let kind = self.probe(&f.part)?.0.ok_or_else(|| {
+            Error::FailedPrecondition(format!(
+                "volume {volume} has no filesystem; format it first"
+            ))
+        })?;
+        // A volume the host uses anywhere outside the roots (any mount
+        // namespace), or that is held or used as swap, is never mounted
+        // inside them: Rmdir below it would edit the host's filesystem.
+        if !self.claimable(&f.part.name, f.part.major, f.part.minor)? {
+            let u = usage::of(&f.part.name, f.part.major, f.part.minor, &fs.real_roots());
+            if u.outside_roots() || u.mounts.is_empty() {
+                return Err(Error::FailedPrecondition(format!(
+                    "volume {volume} is in use outside the allowed roots ({}); refusing to mount it inside them",
+                    u.describe()
+                )));
+            }
+        }
+        // The target is created and opened beneath its root (no link
+        // anywhere in it); the mount goes onto that very directory.
+        let dir = fs.create_dir(target)?;
+        let st = dir
+            .mount_state()
+            .map_err(|e| Error::io("statx", target.path(), e))?;
+        if st.mount_root {
+            return if (st.major, st.minor) == (f.part.major, f.part.minor) {
+                Ok(())
+            } else {
+                Err(Error::AlreadyExists(format!(
+                    "{} is already a mount point (of device {}:{})",
+                    target.shown(),
+                    st.major,
+                    st.minor
+                )))
+            };
+        }
+        if !dir
+            .is_empty()
+            .map_err(|e| Error::io("read", target.path(), e))?
+        {
+            return Err(Error::FailedPrecondition(format!(
+                "target {} is not empty; a volume is mounted only on an empty directory",
+                target.shown()
+            )));
+        }
+        let (node, _) = self.open_part(&f.part, Access::Read)?;
+        use nix::mount::MsFlags;
+        nix::mount::mount(
+            Some(node.as_path()),
+            dir.proc_path().as_str(),
+            Some(kind.name()),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            None::<&str>,
+        )
+        .map_err(|e| from_io("mount", target.path(), e.into()))
+    }
+
+    pub(super) fn unmount_from(
+        &self,
+        volume: &VolumeId,
+        fs: &Confined,
+        target: &Located,
+    ) -> Result<()> {
+        let _g = self.lock();
+        let f = self.find(volume)?;
+        // Identify the mount by the directory reached beneath the root; the
+        // parent is held open and the unmount names the last component
+        // relative to it, without following a link.
+        let (parent, name) = match fs.open_parent(target) {
+            Err(Error::NotFound(_)) => return Ok(()),
+            other => other?,
+        };
+        let dir = match fs.open_dir(target) {
+            Err(Error::NotFound(_)) => return Ok(()),
+            other => other?,
+        };
+        let st = dir
+            .mount_state()
+            .map_err(|e| Error::io("statx", target.path(), e))?;
+        if !st.mount_root {
+            return Ok(());
+        }
+        if (st.major, st.minor) != (f.part.major, f.part.minor) {
+            return Err(Error::FailedPrecondition(format!(
+                "{} is a mount of device {}:{}, not of volume {volume}",
+                target.shown(),
+                st.major,
+                st.minor
+            )));
+        }
+        let sync = dir
+            .open_readable()
+            .and_then(|d| sys::syncfs(&d))
+            .map_err(|e| from_io("syncfs", target.path(), e));
+        // The mount must not stay pinned by our own handle.
+        drop(dir);
+        sync?;
+        let via = format!("{}/{name}", parent.proc_path());
+        nix::mount::umount2(via.as_str(), nix::mount::MntFlags::UMOUNT_NOFOLLOW)
+            .map_err(|e| from_io("umount", target.path(), e.into()))
+    }
+
+    pub(super) fn volume_mounted_at(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
+        let dir = fs.open_dir(target)?;
+        let st = dir
+            .mount_state()
+            .map_err(|e| Error::io("statx", target.path(), e))?;
+        if !st.mount_root {
+            return Err(Error::NotFound(format!(
+                "{} is not a mount point",
+                target.shown()
+            )));
+        }
+        self.volume_of_dev(st.major, st.minor, &target.shown())
+    }
+
+    pub(super) fn volume_holding(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
+        let dir = fs.open_nearest_dir(target)?;
+        let st = dir
+            .mount_state()
+            .map_err(|e| Error::io("statx", target.path(), e))?;
+        self.volume_of_dev(st.major, st.minor, &target.shown())
+    }
+}

@@ -1,0 +1,263 @@
+//! The klog line format.
+
+use std::fmt::{self, Write as _};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
+use tracing_subscriber::registry::LookupSpan;
+
+/// klog line format:
+/// `Lmmdd hh:mm:ss.uuuuuu threadid file:line] message key=value ...`,
+/// followed by the fields of the enclosing spans.
+pub(super) struct KlogFormat;
+
+impl<S, N> FormatEvent<S, N> for KlogFormat
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        let meta = event.metadata();
+        let mut body = Body::default();
+        event.record(&mut body);
+
+        let letter = match *meta.level() {
+            Level::ERROR => 'E',
+            Level::WARN => 'W',
+            _ => 'I',
+        };
+        let file = body
+            .log_file
+            .as_deref()
+            .or(meta.file())
+            .map_or("???", base_name);
+        let line = body.log_line.or(meta.line().map(u64::from)).unwrap_or(1);
+        let t = Stamp::now();
+        write!(
+            writer,
+            "{letter}{:02}{:02} {:02}:{:02}:{:02}.{:06} {:>7} {file}:{line}] {}{}",
+            t.month,
+            t.day,
+            t.hour,
+            t.minute,
+            t.second,
+            t.micros,
+            thread_id(),
+            body.message,
+            body.fields,
+        )?;
+        if let Some(scope) = ctx.event_scope() {
+            for span in scope.from_root() {
+                let ext = span.extensions();
+                if let Some(fields) = ext.get::<FormattedFields<N>>() {
+                    if !fields.is_empty() {
+                        write!(writer, " {fields}")?;
+                    }
+                }
+            }
+        }
+        writeln!(writer)
+    }
+}
+
+/// The message and ` key=value` fields of one event.
+#[derive(Default)]
+struct Body {
+    message: String,
+    fields: String,
+    /// Source location of records bridged from the `log` crate.
+    log_file: Option<String>,
+    log_line: Option<u64>,
+}
+
+impl Visit for Body {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        match field.name() {
+            "message" => self.message.push_str(value),
+            "log.file" => self.log_file = Some(value.to_string()),
+            name if name.starts_with("log.") => {}
+            name => {
+                if needs_quotes(value) {
+                    let _ = write!(self.fields, " {name}={value:?}");
+                } else {
+                    let _ = write!(self.fields, " {name}={value}");
+                }
+            }
+        }
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        if field.name() == "log.line" {
+            self.log_line = Some(value);
+        } else {
+            self.record_debug(field, &value);
+        }
+    }
+
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.record_str(field, &value.to_string());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        match field.name() {
+            "message" => {
+                let _ = write!(self.message, "{value:?}");
+            }
+            name if name.starts_with("log.") => {}
+            name => {
+                let _ = write!(self.fields, " {name}={value:?}");
+            }
+        }
+    }
+}
+
+fn needs_quotes(value: &str) -> bool {
+    value.is_empty()
+        || value
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '"' || c == '=')
+}
+
+fn base_name(path: &str) -> &str {
+    path.rsplit(['/', '\\']).next().unwrap_or(path)
+}
+
+/// OS thread id (Linux `gettid`, Windows `GetCurrentThreadId`; the process
+/// id elsewhere), cached per thread.
+fn thread_id() -> u64 {
+    thread_local! {
+        static TID: u64 = os_thread_id();
+    }
+    TID.with(|tid| *tid)
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn os_thread_id() -> u64 {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    u64::try_from(tid).unwrap_or_default()
+}
+
+#[cfg(windows)]
+fn os_thread_id() -> u64 {
+    // SAFETY: GetCurrentThreadId has no preconditions.
+    u64::from(unsafe { windows_sys::Win32::System::Threading::GetCurrentThreadId() })
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android", windows)))]
+fn os_thread_id() -> u64 {
+    u64::from(std::process::id())
+}
+
+/// Wall-clock time split for the klog header: local time on Unix, UTC on
+/// Windows (and if the local time is unavailable).
+struct Stamp {
+    month: u32,
+    day: u32,
+    hour: u32,
+    minute: u32,
+    second: u32,
+    micros: u32,
+}
+
+impl Stamp {
+    fn now() -> Stamp {
+        let since_epoch = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let secs = i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX);
+        let micros = since_epoch.subsec_micros();
+        #[cfg(unix)]
+        if let Some(stamp) = Stamp::local(secs, micros) {
+            return stamp;
+        }
+        Stamp::utc(secs, micros)
+    }
+
+    #[cfg(unix)]
+    fn local(secs: i64, micros: u32) -> Option<Stamp> {
+        let t = libc::time_t::try_from(secs).ok()?;
+        // SAFETY: `tm` is plain data; localtime_r only writes into it.
+        let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+        // SAFETY: both pointers are valid for the call.
+        let res = unsafe { libc::localtime_r(&t, &mut tm) };
+        if res.is_null() {
+            return None;
+        }
+        let field = |v: libc::c_int| u32::try_from(v).ok();
+        Some(Stamp {
+            month: field(tm.tm_mon)? + 1,
+            day: field(tm.tm_mday)?,
+            hour: field(tm.tm_hour)?,
+            minute: field(tm.tm_min)?,
+            second: field(tm.tm_sec)?,
+            micros,
+        })
+    }
+
+    /// UTC from seconds since the Unix epoch (Howard Hinnant's
+    /// civil-from-days algorithm).
+    fn utc(secs: i64, micros: u32) -> Stamp {
+        let days = secs.div_euclid(86_400);
+        let sod = secs.rem_euclid(86_400);
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = doy - (153 * mp + 2) / 5 + 1;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 };
+        // All values are small and non-negative by construction.
+        let small = |v: i64| u32::try_from(v).unwrap_or_default();
+        Stamp {
+            month: small(month),
+            day: small(day),
+            hour: small(sod / 3_600),
+            minute: small(sod % 3_600 / 60),
+            second: small(sod % 60),
+            micros,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_conversion() {
+        let s = Stamp::utc(0, 7);
+        assert_eq!(
+            (s.month, s.day, s.hour, s.minute, s.second, s.micros),
+            (1, 1, 0, 0, 0, 7)
+        );
+        // 2024-02-29T23:59:58Z
+        let s = Stamp::utc(1_709_251_198, 0);
+        assert_eq!(
+            (s.month, s.day, s.hour, s.minute, s.second),
+            (2, 29, 23, 59, 58)
+        );
+        // 2000-03-01T12:34:56Z
+        let s = Stamp::utc(951_914_096, 0);
+        assert_eq!(
+            (s.month, s.day, s.hour, s.minute, s.second),
+            (3, 1, 12, 34, 56)
+        );
+    }
+
+    #[test]
+    fn base_names() {
+        assert_eq!(base_name("crates/a/src/x.rs"), "x.rs");
+        assert_eq!(base_name(r"C:\src\y.rs"), "y.rs");
+        assert_eq!(base_name("z.rs"), "z.rs");
+    }
+}
