@@ -5,14 +5,13 @@
 //! - `groups`: per group, the routing table and the message conversions;
 //! - [`wire`]: the conversion trait and table macros;
 //! - [`status`]: host errors → gRPC status, in one place;
-//! - [`http2`]: our own HTTP/2 server for unary gRPC (accepts the
-//!   `:authority` values real clients send);
+//!   (the HTTP/2 server itself is the `csi-proxy-http2` crate; a
+//!   [`dispatch::VersionedService`] is its [`csi_proxy_http2::Service`]);
 //! - [`transport`]: Unix sockets and named pipes;
 //! - [`server`]: binding every endpoint, serving, graceful shutdown.
 
 pub mod dispatch;
 mod groups;
-pub mod http2;
 pub mod server;
 pub mod status;
 pub mod transport;

@@ -2,10 +2,10 @@
 
 use crate::dispatch::VersionedService;
 use crate::groups;
-use crate::http2;
 use crate::transport::Listener;
 use csi_proxy_api::ApiVersion;
 use csi_proxy_host::Host;
+use csi_proxy_http2 as http2;
 use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -33,12 +33,25 @@ pub struct Config {
     /// How long a connection may stay open without sending the HTTP/2
     /// preface (grpc-go opens one such connection to probe a pipe).
     pub preface_timeout: Duration,
+    /// After the preface, how long a connection may have no call open
+    /// before it is sent GOAWAY and closed (zero: never).
+    pub idle_timeout: Duration,
+    /// Ping a client not heard from for this long (zero: never), and close
+    /// its connection if it stays silent for `keepalive_timeout` more.
+    pub keepalive_time: Duration,
+    pub keepalive_timeout: Duration,
 }
 
 impl Config {
     /// The default preface timeout: generous, since an idle connection costs
     /// only a parked task.
-    pub const DEFAULT_PREFACE_TIMEOUT: Duration = Duration::from_secs(120);
+    pub const DEFAULT_PREFACE_TIMEOUT: Duration = http2::Options::DEFAULT_PREFACE_TIMEOUT;
+    /// The default idle timeout: grpc-go clients keep a connection idle for
+    /// hours and reconnect transparently after GOAWAY.
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = http2::Options::DEFAULT_IDLE_TIMEOUT;
+    /// The default keepalive: grpc-go servers' own defaults.
+    pub const DEFAULT_KEEPALIVE_TIME: Duration = http2::Options::DEFAULT_KEEPALIVE_TIME;
+    pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = http2::Options::DEFAULT_KEEPALIVE_TIMEOUT;
 }
 
 /// A start-up or serving failure.
@@ -63,6 +76,9 @@ type PlatformListener = crate::transport::windows::PipeListener;
 struct Timing {
     drain: Duration,
     preface: Duration,
+    idle: Duration,
+    keepalive_time: Duration,
+    keepalive_timeout: Duration,
 }
 
 struct Endpoint {
@@ -132,6 +148,9 @@ pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
         timing: Timing {
             drain: config.shutdown_timeout,
             preface: config.preface_timeout,
+            idle: config.idle_timeout,
+            keepalive_time: config.keepalive_time,
+            keepalive_timeout: config.keepalive_timeout,
         },
     })
 }
@@ -147,12 +166,30 @@ impl BoundServer {
     /// If any endpoint fails, all are stopped and the failure is returned.
     pub async fn serve(self, shutdown: CancellationToken) -> Result<(), ServeError> {
         let mut set = JoinSet::new();
+        // One set of connection options, so one request-byte budget, for
+        // the whole process.
+        let t = self.timing;
+        let options = http2::Options {
+            preface_timeout: t.preface,
+            idle_timeout: t.idle,
+            keepalive_time: t.keepalive_time,
+            keepalive_timeout: t.keepalive_timeout,
+            ..http2::Options::default()
+        };
         for ep in self.endpoints {
             let token = shutdown.clone();
-            let timing = self.timing;
             let address = ep.address.clone();
+            let options = options.clone();
             set.spawn(async move {
-                accept_loop(&ep.address, ep.listener, ep.service, token, timing).await;
+                accept_loop(
+                    &ep.address,
+                    ep.listener,
+                    ep.service,
+                    token,
+                    t.drain,
+                    options,
+                )
+                .await;
                 address
             });
         }
@@ -180,14 +217,11 @@ async fn accept_loop<L: Listener>(
     mut listener: L,
     service: VersionedService,
     shutdown: CancellationToken,
-    timing: Timing,
+    drain: Duration,
+    options: http2::Options,
 ) where
     L::Io: http2::Io,
 {
-    let options = http2::Options {
-        preface_timeout: timing.preface,
-        ..http2::Options::default()
-    };
     let mut connections = JoinSet::new();
     loop {
         let io = tokio::select! {
@@ -199,6 +233,7 @@ async fn accept_loop<L: Listener>(
         };
         match io {
             Ok(io) => {
+                let options = options.clone();
                 connections.spawn(http2::serve(io, service.clone(), options, shutdown.clone()));
             }
             Err(e) => {
@@ -212,14 +247,14 @@ async fn accept_loop<L: Listener>(
     // seen the cancellation, sends GOAWAY and ends once its calls are
     // answered.
     drop(listener);
-    let drained = tokio::time::timeout(timing.drain, async {
+    let drained = tokio::time::timeout(drain, async {
         while connections.join_next().await.is_some() {}
     })
     .await;
     if drained.is_err() {
         tracing::warn!(
             endpoint = address,
-            timeout = ?timing.drain,
+            timeout = ?drain,
             "in-flight calls did not finish in time; closing their connections"
         );
         connections.shutdown().await;

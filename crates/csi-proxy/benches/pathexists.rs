@@ -24,8 +24,8 @@ fn main() {
 mod unix {
     use csi_proxy_api::filesystem::v1::filesystem_client::FilesystemClient;
     use csi_proxy_api::filesystem::v1::{PathExistsRequest, PathExistsResponse};
-    use csi_proxy_server::http2::client::{RawClient, RequestEncoder, Shape};
-    use csi_proxy_server::http2::frame;
+    use csi_proxy_http2::client::{RawClient, RequestEncoder, Shape};
+    use csi_proxy_http2::frame;
     use prost::Message;
     use std::path::{Path, PathBuf};
     use std::process::{Command, Stdio};

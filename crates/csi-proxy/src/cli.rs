@@ -112,6 +112,24 @@ pub struct Cli {
           value_parser = parse_go_duration)]
     pub preface_timeout: Duration,
 
+    /// Send GOAWAY to a connection that has had no call open for this long
+    /// after its preface, and close it (Go duration; 0 never). grpc-go
+    /// clients reconnect transparently on their next call.
+    #[arg(long = "idle-timeout", value_name = "DURATION", default_value = "15m",
+          value_parser = parse_go_duration)]
+    pub idle_timeout: Duration,
+
+    /// Ping a client not heard from for this long (Go duration; 0 never).
+    #[arg(long = "keepalive-time", value_name = "DURATION", default_value = "2h",
+          value_parser = parse_go_duration)]
+    pub keepalive_time: Duration,
+
+    /// Close a connection whose client stays silent this long after a
+    /// keepalive ping (Go duration).
+    #[arg(long = "keepalive-timeout", value_name = "DURATION", default_value = "20s",
+          value_parser = parse_go_duration)]
+    pub keepalive_timeout: Duration,
+
     /// Log verbosity: 0-3 info, 4-5 debug, 6+ trace.
     #[arg(long = "v", value_name = "LEVEL", default_value_t = 0)]
     pub v: u8,
@@ -460,6 +478,9 @@ mod tests {
         assert_eq!(cli.api_group_list(), None);
         assert_eq!(cli.shutdown_timeout, Duration::from_secs(10));
         assert_eq!(cli.preface_timeout, Duration::from_secs(120));
+        assert_eq!(cli.idle_timeout, Duration::from_secs(900));
+        assert_eq!(cli.keepalive_time, Duration::from_secs(7200));
+        assert_eq!(cli.keepalive_timeout, Duration::from_secs(20));
         assert_eq!(cli.v, 0);
         assert!(cli.logtostderr);
         assert!(!cli.alsologtostderr);
@@ -588,6 +609,10 @@ mod tests {
             "-api-groups= filesystem, disk-v1,,",
             "-shutdown-timeout=1m30s",
             "-preface-timeout=1500ms",
+            "-idle-timeout=0",
+            "-keepalive-time=1m",
+            "-keepalive-timeout",
+            "5s",
             "-log_dir",
             "/var/log",
             "-log_file_max_size=0",
@@ -611,6 +636,9 @@ mod tests {
         );
         assert_eq!(cli.shutdown_timeout, Duration::from_secs(90));
         assert_eq!(cli.preface_timeout, Duration::from_millis(1500));
+        assert_eq!(cli.idle_timeout, Duration::ZERO);
+        assert_eq!(cli.keepalive_time, Duration::from_secs(60));
+        assert_eq!(cli.keepalive_timeout, Duration::from_secs(5));
         assert_eq!(cli.log_dir, Some(PathBuf::from("/var/log")));
         assert_eq!(cli.log_file_max_size, 0);
         assert!(cli.alsologtostderr);
@@ -700,7 +728,7 @@ mod tests {
                 "help lacks --{long}:\n{help}"
             );
         }
-        assert_eq!(count, 30, "flag count changed; update the help checks");
+        assert_eq!(count, 33, "flag count changed; update the help checks");
         for flag in [
             "kubelet-path",
             "kubelet-csi-plugins-path",
@@ -716,6 +744,9 @@ mod tests {
             "api-groups",
             "shutdown-timeout",
             "preface-timeout",
+            "idle-timeout",
+            "keepalive-time",
+            "keepalive-timeout",
             "v",
             "logtostderr",
             "alsologtostderr",

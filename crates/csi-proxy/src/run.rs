@@ -124,6 +124,9 @@ pub fn run(cli: Cli) -> Result<()> {
         shutdown_timeout: cli.shutdown_timeout,
         log_requests: crate::logging::verbosity() >= 2,
         preface_timeout: cli.preface_timeout,
+        idle_timeout: cli.idle_timeout,
+        keepalive_time: cli.keepalive_time,
+        keepalive_timeout: cli.keepalive_timeout,
     };
     let host = Host::os_with(
         policy.clone(),

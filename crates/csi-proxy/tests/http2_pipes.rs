@@ -8,7 +8,7 @@
 mod pipes;
 mod raw;
 
-use csi_proxy_server::http2::client::{RawClient, Shape};
+use csi_proxy_http2::client::{RawClient, Shape};
 use pipes::Proxy;
 use std::fs::{File, OpenOptions};
 use std::time::{Duration, Instant};

@@ -7,8 +7,8 @@ mod common;
 mod raw;
 
 use common::Proxy;
-use csi_proxy_server::http2::client::{RawClient, Shape};
-use csi_proxy_server::http2::frame;
+use csi_proxy_http2::client::{RawClient, Shape};
+use csi_proxy_http2::frame;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};

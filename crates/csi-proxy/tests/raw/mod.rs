@@ -6,7 +6,7 @@
 
 use csi_proxy_api::filesystem::v1::{PathExistsRequest, PathExistsResponse};
 use csi_proxy_api::filesystem::v1alpha1::PathExistsResponse as OldPathExistsResponse;
-use csi_proxy_server::http2::client::{RawClient, Shape};
+use csi_proxy_http2::client::{RawClient, Shape};
 use prost::Message;
 use std::io::{Read, Write};
 

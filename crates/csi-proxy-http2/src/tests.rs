@@ -4,7 +4,7 @@
 use super::client::{RawClient, Response, Shape};
 use super::conn::{Connection, Limits, Request};
 use super::frame::{self, ErrorCode};
-use crate::dispatch::Reply;
+use crate::service::Reply;
 use proptest::prelude::*;
 use std::io::{self, Read, Write};
 use tonic::Code;
@@ -60,7 +60,7 @@ impl Loopback {
                 self.pending.push(req);
             }
         }
-        self.from_server.append(self.conn.output());
+        self.from_server.extend(self.conn.output().take());
     }
 }
 
@@ -215,19 +215,19 @@ fn requests_that_are_not_grpc() {
     let mut c = client(Shape::default());
     // Same fields, but GET.
     let mut get = RawClient::new(Loopback::new(Limits::default()), Shape::default()).unwrap();
-    let mut blk = Vec::new();
-    super::hpack::put_field(&mut blk, b":method", b"GET");
-    super::hpack::put_field(&mut blk, b":path", b"/t.S/Echo");
-    super::hpack::put_field(&mut blk, b"content-type", b"application/grpc");
+    let blk = block(b"GET", b"/t.S/Echo", &[GRPC]);
     assert_eq!(get.call_with_block(&blk, b"").unwrap().http_status, 405);
-    let mut blk = Vec::new();
-    super::hpack::put_field(&mut blk, b":method", b"POST");
-    super::hpack::put_field(&mut blk, b":path", b"/t.S/Echo");
-    super::hpack::put_field(&mut blk, b"content-type", b"application/json");
+    let blk = block(
+        b"POST",
+        b"/t.S/Echo",
+        &[(b"content-type", b"application/json")],
+    );
     assert_eq!(get.call_with_block(&blk, b"").unwrap().http_status, 415);
-    let mut blk = Vec::new();
-    super::hpack::put_field(&mut blk, b":method", b"POST");
-    super::hpack::put_field(&mut blk, b"content-type", b"application/grpc+proto");
+    let blk = block(
+        b"POST",
+        b"t.S/Echo",
+        &[(b"content-type", b"application/grpc+proto")],
+    );
     let resp = get.call_with_block(&blk, b"").unwrap();
     assert_eq!(resp.grpc_status, Some(Code::Unimplemented as i32));
     let timeout = c.request_block("/t.S/Echo", None, &[(b"grpc-timeout", b"soon")]);
@@ -246,11 +246,23 @@ fn open_conn(limits: Limits) -> Connection {
     conn
 }
 
-fn request_frames(id: u32, body: &[u8], end: bool) -> Vec<u8> {
+/// A literal-only request header block: `:method`, `:scheme`, `:path`,
+/// then `extra`.
+fn block(method: &[u8], path: &[u8], extra: &[(&[u8], &[u8])]) -> Vec<u8> {
     let mut blk = Vec::new();
-    super::hpack::put_field(&mut blk, b":method", b"POST");
-    super::hpack::put_field(&mut blk, b":path", b"/t.S/Echo");
-    super::hpack::put_field(&mut blk, b"content-type", b"application/grpc");
+    super::hpack::put_field(&mut blk, b":method", method);
+    super::hpack::put_field(&mut blk, b":scheme", b"http");
+    super::hpack::put_field(&mut blk, b":path", path);
+    for (n, v) in extra {
+        super::hpack::put_field(&mut blk, n, v);
+    }
+    blk
+}
+
+const GRPC: (&[u8], &[u8]) = (b"content-type", b"application/grpc");
+
+fn request_frames(id: u32, body: &[u8], end: bool) -> Vec<u8> {
+    let blk = block(b"POST", b"/t.S/Echo", &[GRPC]);
     let mut out = Vec::new();
     frame::put_frame(&mut out, frame::HEADERS, frame::END_HEADERS, id, &blk);
     let flags = if end { frame::END_STREAM } else { 0 };
@@ -296,7 +308,7 @@ fn malformed_messages_get_grpc_errors() {
         .map(|r| r.stream)
         .collect();
     assert_eq!(reqs, [7]);
-    let out = frames(&std::mem::take(conn.output()));
+    let out = frames(&conn.output().take());
     // Three trailers-only answers.
     assert_eq!(
         out,
@@ -317,7 +329,7 @@ fn oversized_requests_are_refused_without_waiting_for_them() {
     let mut conn = open_conn(limits);
     conn.receive(&request_frames(1, &framed(&[1; 20]), false))
         .unwrap();
-    let out = frames(&std::mem::take(conn.output()));
+    let out = frames(&conn.output().take());
     assert_eq!(
         out,
         [
@@ -344,7 +356,7 @@ fn flow_control_holds_replies_until_the_window_opens() {
         .unwrap();
     let req = conn.next_request().unwrap();
     conn.respond(req.stream, &Reply::ok(vec![9; 30]));
-    let out = frames(&std::mem::take(conn.output()));
+    let out = frames(&conn.output().take());
     assert_eq!(
         out,
         [(frame::HEADERS, frame::END_HEADERS, 1), (frame::DATA, 0, 1)]
@@ -352,15 +364,12 @@ fn flow_control_holds_replies_until_the_window_opens() {
     let mut wu = Vec::new();
     frame::put_window_update(&mut wu, 1, 20);
     conn.receive(&wu).unwrap();
-    assert_eq!(
-        frames(&std::mem::take(conn.output())),
-        [(frame::DATA, 0, 1)]
-    );
+    assert_eq!(frames(&conn.output().take()), [(frame::DATA, 0, 1)]);
     let mut wu = Vec::new();
     frame::put_window_update(&mut wu, 1, 100);
     conn.receive(&wu).unwrap();
     assert_eq!(
-        frames(&std::mem::take(conn.output())),
+        frames(&conn.output().take()),
         [
             (frame::DATA, 0, 1),
             (frame::HEADERS, frame::END_STREAM | frame::END_HEADERS, 1)
@@ -375,7 +384,7 @@ fn flow_control_holds_replies_until_the_window_opens() {
     frame::put_settings(&mut s, &[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 0)]);
     conn.receive(&s).unwrap();
     conn.respond(req.stream, &Reply::ok(vec![1; 3]));
-    let out = frames(&std::mem::take(conn.output()));
+    let out = frames(&conn.output().take());
     assert_eq!(
         out,
         [
@@ -386,7 +395,7 @@ fn flow_control_holds_replies_until_the_window_opens() {
     let mut s = Vec::new();
     frame::put_settings(&mut s, &[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 100)]);
     conn.receive(&s).unwrap();
-    let out = frames(&std::mem::take(conn.output()));
+    let out = frames(&conn.output().take());
     assert_eq!(out.len(), 3, "{out:?}");
 }
 
@@ -401,10 +410,7 @@ fn streams_beyond_the_limit_are_refused_and_goaway_drains() {
         conn.receive(&request_frames(id, &framed(b"x"), true))
             .unwrap();
     }
-    assert_eq!(
-        frames(&std::mem::take(conn.output())),
-        [(frame::RST_STREAM, 0, 5)]
-    );
+    assert_eq!(frames(&conn.output().take()), [(frame::RST_STREAM, 0, 5)]);
     let reqs: Vec<u32> = std::iter::from_fn(|| conn.next_request())
         .map(|r| r.stream)
         .collect();
@@ -424,7 +430,7 @@ fn streams_beyond_the_limit_are_refused_and_goaway_drains() {
     assert!(!conn.is_done());
     conn.respond(3, &Reply::ok(vec![1]));
     assert!(conn.is_done());
-    let out = frames(&std::mem::take(conn.output()));
+    let out = frames(&conn.output().take());
     assert_eq!(out[0], (frame::GOAWAY, 0, 0));
     assert_eq!(out[1], (frame::RST_STREAM, 0, 7));
     assert_eq!(out.len(), 5, "{out:?}"); // + HEADERS, DATA, trailers of 1
@@ -438,23 +444,43 @@ fn resets_do_not_free_slots_of_running_handlers() {
     };
     let mut conn = open_conn(limits);
     let mut id = 1;
-    // Open and reset streams much faster than their handlers finish.
+    let mut started = Vec::new();
+    // Open streams whose handlers start (as the driver starts them after
+    // each read) and reset them much faster than the handlers finish.
     for _ in 0..10 {
-        let mut f = request_frames(id, &framed(b"x"), true);
-        frame::put_rst(&mut f, id, ErrorCode::Cancel);
-        conn.receive(&f).unwrap();
+        conn.receive(&request_frames(id, &framed(b"x"), true))
+            .unwrap();
+        started.extend(std::iter::from_fn(|| conn.next_request()).map(|r| r.stream));
+        let mut rst = Vec::new();
+        frame::put_rst(&mut rst, id, ErrorCode::Cancel);
+        conn.receive(&rst).unwrap();
         id += 2;
     }
-    let started: Vec<u32> = std::iter::from_fn(|| conn.next_request())
-        .map(|r| r.stream)
-        .collect();
     assert_eq!(started, [1, 3], "only as many handlers as the limit");
     assert_eq!(conn.open_streams(), 2);
     conn.respond(1, &Reply::ok(vec![]));
     conn.respond(3, &Reply::ok(vec![]));
     assert_eq!(conn.open_streams(), 0);
-    let out = frames(&std::mem::take(conn.output()));
+    let out = frames(&conn.output().take());
     assert!(out.iter().all(|f| f.0 == frame::RST_STREAM), "{out:?}");
+}
+
+#[test]
+fn requests_reset_before_their_handler_starts_never_run() {
+    let mut conn = open_conn(Limits::default());
+    let mut f = Vec::new();
+    for id in [1, 3, 5] {
+        f.extend(request_frames(id, &framed(b"x"), true));
+        if id != 3 {
+            frame::put_rst(&mut f, id, ErrorCode::Cancel);
+        }
+    }
+    conn.receive(&f).unwrap();
+    let started: Vec<u32> = std::iter::from_fn(|| conn.next_request())
+        .map(|r| r.stream)
+        .collect();
+    assert_eq!(started, [3]);
+    assert_eq!(conn.open_streams(), 1);
 }
 
 #[test]
@@ -464,7 +490,7 @@ fn pings_are_answered_and_protocol_errors_close_the_connection() {
     frame::put_frame(&mut ping, frame::PING, 0, 0, b"12345678");
     conn.receive(&ping).unwrap();
     assert_eq!(
-        frames(&std::mem::take(conn.output())),
+        frames(&conn.output().take()),
         [(frame::PING, frame::ACK, 0)]
     );
     let bad: Vec<(Vec<u8>, ErrorCode)> = vec![
@@ -532,7 +558,7 @@ fn pings_are_answered_and_protocol_errors_close_the_connection() {
         let err = conn.receive(&input).unwrap_err();
         assert_eq!(err.code, code, "{err}");
         assert!(conn.is_done());
-        let out = frames(&std::mem::take(conn.output()));
+        let out = frames(&conn.output().take());
         assert_eq!(out.last().unwrap().0, frame::GOAWAY);
     }
     // Not HTTP/2 at all: closed without a word.
