@@ -11,22 +11,32 @@ impl Connection {
     /// Send the reply of stream `id`. A stream the client has reset (or one
     /// already answered, e.g. after its deadline) is ignored.
     pub fn respond(&mut self, id: u32, reply: &Reply) {
+        self.answer(id, reply, false);
+    }
+
+    /// Answer a stream at once with an error; if the client has not
+    /// finished sending, ask it to stop (RST_STREAM NO_ERROR, RFC 9113
+    /// §8.1).
+    pub(super) fn reply_now(&mut self, id: u32, reply: &Reply, client_still_sending: bool) {
+        debug_assert!(reply.code != Code::Ok);
+        self.answer(id, reply, client_still_sending);
+    }
+
+    fn answer(&mut self, id: u32, reply: &Reply, client_still_sending: bool) {
         if self.failed {
             return;
         }
         let Some(s) = self.streams.get_mut(&id) else {
             return;
         };
-        let how = match s.state {
+        let cut_off = match s.state {
             StreamState::Sending { .. } => return,
             StreamState::Cancelled => {
                 self.close_stream(id, Closure::Finished);
                 return;
             }
-            // Answered before the client finished sending: the caller
-            // resets the stream.
-            StreamState::Receiving(_) => Closure::Reset,
-            StreamState::Running => Closure::Finished,
+            StreamState::Receiving(_) => true,
+            StreamState::Running => client_still_sending,
         };
         let mut block = Vec::with_capacity(64);
         hpack::put_response_head(&mut block);
@@ -34,7 +44,12 @@ impl Connection {
             // Trailers-only response.
             hpack::put_grpc_status(&mut block, reply.code as i32, &reply.message);
             frame::put_header_block(self.out.back(), id, &block, true, self.peer_max_frame);
-            self.close_stream(id, how);
+            if cut_off {
+                frame::put_rst(self.out.back(), id, ErrorCode::NoError);
+                self.close_stream(id, Closure::Reset);
+            } else {
+                self.close_stream(id, Closure::Finished);
+            }
             return;
         }
         frame::put_header_block(self.out.back(), id, &block, false, self.peer_max_frame);
@@ -51,16 +66,6 @@ impl Connection {
         };
         self.sending += 1;
         self.send(id);
-    }
-
-    /// Answer a stream at once; if the client has not finished sending,
-    /// ask it to stop (RST_STREAM NO_ERROR, RFC 9113 §8.1).
-    pub(super) fn reply_now(&mut self, id: u32, reply: &Reply, client_still_sending: bool) {
-        self.respond(id, reply);
-        if client_still_sending {
-            frame::put_rst(self.out.back(), id, ErrorCode::NoError);
-            self.close_stream(id, Closure::Reset);
-        }
     }
 
     /// A plain HTTP error for a request that is not gRPC at all.
