@@ -8,7 +8,8 @@
 //! Rust driver would use; its own overhead is included).
 //!
 //! Run: `cargo bench -p csi-proxy --bench pathexists` (CALLS=n to change
-//! the number of calls per client; default 20000).
+//! the number of calls per client; default 20000; CSI_PROXY_BIN=path to
+//! measure another build of the binary).
 
 #[cfg(unix)]
 fn main() {
@@ -388,19 +389,22 @@ mod unix {
             }
         }
         let _child = KillOnDrop(
-            Command::new(env!("CARGO_BIN_EXE_csi-proxy"))
-                .arg(format!("-kubelet-path={}", kubelet.display()))
-                .arg(format!("-socket-dir={}", sockets.display()))
-                .arg("-api-groups=filesystem-v1")
-                // BENCH_LOG=<file>: run the proxy at -v=2 and keep its request
-                // lines (handler durations) in <file>.
-                .args(std::env::var_os("BENCH_LOG").map(|_| "-v=2"))
-                .stderr(match std::env::var_os("BENCH_LOG") {
-                    Some(f) => Stdio::from(std::fs::File::create(f).unwrap()),
-                    None => Stdio::null(),
-                })
-                .spawn()
-                .expect("start csi-proxy"),
+            Command::new(
+                std::env::var_os("CSI_PROXY_BIN")
+                    .unwrap_or_else(|| env!("CARGO_BIN_EXE_csi-proxy").into()),
+            )
+            .arg(format!("-kubelet-path={}", kubelet.display()))
+            .arg(format!("-socket-dir={}", sockets.display()))
+            .arg("-api-groups=filesystem-v1")
+            // BENCH_LOG=<file>: run the proxy at -v=2 and keep its request
+            // lines (handler durations) in <file>.
+            .args(std::env::var_os("BENCH_LOG").map(|_| "-v=2"))
+            .stderr(match std::env::var_os("BENCH_LOG") {
+                Some(f) => Stdio::from(std::fs::File::create(f).unwrap()),
+                None => Stdio::null(),
+            })
+            .spawn()
+            .expect("start csi-proxy"),
         );
         let sock = sockets.join("csi-proxy-filesystem-v1.sock");
         let deadline = Instant::now() + Duration::from_secs(20);
