@@ -81,6 +81,10 @@ pub struct Options {
     /// Request bytes held between frames, shared by every connection given
     /// a clone of these options.
     pub budget: BodyBudget,
+    /// How long a finished connection (failed, or GOAWAY sent with nothing
+    /// left open) waits for a client to read its last frames before it is
+    /// closed anyway.
+    pub linger: Duration,
 }
 
 impl Options {
@@ -89,6 +93,7 @@ impl Options {
     pub const DEFAULT_KEEPALIVE_TIME: Duration = Duration::from_secs(2 * 3600);
     pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
     pub const DEFAULT_BUDGET: usize = 64 << 20;
+    pub const DEFAULT_LINGER: Duration = Duration::from_secs(10);
 }
 
 impl Default for Options {
@@ -100,6 +105,7 @@ impl Default for Options {
             keepalive_time: Options::DEFAULT_KEEPALIVE_TIME,
             keepalive_timeout: Options::DEFAULT_KEEPALIVE_TIMEOUT,
             budget: BodyBudget::new(Options::DEFAULT_BUDGET),
+            linger: Options::DEFAULT_LINGER,
         }
     }
 }
@@ -210,6 +216,16 @@ async fn serve_active<I: Io, S: Service>(
     state.take_in(&mut conn, &first);
     let mut eof = false;
     let mut draining = false;
+    // One timer and one shutdown wait for the whole connection: creating
+    // them per loop turn would register and deregister them with the
+    // runtime (shared by every connection) on every call. The timer is moved
+    // only to an earlier deadline; a wake-up before a deadline that moved
+    // later (keepalive, idle) just re-arms it.
+    let far = || Instant::now() + Duration::from_secs(24 * 3600);
+    let timer = tokio::time::sleep_until(far());
+    tokio::pin!(timer);
+    let cancelled = shutdown.cancelled();
+    tokio::pin!(cancelled);
     loop {
         if !conn.output().is_empty() {
             if let Err(e) = write_some(&io, &mut conn) {
@@ -235,15 +251,16 @@ async fn serve_active<I: Io, S: Service>(
             state.take_backlog(&mut conn);
             continue;
         }
-        let now = Instant::now();
-        clock.update(&conn, &state, now);
-        let timer = clock
-            .next(&conn, &state, preface_deadline)
-            .unwrap_or(now + Duration::from_secs(3600));
+        clock.update(&conn, Instant::now());
+        if let Some(next) = clock.next(&conn, &state, preface_deadline) {
+            if next < timer.deadline() {
+                timer.as_mut().reset(next);
+            }
+        }
         let want_read = !eof && !state.backlog && room;
         tokio::select! {
             biased;
-            _ = shutdown.cancelled(), if !draining => {
+            _ = &mut cancelled, if !draining => {
                 draining = true;
                 conn.go_away();
             }
@@ -255,8 +272,9 @@ async fn serve_active<I: Io, S: Service>(
                     }
                 }
             }
-            _ = tokio::time::sleep_until(timer) => {
+            _ = &mut timer => {
                 let now = Instant::now();
+                timer.as_mut().reset(far());
                 conn.advance_clock(now.into_std());
                 if !clock.fire(&mut conn, &mut state, preface_deadline, now) {
                     return;
@@ -310,6 +328,7 @@ struct Clock {
     idle_timeout: Duration,
     keepalive_time: Duration,
     keepalive_timeout: Duration,
+    linger: Duration,
     /// When something last arrived from the client.
     last_read: Instant,
     /// When the connection last had no open stream, if it has none now.
@@ -322,16 +341,13 @@ struct Clock {
     done_since: Option<Instant>,
 }
 
-/// How long a finished connection waits for a client to read its last
-/// frames (the GOAWAY) before it is closed anyway.
-const LINGER: Duration = Duration::from_secs(10);
-
 impl Clock {
     fn new(options: &Options, now: Instant) -> Self {
         Clock {
             idle_timeout: options.idle_timeout,
             keepalive_time: options.keepalive_time,
             keepalive_timeout: options.keepalive_timeout,
+            linger: options.linger,
             last_read: now,
             idle_since: None,
             ping_sent: None,
@@ -345,8 +361,10 @@ impl Clock {
         self.ping_sent = None;
     }
 
-    fn update<S: Service>(&mut self, conn: &Connection, state: &State<S>, now: Instant) {
-        let idle = conn.preface_received() && conn.open_streams() == 0 && !state.backlog;
+    fn update(&mut self, conn: &Connection, now: Instant) {
+        // Frames left unread behind output the client does not read are no
+        // activity either.
+        let idle = conn.preface_received() && conn.open_streams() == 0;
         match (idle, self.idle_since) {
             (true, None) => self.idle_since = Some(now),
             (false, Some(_)) => self.idle_since = None,
@@ -375,7 +393,7 @@ impl Clock {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         };
-        consider(self.done_since.map(|t| t + LINGER));
+        consider(self.done_since.map(|t| t + self.linger));
         if !conn.preface_received() {
             consider(Some(preface_deadline));
             return next;
@@ -404,7 +422,7 @@ impl Clock {
         now: Instant,
     ) -> bool {
         state.expire_calls(conn, now);
-        if self.done_since.is_some_and(|t| now >= t + LINGER) {
+        if self.done_since.is_some_and(|t| now >= t + self.linger) {
             tracing::debug!("closing a finished connection whose client does not read");
             return false;
         }

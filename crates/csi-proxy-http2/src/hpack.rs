@@ -260,6 +260,22 @@ mod tests {
     }
 
     #[test]
+    fn messages_are_capped_and_client_values_quoted_short() {
+        let mut b = Vec::new();
+        put_grpc_status(&mut b, 13, &"é".repeat(5000));
+        let got = decode(&b);
+        assert_eq!(got[0], (b"grpc-status".to_vec(), b"13".to_vec()));
+        let text = percent_decode(&got[1].1);
+        assert_eq!(text, "é".repeat(MAX_MESSAGE / 2));
+        assert!(b.len() < 3 * MAX_MESSAGE + 64, "{}", b.len());
+        assert_eq!(quote(b"/v1.Disk/X"), "/v1.Disk/X");
+        assert_eq!(quote(b"a\0\n\xffb"), "a???b");
+        let long = quote(&[b'x'; 4000]);
+        assert_eq!(long.len(), QUOTE_MAX + 3);
+        assert!(long.ends_with("..."));
+    }
+
+    #[test]
     fn timeouts() {
         assert_eq!(parse_timeout(b"1S"), Some(Duration::from_secs(1)));
         assert_eq!(parse_timeout(b"2H"), Some(Duration::from_secs(7200)));

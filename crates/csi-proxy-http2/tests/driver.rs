@@ -256,3 +256,54 @@ fn a_client_that_floods_without_reading_is_not_read_and_others_are_served() {
         "{acks} acks for {sent} bytes"
     );
 }
+
+#[test]
+fn a_finished_connection_whose_client_does_not_read_is_closed_after_the_linger() {
+    let server = Server::new(Options {
+        idle_timeout: Duration::from_millis(200),
+        linger: Duration::from_millis(500),
+        ..Options::default()
+    });
+    let mut s = server.connect();
+    s.set_nonblocking(true).unwrap();
+    let mut flood = frame::PREFACE.to_vec();
+    frame::put_settings(&mut flood, &[]);
+    for _ in 0..200_000 {
+        frame::put_frame(&mut flood, frame::PING, 0, 0, b"12345678");
+    }
+    // PINGs until the server stops reading (its output waits for us).
+    let mut sent = 0;
+    let start = Instant::now();
+    while sent < flood.len() && start.elapsed() < Duration::from_secs(10) {
+        match s.write(&flood[sent..]) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20));
+                if start.elapsed() > Duration::from_secs(1) {
+                    break;
+                }
+            }
+            // Closed already (idle, then the linger).
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    // Idle (no stream): GOAWAY is queued behind output nobody reads; after
+    // the linger the server closes anyway.
+    std::thread::sleep(Duration::from_secs(2));
+    s.set_nonblocking(false).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let seen = read_to_close(&mut s);
+    // Closed with its output unsent: far fewer PING ACKs arrive than PINGs
+    // were sent (a server still waiting would answer every one once we
+    // read, then send its GOAWAY).
+    let acks = seen.iter().filter(|&&(k, _)| k == frame::PING).count();
+    assert!(
+        acks * 17 + (128 << 10) < sent,
+        "{acks} PING ACKs for {sent} bytes of PINGs"
+    );
+    assert!(
+        !seen.iter().any(|&(k, _)| k == frame::GOAWAY),
+        "the server waited for the client to read its GOAWAY"
+    );
+}
