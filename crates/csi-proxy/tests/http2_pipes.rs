@@ -1,7 +1,8 @@
 //! Raw HTTP/2 against the real binary over named pipes (Windows build; CI
 //! runs it under wine): every `:authority` form real clients send, repeated
-//! requests on one connection, framing variants, and idle connections that
-//! never send the preface. One proxy for the whole file, because pipe names
+//! requests on one connection, framing variants, idle connections that
+//! never send the preface, and the conformance cases h2spec found
+//! (`csi_proxy_http2::conformance`). One proxy for the whole file, because pipe names
 //! are machine-global.
 #![cfg(windows)]
 
@@ -9,6 +10,7 @@ mod pipes;
 mod raw;
 
 use csi_proxy_http2::client::{RawClient, Shape};
+use csi_proxy_http2::conformance;
 use pipes::Proxy;
 use std::fs::{File, OpenOptions};
 use std::time::{Duration, Instant};
@@ -75,6 +77,9 @@ fn raw_http2_over_named_pipes() {
             );
         }
     }
+    let target = raw::path_exists_target(&existing);
+    let failures = conformance::run_all(|| Box::new(open(pipe)), &target);
+    raw::assert_no_failures(&failures);
     drop(idle);
     assert!(!p.log_text().contains("panicked"), "{}", p.log_text());
 }
