@@ -61,25 +61,20 @@ impl BodyBudget {
     }
 }
 
-/// A request body being received: its bytes are counted against the budget
-/// until it is taken or dropped.
+/// A request body being received: its bytes are counted against a budget
+/// until it is taken or dropped. A body that never holds bytes across
+/// frames never touches the (shared) budget.
+#[derive(Default)]
 pub(crate) struct Body {
     data: Vec<u8>,
     /// The gRPC length prefix's total (prefix included), once known: the
     /// buffer never grows past it.
     expected: Option<usize>,
-    budget: BodyBudget,
+    /// Set by the first `push`.
+    budget: Option<BodyBudget>,
 }
 
 impl Body {
-    pub(crate) fn new(budget: BodyBudget) -> Self {
-        Body {
-            data: Vec::new(),
-            expected: None,
-            budget,
-        }
-    }
-
     pub(crate) fn len(&self) -> usize {
         self.data.len()
     }
@@ -88,11 +83,12 @@ impl Body {
         self.data.is_empty()
     }
 
-    /// Append `bytes`, or `false` if the budget cannot hold them (nothing
-    /// is appended then). The buffer grows by doubling, but never past the
-    /// size the message's prefix announces.
-    pub(crate) fn push(&mut self, bytes: &[u8]) -> bool {
-        if !self.budget.try_take(bytes.len()) {
+    /// Append `bytes`, counted against `budget`, or `false` if the budget
+    /// cannot hold them (nothing is appended then). The buffer grows by
+    /// doubling, but never past the size the message's prefix announces.
+    pub(crate) fn push(&mut self, bytes: &[u8], budget: &BodyBudget) -> bool {
+        let budget = self.budget.get_or_insert_with(|| budget.clone());
+        if !budget.try_take(bytes.len()) {
             return false;
         }
         let needed = self.data.len() + bytes.len();
@@ -114,15 +110,20 @@ impl Body {
     }
 
     /// The bytes received; the budget gets them back.
-    pub(crate) fn take(mut self) -> Vec<u8> {
-        self.budget.give_back(self.data.len());
+    pub(crate) fn take(&mut self) -> Vec<u8> {
+        if let Some(b) = &self.budget {
+            b.give_back(self.data.len());
+        }
+        self.expected = None;
         std::mem::take(&mut self.data)
     }
 }
 
 impl Drop for Body {
     fn drop(&mut self) {
-        self.budget.give_back(self.data.len());
+        if let Some(b) = &self.budget {
+            b.give_back(self.data.len());
+        }
     }
 }
 
@@ -133,13 +134,13 @@ mod tests {
     #[test]
     fn bytes_are_held_until_taken_or_dropped() {
         let budget = BodyBudget::new(100);
-        let mut a = Body::new(budget.clone());
-        assert!(a.push(&[0, 0, 0, 0, 60]));
-        assert!(a.push(&[1; 50]));
-        let mut b = Body::new(budget.clone());
-        assert!(!b.push(&[2; 50]), "over the limit");
+        let mut a = Body::default();
+        assert!(a.push(&[0, 0, 0, 0, 60], &budget));
+        assert!(a.push(&[1; 50], &budget));
+        let mut b = Body::default();
+        assert!(!b.push(&[2; 50], &budget), "over the limit");
         assert!(b.is_empty());
-        assert!(b.push(&[2; 45]));
+        assert!(b.push(&[2; 45], &budget));
         assert_eq!(budget.held(), 100);
         let taken = a.take();
         assert_eq!(taken.len(), 55);
@@ -151,10 +152,10 @@ mod tests {
     #[test]
     fn the_buffer_stops_at_the_announced_size() {
         let budget = BodyBudget::new(usize::MAX);
-        let mut body = Body::new(budget);
-        body.push(&[0, 0, 0, 3, 0xe8]); // 1000 bytes announced
+        let mut body = Body::default();
+        body.push(&[0, 0, 0, 3, 0xe8], &budget); // 1000 bytes announced
         for _ in 0..10 {
-            body.push(&[7; 100]);
+            body.push(&[7; 100], &budget);
         }
         assert_eq!(body.len(), 1005);
         assert!(body.data.capacity() <= 1005, "{}", body.data.capacity());

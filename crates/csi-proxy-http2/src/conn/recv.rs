@@ -76,7 +76,7 @@ impl Connection {
             // The whole message in one frame (every ordinary call): consumed
             // at once, never held.
             Action::Whole
-        } else if r.body.push(data) {
+        } else if r.body.push(data, &self.budget) {
             Action::Held
         } else {
             Action::OverBudget
@@ -298,13 +298,13 @@ impl Connection {
         };
         let deadline = self.now + self.limits.receive_timeout;
         if let Some(s) = self.streams.get_mut(&id) {
-            s.state = StreamState::Receiving(Box::new(Receiving {
+            s.state = StreamState::Receiving(Receiving {
                 path,
                 timeout,
-                body: Body::new(self.budget.clone()),
+                body: Body::default(),
                 content_length: check.content_length,
                 deadline,
-            }));
+            });
         }
         if end_stream {
             self.finish_body(id);
@@ -318,8 +318,8 @@ impl Connection {
         else {
             return;
         };
-        let body = std::mem::replace(&mut r.body, Body::new(self.budget.clone()));
-        self.finish_request(id, body.take());
+        let body = r.body.take();
+        self.finish_request(id, body);
     }
 
     /// The client ended its side with `body`: it must match the announced
@@ -340,7 +340,7 @@ impl Connection {
             timeout,
             content_length,
             ..
-        } = *r;
+        } = r;
         if content_length.is_some_and(|cl| cl != body.len() as u64) {
             self.reset(id, ErrorCode::Protocol);
             return;
