@@ -143,6 +143,9 @@ pub fn run(cli: Cli) -> Result<()> {
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
         let server = csi_proxy_server::bind(&config, &host)?;
+        // Before "ready": a SIGTERM sent as soon as the proxy says it is
+        // ready must shut it down cleanly, not kill it.
+        let signals = Signals::install();
         let addresses = server.addresses();
         tracing::info!(
             version = env!("CARGO_PKG_VERSION"),
@@ -155,7 +158,7 @@ pub fn run(cli: Cli) -> Result<()> {
             tracing::debug!(endpoint = %a, "serving");
         }
         let token = CancellationToken::new();
-        let signals = tokio::spawn(wait_for_signal(token.clone()));
+        let signals = tokio::spawn(signals.wait(token.clone()));
         let result = server.serve(token).await;
         signals.abort();
         result?;
@@ -169,31 +172,55 @@ pub fn run(cli: Cli) -> Result<()> {
     })
 }
 
-async fn wait_for_signal(token: CancellationToken) {
+/// The shutdown signals, their handlers installed.
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            tracing::error!("cannot install signal handlers");
-            return;
-        };
-        let name = tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-        };
-        tracing::info!(signal = name, "shutting down: draining in-flight calls");
-    }
-    #[cfg(windows)]
-    {
-        if tokio::signal::ctrl_c().await.is_err() {
-            return;
+    handlers: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+impl Signals {
+    fn install() -> Signals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let handlers = match (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) {
+                (Ok(term), Ok(int)) => Some((term, int)),
+                _ => {
+                    tracing::error!("cannot install signal handlers");
+                    None
+                }
+            };
+            Signals { handlers }
         }
-        tracing::info!("Ctrl-C: shutting down, draining in-flight calls");
+        #[cfg(windows)]
+        Signals {}
     }
-    token.cancel();
+
+    /// Wait for SIGTERM/SIGINT (Ctrl-C on Windows), then cancel `token`.
+    async fn wait(self, token: CancellationToken) {
+        #[cfg(unix)]
+        {
+            let Some((mut term, mut int)) = self.handlers else {
+                return;
+            };
+            let name = tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            };
+            tracing::info!(signal = name, "shutting down: draining in-flight calls");
+        }
+        #[cfg(windows)]
+        {
+            if tokio::signal::ctrl_c().await.is_err() {
+                return;
+            }
+            tracing::info!("Ctrl-C: shutting down, draining in-flight calls");
+        }
+        token.cancel();
+    }
 }
 
 #[cfg(test)]
