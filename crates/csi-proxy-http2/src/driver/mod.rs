@@ -14,53 +14,24 @@
 //! a client that does not read. Nothing more is read until those frames are
 //! done.
 
+mod clock;
+mod stream;
+
+pub use stream::Io;
+
 use crate::budget::BodyBudget;
 use crate::conn::{Connection, Limits};
 use crate::hpack::quote;
 use crate::service::{Code, Outcome, Reply, Service};
-use std::cell::RefCell;
+use clock::Clock;
 use std::collections::HashMap;
-use std::future::Future;
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
+use stream::{read_into, write_some, Read};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-/// A connected byte stream that can be used through a shared reference with
-/// readiness notifications (Unix sockets and named pipes both can), so one
-/// task can wait for "readable or writable" at once.
-pub trait Io: Send + Sync + 'static {
-    fn readable(&self) -> impl Future<Output = io::Result<()>> + Send;
-    fn writable(&self) -> impl Future<Output = io::Result<()>> + Send;
-    fn try_read(&self, buf: &mut [u8]) -> io::Result<usize>;
-    fn try_write(&self, buf: &[u8]) -> io::Result<usize>;
-}
-
-macro_rules! impl_io {
-    ($t:ty) => {
-        impl Io for $t {
-            fn readable(&self) -> impl Future<Output = io::Result<()>> + Send {
-                <$t>::readable(self)
-            }
-            fn writable(&self) -> impl Future<Output = io::Result<()>> + Send {
-                <$t>::writable(self)
-            }
-            fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
-                <$t>::try_read(self, buf)
-            }
-            fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
-                <$t>::try_write(self, buf)
-            }
-        }
-    };
-}
-
-#[cfg(unix)]
-impl_io!(tokio::net::UnixStream);
-#[cfg(windows)]
-impl_io!(tokio::net::windows::named_pipe::NamedPipeServer);
 
 /// Connection settings.
 #[derive(Clone, Debug)]
@@ -108,17 +79,6 @@ impl Default for Options {
             linger: Options::DEFAULT_LINGER,
         }
     }
-}
-
-/// Read granularity.
-const READ_CHUNK: usize = 32 << 10;
-
-thread_local! {
-    /// Reads land here and go straight to the state machine; only the bytes
-    /// of an incomplete frame (or of frames left for the next batch) are
-    /// copied into the connection's own buffer, so an idle connection holds
-    /// no read buffer.
-    static SCRATCH: RefCell<Box<[u8]>> = RefCell::new(vec![0; READ_CHUNK].into_boxed_slice());
 }
 
 struct InFlight {
@@ -184,14 +144,6 @@ pub async fn serve<I: Io, S: Service>(
     .await
 }
 
-/// What ended a read attempt.
-enum Read {
-    Bytes,
-    Eof,
-    WouldBlock,
-    Failed(io::Error),
-}
-
 async fn serve_active<I: Io, S: Service>(
     io: I,
     first: Vec<u8>,
@@ -211,8 +163,9 @@ async fn serve_active<I: Io, S: Service>(
         max_jobs: limits.max_streams as usize,
         tx,
     };
-    let mut clock = Clock::new(&options, Instant::now());
-    conn.advance_clock(clock.last_read.into_std());
+    let start = Instant::now();
+    let mut clock = Clock::new(&options, start);
+    conn.advance_clock(start.into_std());
     state.take_in(&mut conn, &first);
     let mut eof = false;
     let mut draining = false;
@@ -302,161 +255,6 @@ async fn serve_active<I: Io, S: Service>(
                 }
             }
         }
-    }
-}
-
-/// Read once into the scratch buffer and feed the connection.
-fn read_into<I: Io, S: Service>(io: &I, conn: &mut Connection, state: &mut State<S>) -> Read {
-    SCRATCH.with(|scratch| {
-        let mut scratch = scratch.borrow_mut();
-        match io.try_read(&mut scratch) {
-            Ok(0) => Read::Eof,
-            Ok(n) => {
-                conn.advance_clock(std::time::Instant::now());
-                state.take_in(conn, &scratch[..n]);
-                Read::Bytes
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Read::WouldBlock,
-            Err(e) => Read::Failed(e),
-        }
-    })
-}
-
-/// The connection's timers besides call deadlines: preface, idle,
-/// keepalive.
-struct Clock {
-    idle_timeout: Duration,
-    keepalive_time: Duration,
-    keepalive_timeout: Duration,
-    linger: Duration,
-    /// When something last arrived from the client.
-    last_read: Instant,
-    /// When the connection last had no open stream, if it has none now.
-    idle_since: Option<Instant>,
-    /// Our unanswered keepalive PING.
-    ping_sent: Option<Instant>,
-    pings: u64,
-    /// When the connection was done (failed, or GOAWAY with nothing left
-    /// open) while output still waited for the client.
-    done_since: Option<Instant>,
-}
-
-impl Clock {
-    fn new(options: &Options, now: Instant) -> Self {
-        Clock {
-            idle_timeout: options.idle_timeout,
-            keepalive_time: options.keepalive_time,
-            keepalive_timeout: options.keepalive_timeout,
-            linger: options.linger,
-            last_read: now,
-            idle_since: None,
-            ping_sent: None,
-            pings: 0,
-            done_since: None,
-        }
-    }
-
-    fn heard(&mut self, now: Instant) {
-        self.last_read = now;
-        self.ping_sent = None;
-    }
-
-    fn update(&mut self, conn: &Connection, now: Instant) {
-        // Frames left unread behind output the client does not read are no
-        // activity either.
-        let idle = conn.preface_received() && conn.open_streams() == 0;
-        match (idle, self.idle_since) {
-            (true, None) => self.idle_since = Some(now),
-            (false, Some(_)) => self.idle_since = None,
-            _ => {}
-        }
-        if conn.is_done() && self.done_since.is_none() {
-            self.done_since = Some(now);
-        }
-    }
-
-    /// The earliest thing to do.
-    fn next<S: Service>(
-        &self,
-        conn: &Connection,
-        state: &State<S>,
-        preface_deadline: Instant,
-    ) -> Option<Instant> {
-        let mut next = state
-            .in_flight
-            .values()
-            .filter(|f| !f.answered)
-            .filter_map(|f| f.deadline)
-            .min();
-        let mut consider = |t: Option<Instant>| {
-            if let Some(t) = t {
-                next = Some(next.map_or(t, |n| n.min(t)));
-            }
-        };
-        consider(self.done_since.map(|t| t + self.linger));
-        if !conn.preface_received() {
-            consider(Some(preface_deadline));
-            return next;
-        }
-        if conn.open_streams() > 0 {
-            consider(conn.next_receive_deadline().map(Instant::from_std));
-        }
-        if !self.idle_timeout.is_zero() {
-            consider(self.idle_since.map(|t| t + self.idle_timeout));
-        }
-        if !self.keepalive_time.is_zero() {
-            consider(Some(match self.ping_sent {
-                Some(t) => t + self.keepalive_timeout,
-                None => self.last_read + self.keepalive_time,
-            }));
-        }
-        next
-    }
-
-    /// Do what is due at `now`; false if the connection must close at once.
-    fn fire<S: Service>(
-        &mut self,
-        conn: &mut Connection,
-        state: &mut State<S>,
-        preface_deadline: Instant,
-        now: Instant,
-    ) -> bool {
-        state.expire_calls(conn, now);
-        if self.done_since.is_some_and(|t| now >= t + self.linger) {
-            tracing::debug!("closing a finished connection whose client does not read");
-            return false;
-        }
-        if !conn.preface_received() {
-            if now >= preface_deadline {
-                tracing::debug!("closing a connection that never sent the HTTP/2 preface");
-                return false;
-            }
-            return true;
-        }
-        conn.expire_receives();
-        if !self.idle_timeout.is_zero()
-            && self
-                .idle_since
-                .is_some_and(|t| now >= t + self.idle_timeout)
-        {
-            tracing::debug!("closing an idle connection");
-            conn.go_away();
-        }
-        if !self.keepalive_time.is_zero() {
-            match self.ping_sent {
-                Some(t) if now >= t + self.keepalive_timeout => {
-                    tracing::debug!("closing a connection whose client stopped answering");
-                    return false;
-                }
-                None if now >= self.last_read + self.keepalive_time => {
-                    self.pings += 1;
-                    conn.ping(self.pings.to_be_bytes());
-                    self.ping_sent = Some(now);
-                }
-                _ => {}
-            }
-        }
-        true
     }
 }
 
@@ -574,18 +372,4 @@ impl<S: Service> State<S> {
 
 fn panicked() -> Reply {
     Reply::error(Code::Internal, "the host operation panicked")
-}
-
-/// Write as much of the output as the peer takes now.
-fn write_some<I: Io>(io: &I, conn: &mut Connection) -> io::Result<()> {
-    let out = conn.output();
-    while !out.is_empty() {
-        match io.try_write(out.pending()) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => out.consume(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
