@@ -8,7 +8,9 @@
 //! representation at a time (dynamic table size updates together with the
 //! field that follows them, the only place they are allowed).
 
+use crate::hpack;
 use loona_hpack::Decoder;
+use std::time::Duration;
 
 /// Why a header block could not be taken in. Either way the decoder state
 /// can no longer be trusted and the connection must end.
@@ -129,13 +131,18 @@ pub enum BlockKind {
 /// The fields of a request header block the server uses, and the first
 /// RFC 9113 §8 rule the block breaks, if any. `:authority` is checked like
 /// any field and then ignored: a pipe path there is as good as a host name.
+///
+/// Only `:path` is copied; the other fields the server uses are classified
+/// as they are decoded.
 #[derive(Debug)]
 pub struct HeaderCheck {
     kind: BlockKind,
-    pub method: Option<Vec<u8>>,
+    pub method: Option<Method>,
     pub path: Option<Vec<u8>>,
-    pub content_type: Option<Vec<u8>>,
-    pub timeout: Option<Vec<u8>>,
+    /// Whether the first `content-type` names gRPC.
+    pub grpc: Option<bool>,
+    /// The first `grpc-timeout`, parsed (`Some(None)`: malformed).
+    pub timeout: Option<Option<Duration>>,
     pub content_length: Option<u64>,
     scheme: bool,
     authority: bool,
@@ -150,7 +157,7 @@ impl HeaderCheck {
             kind,
             method: None,
             path: None,
-            content_type: None,
+            grpc: None,
             timeout: None,
             content_length: None,
             scheme: false,
@@ -182,7 +189,14 @@ impl HeaderCheck {
                 return Err("a pseudo-header field after a regular field");
             }
             let fresh = match pseudo {
-                b"method" => set_once(&mut self.method, value),
+                b"method" => self
+                    .method
+                    .replace(match value {
+                        b"POST" => Method::Post,
+                        b"CONNECT" => Method::Connect,
+                        _ => Method::Other,
+                    })
+                    .is_none(),
                 b"path" => set_once(&mut self.path, value),
                 b"scheme" => !std::mem::replace(&mut self.scheme, true),
                 b"authority" => !std::mem::replace(&mut self.authority, true),
@@ -216,10 +230,15 @@ impl HeaderCheck {
             }
             _ if self.kind == BlockKind::Trailers => {}
             b"content-type" => {
-                set_once(&mut self.content_type, value);
+                self.grpc.get_or_insert_with(|| {
+                    value == b"application/grpc"
+                        || value.starts_with(b"application/grpc+")
+                        || value.starts_with(b"application/grpc;")
+                });
             }
             b"grpc-timeout" => {
-                set_once(&mut self.timeout, value);
+                self.timeout
+                    .get_or_insert_with(|| hpack::parse_timeout(value));
             }
             _ => {}
         }
@@ -233,7 +252,7 @@ impl HeaderCheck {
         if self.malformed.is_some() || self.kind == BlockKind::Trailers {
             return;
         }
-        let connect = self.method.as_deref() == Some(b"CONNECT");
+        let connect = self.method == Some(Method::Connect);
         self.malformed = match () {
             _ if self.method.is_none() => Some("no :method"),
             _ if connect => None,
@@ -242,6 +261,14 @@ impl HeaderCheck {
             _ => None,
         };
     }
+}
+
+/// The request method, as far as this server cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Post,
+    Connect,
+    Other,
 }
 
 /// Keep the first value; false if there was one already.
@@ -288,15 +315,29 @@ mod tests {
         let c = check(BlockKind::Request, &GOOD);
         assert_eq!(c.malformed, None);
         assert_eq!(c.path.as_deref(), Some(&b"/v1.Disk/ListDiskIDs"[..]));
-        assert_eq!(c.method.as_deref(), Some(&b"POST"[..]));
-        assert_eq!(c.content_type.as_deref(), Some(&b"application/grpc"[..]));
+        assert_eq!(c.method, Some(Method::Post));
+        assert_eq!(c.grpc, Some(true));
         assert_eq!(c.timeout, None);
+        let c = check(
+            BlockKind::Request,
+            &[
+                GOOD.as_slice(),
+                &[("grpc-timeout", "5S"), ("grpc-timeout", "x")],
+            ]
+            .concat(),
+        );
+        assert_eq!(c.timeout, Some(Some(Duration::from_secs(5))));
+        let c = check(
+            BlockKind::Request,
+            &[GOOD.as_slice(), &[("grpc-timeout", "soon")]].concat(),
+        );
+        assert_eq!(c.timeout, Some(None));
         let c = check(
             BlockKind::Trailers,
             &[("x-extra", "1"), ("content-type", "ignored")],
         );
         assert_eq!(c.malformed, None);
-        assert_eq!(c.content_type, None);
+        assert_eq!(c.grpc, None);
     }
 
     #[test]

@@ -69,8 +69,8 @@ impl Default for Limits {
             max_continuations: 128,
             conn_window: 9 << 20,
             max_output: 256 << 10,
-            batch_frames: 128,
-            batch_bytes: 64 << 10,
+            batch_frames: 32,
+            batch_bytes: 16 << 10,
             receive_timeout: Duration::from_secs(30),
         }
     }

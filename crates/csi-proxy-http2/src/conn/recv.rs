@@ -4,11 +4,11 @@
 use super::streams::{Closure, Receiving, Stream, StreamState};
 use super::{protocol, Connection, PendingBlock};
 use crate::budget::Body;
-use crate::fields::{self, BlockError, BlockKind, HeaderCheck};
+use crate::fields::{self, BlockError, BlockKind, HeaderCheck, Method};
 use crate::frame::{self, ConnError, ErrorCode, Head};
-use crate::hpack;
 use crate::service::{Code, Reply};
 use crate::Request;
+use std::borrow::Cow;
 
 /// What a DATA frame does to its stream.
 enum Action {
@@ -101,7 +101,7 @@ impl Connection {
                 let msg = "the server holds too many request bytes; try again later";
                 self.reply_now(id, &Reply::error(Code::ResourceExhausted, msg), !end);
             }
-            Action::Whole => self.finish_request(id, data.to_vec()),
+            Action::Whole => self.finish_request(id, Cow::Borrowed(data)),
             Action::Held if end => self.finish_body(id),
             Action::Held => {}
         }
@@ -264,16 +264,11 @@ impl Connection {
             },
         );
         let open = !end_stream;
-        if check.method.as_deref() != Some(b"POST") {
+        if check.method != Some(Method::Post) {
             self.http_error(id, 405, open);
             return Ok(());
         }
-        let grpc = check.content_type.as_deref().is_some_and(|c| {
-            c == b"application/grpc"
-                || c.starts_with(b"application/grpc+")
-                || c.starts_with(b"application/grpc;")
-        });
-        if !grpc {
+        if check.grpc != Some(true) {
             self.http_error(id, 415, open);
             return Ok(());
         }
@@ -285,7 +280,7 @@ impl Connection {
                 return Ok(());
             }
         };
-        let timeout = match check.timeout.as_deref().map(hpack::parse_timeout) {
+        let timeout = match check.timeout {
             None => None,
             Some(Some(t)) => Some(t),
             Some(None) => {
@@ -298,13 +293,13 @@ impl Connection {
         };
         let deadline = self.now + self.limits.receive_timeout;
         if let Some(s) = self.streams.get_mut(&id) {
-            s.state = StreamState::Receiving(Receiving {
+            s.state = StreamState::Receiving(Box::new(Receiving {
                 path,
                 timeout,
                 body: Body::default(),
                 content_length: check.content_length,
                 deadline,
-            });
+            }));
         }
         if end_stream {
             self.finish_body(id);
@@ -319,13 +314,13 @@ impl Connection {
             return;
         };
         let body = r.body.take();
-        self.finish_request(id, body);
+        self.finish_request(id, Cow::Owned(body));
     }
 
     /// The client ended its side with `body`: it must match the announced
     /// content-length and hold exactly one uncompressed message. The
     /// stream's window goes back to the client: the body is consumed.
-    fn finish_request(&mut self, id: u32, body: Vec<u8>) {
+    fn finish_request(&mut self, id: u32, body: Cow<'_, [u8]>) {
         let Some(s) = self.streams.get_mut(&id) else {
             return;
         };
@@ -340,7 +335,7 @@ impl Connection {
             timeout,
             content_length,
             ..
-        } = r;
+        } = *r;
         if content_length.is_some_and(|cl| cl != body.len() as u64) {
             self.reset(id, ErrorCode::Protocol);
             return;
@@ -363,8 +358,13 @@ impl Connection {
             self.reply_now(id, &Reply::error(code, msg), false);
             return;
         }
-        let mut message = body;
-        message.drain(..5);
+        let message = match body {
+            Cow::Borrowed(b) => b[5..].to_vec(),
+            Cow::Owned(mut b) => {
+                b.drain(..5);
+                b
+            }
+        };
         self.ready.push_back(Request {
             stream: id,
             path,

@@ -19,7 +19,7 @@ pub(super) struct Receiving {
 
 pub(super) enum StreamState {
     /// Request headers seen, collecting the message.
-    Receiving(Receiving),
+    Receiving(Box<Receiving>),
     /// The request is complete and with its handler (or queued for it).
     Running,
     /// The client reset the stream, or we did, while its handler runs:

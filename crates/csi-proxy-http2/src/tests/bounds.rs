@@ -49,13 +49,13 @@ fn the_connection_window_bounds_what_a_client_can_make_us_hold() {
     // The server announced 100_000 bytes of connection window.
     let mut part = framed(&[1; 40_000]);
     part.truncate(40_000);
-    conn.receive(&request_in_frames(1, &part, false)).unwrap();
-    conn.receive(&request_in_frames(3, &part, false)).unwrap();
+    conn.take_all(&request_in_frames(1, &part, false)).unwrap();
+    conn.take_all(&request_in_frames(3, &part, false)).unwrap();
     // Nothing is given back while the bodies are held...
     assert_eq!(conn_updates(&conn.output().take()), 0);
     // ...so a third body cannot fit: the client overran the window.
     let err = conn
-        .receive(&request_in_frames(5, &part, false))
+        .take_all(&request_in_frames(5, &part, false))
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::FlowControl, "{err}");
 }
@@ -65,9 +65,9 @@ fn the_window_comes_back_as_bodies_are_consumed_or_discarded() {
     let mut conn = open_conn(small_window());
     let body = framed(&[1; 39_995]);
     assert_eq!(body.len(), 40_000);
-    conn.receive(&request_in_frames(1, &body[..30_000], false))
+    conn.take_all(&request_in_frames(1, &body[..30_000], false))
         .unwrap();
-    conn.receive(&request_in_frames(3, &body[..30_000], false))
+    conn.take_all(&request_in_frames(3, &body[..30_000], false))
         .unwrap();
     assert_eq!(conn_updates(&conn.output().take()), 0);
     // Stream 1 completes: its 40_000 bytes are consumed and given back.
@@ -79,7 +79,7 @@ fn the_window_comes_back_as_bodies_are_consumed_or_discarded() {
         1,
         &body[30_000..],
     );
-    conn.receive(&rest).unwrap();
+    conn.take_all(&rest).unwrap();
     assert_eq!(conn.next_request().unwrap().message.len(), 39_995);
     assert_eq!(conn_updates(&conn.output().take()), 40_000);
     conn.respond(1, &Reply::ok(vec![]));
@@ -87,14 +87,14 @@ fn the_window_comes_back_as_bodies_are_consumed_or_discarded() {
     // The client resets stream 3: its bytes are discarded and given back.
     let mut rst = Vec::new();
     frame::put_rst(&mut rst, 3, ErrorCode::Cancel);
-    conn.receive(&rst).unwrap();
+    conn.take_all(&rst).unwrap();
     assert_eq!(conn_updates(&conn.output().take()), 30_000);
     // DATA on closed streams is answered and given back at once.
     let mut late = Vec::new();
     for _ in 0..4 {
         frame::put_frame(&mut late, frame::DATA, 0, 1, &[0; 16_000]);
     }
-    conn.receive(&late).unwrap();
+    conn.take_all(&late).unwrap();
     let out = conn.output().take();
     assert_eq!(conn_updates(&out), 64_000);
     let rst: Vec<_> = frames(&out)
@@ -103,7 +103,7 @@ fn the_window_comes_back_as_bodies_are_consumed_or_discarded() {
         .collect();
     assert_eq!(rst, [(frame::RST_STREAM, 0, 1)], "one reset, then ignored");
     // A stalled body is answered at its deadline and given back too.
-    conn.receive(&request_in_frames(5, &body[..20_000], false))
+    conn.take_all(&request_in_frames(5, &body[..20_000], false))
         .unwrap();
     assert!(conn.next_receive_deadline().is_some());
     conn.advance_clock(std::time::Instant::now() + Limits::default().receive_timeout);
@@ -127,17 +127,17 @@ fn held_bytes_count_against_the_shared_budget() {
         let mut conn = Connection::with_budget(Limits::default(), budget.clone());
         let mut start = frame::PREFACE.to_vec();
         frame::put_settings(&mut start, &[]);
-        conn.receive(&start).unwrap();
+        conn.take_all(&start).unwrap();
         conn.output().clear();
         conn
     };
     let (mut a, mut b) = (open(&budget), open(&budget));
     let body = framed(&[2; 40_000]);
-    a.receive(&request_in_frames(1, &body[..40_000], false))
+    a.take_all(&request_in_frames(1, &body[..40_000], false))
         .unwrap();
     assert_eq!(budget.held(), 40_000);
     // B cannot hold 20_000 more: answered RESOURCE_EXHAUSTED and reset.
-    b.receive(&request_in_frames(1, &body[..20_000], false))
+    b.take_all(&request_in_frames(1, &body[..20_000], false))
         .unwrap();
     assert_eq!(
         frames(&b.output().take())[..2],
@@ -148,13 +148,13 @@ fn held_bytes_count_against_the_shared_budget() {
     );
     assert_eq!(budget.held(), 40_000);
     // A whole message in one frame is never held: B still serves it.
-    b.receive(&request_frames(3, &framed(b"small"), true))
+    b.take_all(&request_frames(3, &framed(b"small"), true))
         .unwrap();
     assert_eq!(b.next_request().unwrap().message, b"small");
     // A's stream goes away (here: the connection): the budget is free.
     drop(a);
     assert_eq!(budget.held(), 0);
-    b.receive(&request_in_frames(5, &body[..20_000], false))
+    b.take_all(&request_in_frames(5, &body[..20_000], false))
         .unwrap();
     assert_eq!(budget.held(), 20_000);
 }
@@ -165,13 +165,15 @@ fn a_receive_takes_a_batch_and_stops_at_the_output_cap() {
     for _ in 0..1000 {
         frame::put_frame(&mut pings, frame::PING, 0, 0, b"12345678");
     }
-    let mut conn = open_conn(Limits::default());
+    let limits = Limits::default();
+    let mut conn = open_conn(limits);
     let used = conn.receive(&pings).unwrap();
-    assert_eq!(used, 128 * 17, "one batch of frames");
+    assert_eq!(used, limits.batch_frames * 17, "one batch of frames");
     assert!(conn.paused());
     let mut conn = open_conn(Limits {
         max_output: 1000,
-        ..Limits::default()
+        batch_frames: 1000,
+        ..limits
     });
     let mut pos = 0;
     let mut rounds = 0;
@@ -203,7 +205,7 @@ fn continuation_frames_per_block_are_capped() {
             let flags = if i + 1 == n { frame::END_HEADERS } else { 0 };
             frame::put_frame(&mut f, frame::CONTINUATION, flags, 1, &[]);
         }
-        conn.receive(&f)?;
+        conn.take_all(&f)?;
         Ok(frames(&conn.output().take()))
     };
     assert!(send(3).is_ok());
@@ -219,7 +221,7 @@ fn closed_streams_are_remembered_then_forgotten() {
     let mut conn = open_conn(limits);
     // Six streams opened and answered; the memory holds the last four.
     for id in [1, 3, 5, 7, 9, 11] {
-        conn.receive(&request_frames(id, &framed(b"x"), true))
+        conn.take_all(&request_frames(id, &framed(b"x"), true))
             .unwrap();
         let req = conn.next_request().unwrap();
         conn.respond(req.stream, &Reply::ok(vec![]));
@@ -233,18 +235,18 @@ fn closed_streams_are_remembered_then_forgotten() {
     };
     let mut recent = conn;
     assert_eq!(
-        recent.receive(&headers(11)).unwrap_err().code,
+        recent.take_all(&headers(11)).unwrap_err().code,
         ErrorCode::StreamClosed
     );
     let mut conn = open_conn(limits);
     for id in [1, 3, 5, 7, 9, 11] {
-        conn.receive(&request_frames(id, &framed(b"x"), true))
+        conn.take_all(&request_frames(id, &framed(b"x"), true))
             .unwrap();
         let req = conn.next_request().unwrap();
         conn.respond(req.stream, &Reply::ok(vec![]));
     }
     assert_eq!(
-        conn.receive(&headers(1)).unwrap_err().code,
+        conn.take_all(&headers(1)).unwrap_err().code,
         ErrorCode::Protocol
     );
 }

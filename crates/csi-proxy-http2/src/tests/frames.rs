@@ -18,7 +18,7 @@ fn malformed_messages_get_grpc_errors() {
         (5, vec![0, 0]),
         (7, framed(b"ok")),
     ] {
-        conn.receive(&request_frames(id, &body, true)).unwrap();
+        conn.take_all(&request_frames(id, &body, true)).unwrap();
     }
     let reqs: Vec<u32> = std::iter::from_fn(|| conn.next_request())
         .map(|r| r.stream)
@@ -43,7 +43,7 @@ fn oversized_requests_are_refused_without_waiting_for_them() {
         ..Limits::default()
     };
     let mut conn = open_conn(limits);
-    conn.receive(&request_frames(1, &framed(&[1; 20]), false))
+    conn.take_all(&request_frames(1, &framed(&[1; 20]), false))
         .unwrap();
     let out = frames(&conn.output().take());
     assert_eq!(
@@ -56,7 +56,7 @@ fn oversized_requests_are_refused_without_waiting_for_them() {
     // Late DATA of that stream is ignored.
     let mut more = Vec::new();
     frame::put_frame(&mut more, frame::DATA, frame::END_STREAM, 1, b"zz");
-    conn.receive(&more).unwrap();
+    conn.take_all(&more).unwrap();
     assert!(conn.next_request().is_none());
     assert!(!conn.is_done());
 }
@@ -66,9 +66,9 @@ fn flow_control_holds_replies_until_the_window_opens() {
     let mut conn = Connection::new(Limits::default());
     let mut start = frame::PREFACE.to_vec();
     frame::put_settings(&mut start, &[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 10)]);
-    conn.receive(&start).unwrap();
+    conn.take_all(&start).unwrap();
     conn.output().clear();
-    conn.receive(&request_frames(1, &framed(b"x"), true))
+    conn.take_all(&request_frames(1, &framed(b"x"), true))
         .unwrap();
     let req = conn.next_request().unwrap();
     conn.respond(req.stream, &Reply::ok(vec![9; 30]));
@@ -79,11 +79,11 @@ fn flow_control_holds_replies_until_the_window_opens() {
     );
     let mut wu = Vec::new();
     frame::put_window_update(&mut wu, 1, 20);
-    conn.receive(&wu).unwrap();
+    conn.take_all(&wu).unwrap();
     assert_eq!(frames(&conn.output().take()), [(frame::DATA, 0, 1)]);
     let mut wu = Vec::new();
     frame::put_window_update(&mut wu, 1, 100);
-    conn.receive(&wu).unwrap();
+    conn.take_all(&wu).unwrap();
     assert_eq!(
         frames(&conn.output().take()),
         [
@@ -93,12 +93,12 @@ fn flow_control_holds_replies_until_the_window_opens() {
     );
     assert_eq!(conn.open_streams(), 0);
     // Changing the initial window shifts open streams (and can go negative).
-    conn.receive(&request_frames(3, &framed(b"x"), true))
+    conn.take_all(&request_frames(3, &framed(b"x"), true))
         .unwrap();
     let req = conn.next_request().unwrap();
     let mut s = Vec::new();
     frame::put_settings(&mut s, &[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 0)]);
-    conn.receive(&s).unwrap();
+    conn.take_all(&s).unwrap();
     conn.respond(req.stream, &Reply::ok(vec![1; 3]));
     let out = frames(&conn.output().take());
     assert_eq!(
@@ -110,7 +110,7 @@ fn flow_control_holds_replies_until_the_window_opens() {
     );
     let mut s = Vec::new();
     frame::put_settings(&mut s, &[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 100)]);
-    conn.receive(&s).unwrap();
+    conn.take_all(&s).unwrap();
     let out = frames(&conn.output().take());
     assert_eq!(out.len(), 3, "{out:?}");
 }
@@ -123,7 +123,7 @@ fn streams_beyond_the_limit_are_refused_and_goaway_drains() {
     };
     let mut conn = open_conn(limits);
     for id in [1, 3, 5] {
-        conn.receive(&request_frames(id, &framed(b"x"), true))
+        conn.take_all(&request_frames(id, &framed(b"x"), true))
             .unwrap();
     }
     assert_eq!(frames(&conn.output().take()), [(frame::RST_STREAM, 0, 5)]);
@@ -133,7 +133,7 @@ fn streams_beyond_the_limit_are_refused_and_goaway_drains() {
     assert_eq!(reqs, [1, 3]);
     conn.go_away();
     assert!(!conn.is_done());
-    conn.receive(&request_frames(7, &framed(b"x"), true))
+    conn.take_all(&request_frames(7, &framed(b"x"), true))
         .unwrap();
     assert!(conn.next_request().is_none());
     conn.respond(1, &Reply::ok(vec![]));
@@ -141,7 +141,7 @@ fn streams_beyond_the_limit_are_refused_and_goaway_drains() {
     // done, then nothing is left and nothing is sent for it.
     let mut rst = Vec::new();
     frame::put_rst(&mut rst, 3, ErrorCode::Cancel);
-    conn.receive(&rst).unwrap();
+    conn.take_all(&rst).unwrap();
     assert_eq!(conn.open_streams(), 1);
     assert!(!conn.is_done());
     conn.respond(3, &Reply::ok(vec![1]));
@@ -164,12 +164,12 @@ fn resets_do_not_free_slots_of_running_handlers() {
     // Open streams whose handlers start (as the driver starts them after
     // each read) and reset them much faster than the handlers finish.
     for _ in 0..10 {
-        conn.receive(&request_frames(id, &framed(b"x"), true))
+        conn.take_all(&request_frames(id, &framed(b"x"), true))
             .unwrap();
         started.extend(std::iter::from_fn(|| conn.next_request()).map(|r| r.stream));
         let mut rst = Vec::new();
         frame::put_rst(&mut rst, id, ErrorCode::Cancel);
-        conn.receive(&rst).unwrap();
+        conn.take_all(&rst).unwrap();
         id += 2;
     }
     assert_eq!(started, [1, 3], "only as many handlers as the limit");
@@ -191,7 +191,7 @@ fn requests_reset_before_their_handler_starts_never_run() {
             frame::put_rst(&mut f, id, ErrorCode::Cancel);
         }
     }
-    conn.receive(&f).unwrap();
+    conn.take_all(&f).unwrap();
     let started: Vec<u32> = std::iter::from_fn(|| conn.next_request())
         .map(|r| r.stream)
         .collect();
@@ -204,7 +204,7 @@ fn pings_are_answered_and_protocol_errors_close_the_connection() {
     let mut conn = open_conn(Limits::default());
     let mut ping = Vec::new();
     frame::put_frame(&mut ping, frame::PING, 0, 0, b"12345678");
-    conn.receive(&ping).unwrap();
+    conn.take_all(&ping).unwrap();
     assert_eq!(
         frames(&conn.output().take()),
         [(frame::PING, frame::ACK, 0)]
@@ -271,7 +271,7 @@ fn pings_are_answered_and_protocol_errors_close_the_connection() {
     ];
     for (input, code) in bad {
         let mut conn = open_conn(Limits::default());
-        let err = conn.receive(&input).unwrap_err();
+        let err = conn.take_all(&input).unwrap_err();
         assert_eq!(err.code, code, "{err}");
         assert!(conn.is_done());
         let out = frames(&conn.output().take());
@@ -279,7 +279,7 @@ fn pings_are_answered_and_protocol_errors_close_the_connection() {
     }
     // Not HTTP/2 at all: closed without a word.
     let mut conn = Connection::new(Limits::default());
-    assert!(conn.receive(b"GET / HTTP/1.1\r\n").is_err());
+    assert!(conn.take_all(b"GET / HTTP/1.1\r\n").is_err());
     assert!(conn.is_done() && conn.output().is_empty());
 }
 
@@ -315,7 +315,7 @@ proptest! {
             let n = (*cut.next().unwrap()).min(bytes.len() - pos);
             pending.extend_from_slice(&bytes[pos..pos + n]);
             pos += n;
-            let used = conn.receive(&pending).unwrap();
+            let used = conn.take_all(&pending).unwrap();
             pending.drain(..used);
         }
         prop_assert!(pending.is_empty());

@@ -47,7 +47,7 @@ impl Loopback {
     }
 
     fn pump(&mut self) {
-        match self.conn.receive(&self.to_server) {
+        match self.conn.take_all(&self.to_server) {
             Ok(used) => {
                 self.to_server.drain(..used);
             }
@@ -116,7 +116,7 @@ pub(super) fn open_conn(limits: Limits) -> Connection {
     let mut conn = Connection::new(limits);
     let mut start = frame::PREFACE.to_vec();
     frame::put_settings(&mut start, &[]);
-    assert_eq!(conn.receive(&start).unwrap(), start.len());
+    assert_eq!(conn.take_all(&start).unwrap(), start.len());
     conn.output().clear();
     conn
 }
@@ -162,4 +162,20 @@ pub(super) fn frames(bytes: &[u8]) -> Vec<(u8, u8, u32)> {
     }
     assert!(rest.is_empty());
     v
+}
+
+/// Take bytes in as the driver does: batch after batch while whole frames
+/// are left.
+pub(super) trait TakeAll {
+    fn take_all(&mut self, bytes: &[u8]) -> Result<usize, crate::frame::ConnError>;
+}
+
+impl TakeAll for Connection {
+    fn take_all(&mut self, bytes: &[u8]) -> Result<usize, crate::frame::ConnError> {
+        let mut used = self.receive(bytes)?;
+        while self.paused() {
+            used += self.receive(&bytes[used..])?;
+        }
+        Ok(used)
+    }
 }

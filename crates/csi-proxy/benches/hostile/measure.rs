@@ -193,14 +193,14 @@ struct Row {
 fn run_attack(attack: &Attack, secs: f64) -> Row {
     let proxy = start_proxy();
     let mut good = Good::new(&proxy);
-    // Baseline: the same client on the same proxy, just before.
+    // Baseline: the same client on the same proxy for 3 s just before.
     for _ in 0..200 {
         let _ = good.call();
     }
     let stop = AtomicBool::new(false);
     let base = std::thread::scope(|s| {
         let h = s.spawn(|| good.run(&stop));
-        std::thread::sleep(Duration::from_secs(1));
+        std::thread::sleep(Duration::from_secs(3));
         stop.store(true, Ordering::Relaxed);
         h.join().unwrap()
     });
