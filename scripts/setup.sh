@@ -8,7 +8,9 @@
 #      system32/bcryptprimitives.dll, without which no Rust program starts
 #      under wine 8.0,
 #   4. a smoke test: a Rust hello-world for the Windows target run through
-#      scripts/wine-run.sh (the cargo runner).
+#      scripts/wine-run.sh (the cargo runner),
+#   5. kubernetes-validate (PyPI) in a venv under the target directory, for
+#      scripts/validate-deploy.sh.
 # Outside the apt/rustup installs, it writes only into $WINEPREFIX and the
 # repository's target directory (${CARGO_TARGET_DIR:-target}/wine-shim).
 set -euo pipefail
@@ -31,13 +33,20 @@ system32="$WINEPREFIX/drive_c/windows/system32"
 # Linux storage backend and its tests;
 # golang-go and Debian's packaged grpc-go (with x/net for HTTP/2 framing, x/sys
 # for named pipes), built in GOPATH mode from /usr/share/gocode: the real Go
-# client of crates/csi-proxy/tests/go_client.rs (compat/go).
+# client of crates/csi-proxy/tests/go_client.rs (compat/go);
+# python3-venv (kubernetes-validate) and systemd (systemd-analyze verify):
+# scripts/validate-deploy.sh checks deploy/ with them; systemd and
+# dbus-daemon also run the System API's tests (a systemd --user manager on
+# a private bus); open-iscsi (iscsiadm, the Linux iSCSI backend) and tgt (a
+# userspace iSCSI target on 127.0.0.1) run the iSCSI tests.
 apt_packages=(
     gcc libc6-dev
     gcc-mingw-w64-x86-64 binutils-mingw-w64-x86-64
     wine wine64 libwine
     e2fsprogs xfsprogs util-linux
     golang-go golang-google-grpc-dev golang-golang-x-net-dev golang-golang-x-sys-dev
+    python3-venv systemd dbus-daemon
+    open-iscsi tgt
 )
 
 log() { printf '[setup] %s\n' "$*" >&2; }
@@ -178,6 +187,17 @@ smoke_test() {
     log "wine smoke test: ok"
 }
 
+install_validators() {
+    local venv="$target_dir/deploy-venv"
+    if [[ -x "$venv/bin/kubernetes-validate" ]]; then
+        log "kubernetes-validate: present"
+        return
+    fi
+    log "kubernetes-validate: installing into $venv"
+    /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check "kubernetes-validate==1.37.0"
+}
+
 main() {
     local start
     start=$(now)
@@ -186,6 +206,7 @@ main() {
     create_prefix
     install_shim
     smoke_test
+    install_validators
     log "done in $(since "$start") s (WINEPREFIX=$WINEPREFIX)"
 }
 

@@ -3,7 +3,8 @@
 #   1. set-up (idempotent; installs what is missing: see scripts/setup.sh),
 #   2. Linux: unit, property and integration tests (the integration tests
 #      start the real csi-proxy binary and talk to it over its Unix sockets),
-#   3. Windows tier: the same crates cross-built for x86_64-pc-windows-gnu and
+#   3. deploy/: manifests against the Kubernetes API schema, the systemd unit,
+#   4. Windows tier: the same crates cross-built for x86_64-pc-windows-gnu and
 #      run under wine, including the Filesystem API over real named pipes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,9 @@ cargo test --workspace --locked
 
 echo "== Library mode: the Disk/Volume life cycle in-process (needs root; skips otherwise)"
 cargo run --locked -q -p csi-proxy-host --example library_mode
+
+echo "== Deployment files (kubernetes-validate, systemd-analyze verify)"
+scripts/validate-deploy.sh
 
 echo "== Windows tests under wine"
 # The Go client of tests/go_client_pipes.rs: go cannot run inside wine.

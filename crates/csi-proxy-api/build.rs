@@ -77,6 +77,24 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
     table.push_str("];\n");
     write_if_changed(&out_dir.join("api_table.rs"), table.as_bytes())?;
+    compile_health(&proto_root, &out_dir)?;
+    Ok(())
+}
+
+/// Compiles `proto/grpc/health/v1/health.proto` (the standard health
+/// service, served on every endpoint beside its API service) into
+/// `OUT_DIR/grpc/health/v1/grpc.health.v1.rs`.
+fn compile_health(proto_root: &Path, out_dir: &Path) -> Result<(), Box<dyn Error>> {
+    let rel = "grpc/health/v1/health.proto";
+    let fds = protox::compile([rel], [proto_root]).map_err(|e| format!("compiling {rel}: {e}"))?;
+    let dir = out_dir.join("grpc/health/v1");
+    fs::create_dir_all(&dir)?;
+    tonic_prost_build::configure()
+        .build_server(false)
+        .build_client(true)
+        .out_dir(&dir)
+        .compile_fds(fds)
+        .map_err(|e| format!("generating Rust for {rel}: {e}"))?;
     Ok(())
 }
 
@@ -113,7 +131,31 @@ fn compile_one(
     fs::create_dir_all(&dir)?;
     write_if_changed(&dir.join("descriptor.bin"), &fds.encode_to_vec())?;
 
-    tonic_prost_build::configure()
+    // With the `serde` feature, every message but the requests (some carry
+    // secrets) is `Serialize`: responses and the types inside them.
+    // JSON field names are the proto names (`diskIDs`, `LUNID`).
+    let mut config = tonic_prost_build::configure();
+    for message in file
+        .message_type
+        .iter()
+        .filter(|m| !m.name().ends_with("Request"))
+    {
+        let path = format!(".{version}.{}", message.name());
+        config = config.message_attribute(
+            &path,
+            "#[cfg_attr(feature = \"serde\", derive(serde::Serialize))]",
+        );
+        for field in &message.field {
+            config = config.field_attribute(
+                format!("{path}.{}", field.name()),
+                format!(
+                    "#[cfg_attr(feature = \"serde\", serde(rename = \"{}\"))]",
+                    field.name()
+                ),
+            );
+        }
+    }
+    config
         // Messages that carry secrets get a hand-written, redacting Debug (src/redact.rs).
         .skip_debug(SECRET_MESSAGES.iter().map(|m| format!(".{version}.{m}")))
         .build_server(false)

@@ -61,6 +61,7 @@ var (
 	timeout  = flag.Duration("timeout", 60*time.Second, "overall deadline")
 	pause    = flag.Duration("pause", 0, "after the checks, leave the connection idle this long, then check that a call still works")
 	dials    = flag.Int("dials", 1, "gRPC connections the client must have dialed: exactly 1, or at least this many (when the server closes idle connections during -pause, grpc-go redials)")
+	bench    = flag.Int("bench", 0, "instead of the checks: time this many sequential calls of each kind (PathExists of -exists, PathExists of -outside, Mkdir+Rmdir of -mkdir) and print their p50/p99 in microseconds")
 )
 
 var failures int
@@ -195,6 +196,9 @@ func main() {
 			if err != nil {
 				return nil, err
 			}
+			if *bench > 0 {
+				return c, nil
+			}
 			rec := &recordingConn{Conn: c}
 			mu.Lock()
 			dialed = append(dialed, rec)
@@ -205,6 +209,11 @@ func main() {
 	check(err == nil, "grpc.Dial(%s): %v", quote(*target), err)
 	if err != nil {
 		os.Exit(1)
+	}
+
+	if *bench > 0 {
+		runBench(ctx, cc)
+		return
 	}
 
 	start := time.Now()
@@ -327,4 +336,65 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println("PASS")
+}
+
+// timeCalls makes n+n/10 calls of f (the first tenth unmeasured) and
+// returns the p50 and p99 latencies in microseconds.
+func timeCalls(n int, f func() error) (float64, float64, error) {
+	var lat []time.Duration
+	for i := 0; i < n+n/10; i++ {
+		t := time.Now()
+		if err := f(); err != nil {
+			return 0, 0, err
+		}
+		if i >= n/10 {
+			lat = append(lat, time.Since(t))
+		}
+	}
+	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
+	at := func(q float64) float64 {
+		i := int(float64(len(lat)) * q)
+		if i >= len(lat) {
+			i = len(lat) - 1
+		}
+		return float64(lat[i].Nanoseconds()) / 1000
+	}
+	return at(0.50), at(0.99), nil
+}
+
+// runBench prints one "bench <name> p50 <us> p99 <us>" line per kind of call.
+func runBench(ctx context.Context, cc *grpc.ClientConn) {
+	kinds := []struct {
+		name string
+		f    func() error
+	}{
+		{"pathexists-existing", func() error {
+			ok, err := pathExists(ctx, cc, *existing)
+			if err == nil && !ok {
+				err = fmt.Errorf("PathExists(%s) = false", *existing)
+			}
+			return err
+		}},
+		{"pathexists-refused", func() error {
+			_, err := pathExists(ctx, cc, *outside)
+			if c := status.Code(err); c != codes.PermissionDenied && c != codes.InvalidArgument {
+				return fmt.Errorf("PathExists(%s) was not refused: %v", *outside, err)
+			}
+			return nil
+		}},
+		{"mkdir-rmdir", func() error {
+			if err := cc.Invoke(ctx, "/"+*version+".Filesystem/Mkdir", str(*mkdir), &empty.Empty{}); err != nil {
+				return err
+			}
+			return cc.Invoke(ctx, "/"+*version+".Filesystem/Rmdir", str(*mkdir), &empty.Empty{})
+		}},
+	}
+	for _, k := range kinds {
+		p50, p99, err := timeCalls(*bench, k.f)
+		if err != nil {
+			fmt.Printf("bench %s failed: %v\n", k.name, err)
+			os.Exit(1)
+		}
+		fmt.Printf("bench %s p50 %.1f p99 %.1f\n", k.name, p50, p99)
+	}
 }

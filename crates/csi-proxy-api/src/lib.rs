@@ -176,6 +176,27 @@ pub mod volume {
     }
 }
 
+/// The standard gRPC health service (`grpc.health.v1.Health`), answered on
+/// every endpoint beside the endpoint's own service.
+pub mod health {
+    /// `grpc.health.v1`: `HealthCheckRequest`, `HealthCheckResponse` and the
+    /// `health_client::HealthClient`.
+    #[allow(clippy::all, clippy::pedantic, missing_docs)]
+    pub mod v1 {
+        include!(concat!(
+            env!("OUT_DIR"),
+            "/grpc/health/v1/grpc.health.v1.rs"
+        ));
+    }
+
+    /// The health service's name.
+    pub const SERVICE: &str = "grpc.health.v1.Health";
+    /// The path of `Check`.
+    pub const CHECK_PATH: &str = "/grpc.health.v1.Health/Check";
+    /// The path of `Watch` (answered `Unimplemented`).
+    pub const WATCH_PATH: &str = "/grpc.health.v1.Health/Watch";
+}
+
 /// An API group; each has one gRPC service per version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Group {

@@ -114,6 +114,16 @@ pub trait DiskApi: Send + Sync {
         &self,
         req: GetDiskNumberByNameRequest,
     ) -> Result<GetDiskNumberByNameResponse>;
+
+    /// A number that changes whenever the host's disks or volumes change
+    /// (the generation of the backend's inventory), taken after every
+    /// change already announced is applied; `None` when the backend keeps
+    /// no inventory. While it stays the same, ListDiskLocations and
+    /// ListDiskIDs answer the same, so a server may send its last encoded
+    /// answer again.
+    fn inventory_generation(&self) -> Result<Option<u64>> {
+        Ok(None)
+    }
 }
 
 /// The Disk API before a host backend exists: every operation fails with

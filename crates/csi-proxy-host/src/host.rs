@@ -1,17 +1,17 @@
 //! The bundle of every API group's implementation that a server (or an
 //! in-process user) works with.
 
+use crate::confined::Confined;
 use crate::disk::{DiskApi, NoDiskBackend};
-use crate::filesystem::{self, fake::RecordingFilesystem, Filesystem, FilesystemApi};
-use crate::iscsi::{IscsiApi, NoIscsiBackend};
+use crate::filesystem::{fake::RecordingFilesystem, Filesystem, FilesystemApi};
+use crate::iscsi::{Iscsi, IscsiApi};
 use crate::path::PathPolicy;
-use crate::smb::{NoSmbBackend, SmbApi};
-use crate::system::{NoSystemBackend, SystemApi};
+use crate::smb::{Smb, SmbApi};
+use crate::system::{ServicePolicy, System, SystemApi};
 use crate::volume::{NoVolumeBackend, VolumeApi};
 use std::sync::Arc;
 
-/// Every API group, version-free. iSCSI, SMB and system have no host
-/// backend yet: their `No*Backend` answers Unimplemented.
+/// Every API group, version-free.
 #[derive(Clone)]
 pub struct Host {
     pub disk: Arc<dyn DiskApi>,
@@ -34,12 +34,20 @@ pub struct HostOptions {
     /// The filesystem FormatVolume creates on Linux (`ext4`, `ext3`,
     /// `ext2`, `xfs`). Windows always formats NTFS.
     pub volume_fs_type: String,
+    /// Services StartService/StopService may act on (`-allowed-services`;
+    /// empty: all, as upstream).
+    pub allowed_services: Vec<String>,
+    /// Create SMB global mappings with RequirePrivacy (SMB encryption;
+    /// `-require-privacy`, default true).
+    pub require_privacy: bool,
 }
 
 impl Default for HostOptions {
     fn default() -> Self {
         HostOptions {
             volume_fs_type: "ext4".to_string(),
+            allowed_services: Vec::new(),
+            require_privacy: true,
         }
     }
 }
@@ -52,13 +60,16 @@ impl Host {
 
     /// The real host of this OS with explicit options.
     pub fn os_with(policy: PathPolicy, options: &HostOptions) -> crate::Result<Host> {
-        let (disk, volume) = os_storage(&policy, options)?;
+        // One confined filesystem (one set of root handles) for every group.
+        let fs = Arc::new(Confined::new(policy.clone()));
+        let shared = OsShared::new();
+        let (disk, volume) = os_storage(&fs, options)?;
         Ok(Host {
             disk,
-            filesystem: Arc::new(Filesystem::new(policy, filesystem::OsFilesystem)),
-            iscsi: Arc::new(NoIscsiBackend),
-            smb: Arc::new(NoSmbBackend),
-            system: Arc::new(NoSystemBackend),
+            filesystem: Arc::new(Filesystem::new(policy, fs.clone())),
+            iscsi: os_iscsi(&shared),
+            smb: os_smb(&fs, options, &shared),
+            system: os_system(options, &shared)?,
             volume,
         })
     }
@@ -66,12 +77,24 @@ impl Host {
     /// A host over recording fakes (for tests of the layers above).
     pub fn fake(policy: PathPolicy) -> (Host, Fakes) {
         let fs = Arc::new(RecordingFilesystem::new());
+        let confined = Arc::new(Confined::new(policy.clone()));
         let host = Host {
             disk: Arc::new(NoDiskBackend),
             filesystem: Arc::new(Filesystem::new(policy, fs.clone())),
-            iscsi: Arc::new(NoIscsiBackend),
-            smb: Arc::new(NoSmbBackend),
-            system: Arc::new(NoSystemBackend),
+            iscsi: Arc::new(Iscsi::new(
+                crate::iscsi::fake::RecordingIscsi::new(),
+                crate::path::Flavor::NATIVE,
+            )),
+            smb: Arc::new(Smb::new(
+                crate::smb::fake::RecordingSmb::new(),
+                confined,
+                true,
+            )),
+            system: Arc::new(System::new(
+                crate::system::fake::RecordingSystem::new(),
+                ServicePolicy::allow_all(),
+                crate::path::Flavor::NATIVE,
+            )),
             volume: Arc::new(NoVolumeBackend),
         };
         (host, Fakes { filesystem: fs })
@@ -81,30 +104,128 @@ impl Host {
 type StoragePair = (Arc<dyn DiskApi>, Arc<dyn VolumeApi>);
 
 #[cfg(target_os = "linux")]
-fn os_storage(policy: &PathPolicy, options: &HostOptions) -> crate::Result<StoragePair> {
+fn os_storage(fs: &Arc<Confined>, options: &HostOptions) -> crate::Result<StoragePair> {
     use crate::storage::linux::{FsType, LinuxStorage};
     use crate::storage::Storage;
-    let fs = FsType::parse(&options.volume_fs_type).ok_or_else(|| {
+    let fs_type = FsType::parse(&options.volume_fs_type).ok_or_else(|| {
         crate::Error::InvalidArgument(format!(
             "unsupported volume filesystem type {:?} (supported: {})",
             options.volume_fs_type,
             FsType::ALL.map(FsType::name).join(", ")
         ))
     })?;
-    let storage = Arc::new(Storage::new(policy.clone(), LinuxStorage::new(fs)));
+    let storage = Arc::new(Storage::with_confined(
+        fs.clone(),
+        LinuxStorage::new(fs_type),
+    ));
     Ok((storage.clone(), storage))
 }
 
 #[cfg(windows)]
-fn os_storage(policy: &PathPolicy, _: &HostOptions) -> crate::Result<StoragePair> {
+fn os_storage(fs: &Arc<Confined>, _: &HostOptions) -> crate::Result<StoragePair> {
     use crate::storage::windows::WindowsStorage;
     use crate::storage::Storage;
     // Creating the backend starts nothing: COM comes with the first WMI call.
-    let storage = Arc::new(Storage::new(policy.clone(), WindowsStorage::new()));
+    let backend = WindowsStorage::new().with_roots(fs.policy().clone());
+    let storage = Arc::new(Storage::with_confined(fs.clone(), backend));
     Ok((storage.clone(), storage))
 }
 
 #[cfg(not(any(target_os = "linux", windows)))]
-fn os_storage(_: &PathPolicy, _: &HostOptions) -> crate::Result<StoragePair> {
+fn os_storage(_: &Arc<Confined>, _: &HostOptions) -> crate::Result<StoragePair> {
     Ok((Arc::new(NoDiskBackend), Arc::new(NoVolumeBackend)))
+}
+
+fn service_policy(options: &HostOptions) -> crate::Result<ServicePolicy> {
+    ServicePolicy::allow_only(&options.allowed_services, crate::path::Flavor::NATIVE)
+}
+
+/// What the groups of one OS host share: on Windows, the one WMI COM worker
+/// (one thread, one warm connection per namespace) of SMB, iSCSI and
+/// System.
+struct OsShared {
+    #[cfg(windows)]
+    wmi: Arc<crate::win::wmi::WmiWorker>,
+}
+
+impl OsShared {
+    fn new() -> Self {
+        OsShared {
+            #[cfg(windows)]
+            wmi: Arc::new(crate::win::wmi::WmiWorker::new(
+                crate::win::wmi::CIMV2_NAMESPACE,
+            )),
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn os_iscsi(_: &OsShared) -> Arc<dyn IscsiApi> {
+    Arc::new(Iscsi::new(
+        crate::iscsi::linux::LinuxIscsi::new(),
+        crate::path::Flavor::Unix,
+    ))
+}
+
+#[cfg(windows)]
+fn os_iscsi(shared: &OsShared) -> Arc<dyn IscsiApi> {
+    Arc::new(Iscsi::new(
+        crate::iscsi::windows::WindowsIscsi::new(shared.wmi.clone()),
+        crate::path::Flavor::Windows,
+    ))
+}
+
+#[cfg(not(any(target_os = "linux", windows)))]
+fn os_iscsi(_: &OsShared) -> Arc<dyn IscsiApi> {
+    Arc::new(crate::iscsi::NoIscsiBackend)
+}
+
+#[cfg(target_os = "linux")]
+fn os_system(options: &HostOptions, _: &OsShared) -> crate::Result<Arc<dyn SystemApi>> {
+    use crate::system::linux::LinuxSystem;
+    Ok(Arc::new(System::new(
+        LinuxSystem::new(),
+        service_policy(options)?,
+        crate::path::Flavor::Unix,
+    )))
+}
+
+#[cfg(windows)]
+fn os_system(options: &HostOptions, shared: &OsShared) -> crate::Result<Arc<dyn SystemApi>> {
+    use crate::system::windows::WindowsSystem;
+    Ok(Arc::new(System::new(
+        WindowsSystem::new(shared.wmi.clone()),
+        service_policy(options)?,
+        crate::path::Flavor::Windows,
+    )))
+}
+
+#[cfg(not(any(target_os = "linux", windows)))]
+fn os_system(_: &HostOptions, _: &OsShared) -> crate::Result<Arc<dyn SystemApi>> {
+    Ok(Arc::new(crate::system::NoSystemBackend))
+}
+
+#[cfg(target_os = "linux")]
+fn os_smb(fs: &Arc<Confined>, options: &HostOptions, _: &OsShared) -> Arc<dyn SmbApi> {
+    use crate::smb::linux::LinuxSmb;
+    Arc::new(Smb::new(
+        LinuxSmb::new(),
+        fs.clone(),
+        options.require_privacy,
+    ))
+}
+
+#[cfg(windows)]
+fn os_smb(fs: &Arc<Confined>, options: &HostOptions, shared: &OsShared) -> Arc<dyn SmbApi> {
+    use crate::smb::windows::WindowsSmb;
+    Arc::new(Smb::new(
+        WindowsSmb::new(shared.wmi.clone()),
+        fs.clone(),
+        options.require_privacy,
+    ))
+}
+
+#[cfg(not(any(target_os = "linux", windows)))]
+fn os_smb(_: &Arc<Confined>, _: &HostOptions, _: &OsShared) -> Arc<dyn SmbApi> {
+    Arc::new(crate::smb::NoSmbBackend)
 }

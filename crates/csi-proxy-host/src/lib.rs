@@ -5,16 +5,20 @@
 //! per OS and a recording fake for tests. The gRPC server is a thin layer on
 //! top of it; programs may also use it in-process (KEP-3636 library mode).
 
+pub mod confined;
 pub mod disk;
 pub mod error;
 pub mod filesystem;
 mod host;
+pub mod inline;
 pub mod iscsi;
 pub mod path;
 pub mod smb;
 pub mod storage;
 pub mod system;
 pub mod volume;
+#[cfg(windows)]
+pub mod win;
 
 pub use error::{Error, Result};
 pub use host::{Fakes, Host, HostOptions};

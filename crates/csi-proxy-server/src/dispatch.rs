@@ -9,26 +9,72 @@
 //! ([`Outcome::Done`], for cheap read-only operations) or as a job for the
 //! blocking pool ([`Outcome::Blocking`]).
 //!
-//! A service answers only the paths of its own `<package>.<Service>`; any
-//! other path on its endpoint gets `Unimplemented` (least privilege per
-//! endpoint).
+//! An operation whose answer depends only on its request and on state the
+//! API versions (the disk lists, by the disk inventory's generation: a
+//! [`Token`]) keeps its last encoded answer: while the token and the request
+//! stay the same, that answer is sent again without building, converting
+//! and encoding it (a list of 256 disks costs ~100 µs to build and encode).
+//!
+//! A service answers only the paths of its own `<package>.<Service>` and,
+//! beside them, the health service ([`crate::health`]); any other path on
+//! its endpoint gets `Unimplemented` (least privilege per endpoint).
+//!
+//! This is also the one place calls are measured: a service built
+//! [`VersionedService::with_metrics`] records every call of its table
+//! ([`crate::metrics`]); without metrics nothing is recorded.
 
+use crate::metrics::{HostTimer, MethodMetrics, Metrics};
 use crate::status;
 use crate::wire::Wire;
 use csi_proxy_api::ApiVersion;
 pub use csi_proxy_http2::{Code, Job, Outcome, Reply};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-type Handler = Arc<dyn Fn(&[u8]) -> Outcome + Send + Sync>;
+/// A method's handler; it times the host operation with the timer when
+/// metrics are on.
+type Handler = Arc<dyn Fn(&[u8], Option<&HostTimer>) -> Outcome + Send + Sync>;
+
+/// One routed method.
+#[derive(Clone)]
+struct Route {
+    handler: Handler,
+    /// The method name, e.g. `PathExists`.
+    method: &'static str,
+    /// The version-free operation, e.g. `path_exists`.
+    operation: &'static str,
+    metrics: Option<MethodMetrics>,
+}
+
+/// Asked before each call of a cached operation: a number that changes
+/// whenever the operation's answer may change (`None`: do not reuse an
+/// answer this time).
+pub type Token<A> = fn(&A) -> csi_proxy_host::Result<Option<u64>>;
+
+/// The last answer of a cached operation: its token, its request bytes and
+/// its encoded response.
+type Memo = Arc<Mutex<Option<(u64, Vec<u8>, Vec<u8>)>>>;
+
+/// Decodes a versioned request and converts it to the API's.
+fn decode<Req, AReq>(bytes: &[u8]) -> Result<AReq, Reply>
+where
+    Req: prost::Message + Default + Wire<AReq>,
+{
+    match Req::decode(bytes) {
+        Ok(req) => req.wire().map_err(Reply::from),
+        Err(e) => Err(status::undecodable_request(&e).into()),
+    }
+}
 
 /// Where a host operation runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Placement {
-    /// On the async worker that decoded the request: for cheap read-only
-    /// operations (a few local syscalls), where a thread hop would cost more
-    /// than the work itself.
+    /// On the async worker that decoded the request, as an inline attempt
+    /// (`csi_proxy_host::inline`): for cheap read-only operations (a few
+    /// local syscalls, or an answer from memory), where a thread hop would
+    /// cost more than the work itself. If the host answers that it would
+    /// have to block (device I/O), the call runs again on the blocking pool.
     Inline,
     /// On tokio's blocking pool: for everything that mutates the host or may
     /// take long (removing a tree, formatting, WMI calls).
@@ -38,7 +84,7 @@ pub enum Placement {
 /// Builds the routing table of one versioned service over an API object `A`.
 pub struct Routes<A: ?Sized> {
     api: Arc<A>,
-    handlers: HashMap<&'static str, Handler>,
+    handlers: HashMap<&'static str, (Handler, &'static str)>,
 }
 
 impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
@@ -49,14 +95,17 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
         }
     }
 
-    /// Route `method` to the version-free operation `call`, run where
-    /// `placement` says: `Req` and `Resp` are the versioned wire messages,
-    /// `AReq`/`AResp` the API's.
+    /// Route `method` to the version-free operation `call` (named
+    /// `operation`, e.g. `path_exists`), run where `placement` says: `Req`
+    /// and `Resp` are the versioned wire messages, `AReq`/`AResp` the API's.
+    /// With a `token`, the operation is cached (see [`Token`]).
     pub fn unary<Req, Resp, AReq, AResp>(
         mut self,
         method: &'static str,
+        operation: &'static str,
         call: fn(&A, AReq) -> csi_proxy_host::Result<AResp>,
         placement: Placement,
+        token: Option<Token<A>>,
     ) -> Self
     where
         Req: prost::Message + Default + Wire<AReq> + Send + 'static,
@@ -64,30 +113,55 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
         AReq: Send + 'static,
         AResp: Wire<Resp> + Send + 'static,
     {
-        let api = self.api.clone();
-        let handler: Handler = Arc::new(move |bytes: &[u8]| {
-            let areq: AReq = match Req::decode(bytes) {
-                Ok(req) => match req.wire() {
-                    Ok(r) => r,
-                    Err(status) => return Outcome::Done(status.into()),
-                },
-                Err(e) => {
-                    return Outcome::Done(Reply::error(
-                        Code::Internal,
-                        format!("cannot decode the request message: {e}"),
-                    ))
+        let answer = Answer::<A, AReq, AResp> {
+            api: self.api.clone(),
+            call,
+            token,
+            memo: Arc::default(),
+        };
+        let handler: Handler = Arc::new(move |bytes: &[u8], timer: Option<&HostTimer>| {
+            let areq: AReq = match decode::<Req, AReq>(bytes) {
+                Ok(r) => r,
+                Err(reply) => return Outcome::Done(reply),
+            };
+            // The request bytes key a cached answer.
+            let key = || {
+                if answer.token.is_some() {
+                    bytes.to_vec()
+                } else {
+                    Vec::new()
                 }
             };
             match placement {
-                Placement::Inline => Outcome::Done(finish::<Resp, AResp>(call(&api, areq))),
+                Placement::Inline => {
+                    let attempt =
+                        csi_proxy_host::inline::run(|| answer.give::<Resp>(bytes, areq, timer));
+                    match attempt {
+                        Some(reply) => Outcome::Done(reply),
+                        // The host would have to block: run it again on the
+                        // pool (the request is decoded again; it was moved).
+                        None => {
+                            let (answer, req, timer) =
+                                (answer.clone(), bytes.to_vec(), timer.cloned());
+                            Outcome::Blocking(Box::new(move || match decode::<Req, AReq>(&req) {
+                                Ok(areq) => {
+                                    answer.give_blocking::<Resp>(&req, areq, timer.as_ref())
+                                }
+                                Err(reply) => reply,
+                            }))
+                        }
+                    }
+                }
                 Placement::Blocking => {
-                    let api = api.clone();
-                    Outcome::Blocking(Box::new(move || finish::<Resp, AResp>(call(&api, areq))))
+                    let (answer, req, timer) = (answer.clone(), key(), timer.cloned());
+                    Outcome::Blocking(Box::new(move || {
+                        answer.give_blocking::<Resp>(&req, areq, timer.as_ref())
+                    }))
                 }
             }
         });
         assert!(
-            self.handlers.insert(method, handler).is_none(),
+            self.handlers.insert(method, (handler, operation)).is_none(),
             "method {method} routed twice"
         );
         self
@@ -99,15 +173,100 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
         let handlers = self
             .handlers
             .into_iter()
-            .map(|(m, h)| (format!("/{service}/{m}"), h))
+            .map(|(method, (handler, operation))| {
+                let route = Route {
+                    handler,
+                    method,
+                    operation,
+                    metrics: None,
+                };
+                (format!("/{service}/{method}"), route)
+            })
             .collect();
         VersionedService {
             inner: Arc::new(Inner {
                 service,
+                group: version.group.as_str(),
                 handlers,
                 log_requests,
             }),
         }
+    }
+}
+
+/// How one route answers: the API operation, and for a cached operation
+/// its token and last answer.
+struct Answer<A: ?Sized, AReq, AResp> {
+    api: Arc<A>,
+    call: fn(&A, AReq) -> csi_proxy_host::Result<AResp>,
+    token: Option<Token<A>>,
+    memo: Memo,
+}
+
+impl<A: ?Sized, AReq, AResp> Clone for Answer<A, AReq, AResp> {
+    fn clone(&self) -> Self {
+        Answer {
+            api: self.api.clone(),
+            call: self.call,
+            token: self.token,
+            memo: self.memo.clone(),
+        }
+    }
+}
+
+impl<A: ?Sized, AReq, AResp> Answer<A, AReq, AResp> {
+    /// The reply to `areq` (encoded as `req`); `None` when this is an
+    /// inline attempt and the host would have to block. A cached
+    /// operation answers with its last answer while the token and the
+    /// request stay the same, and keeps each new OK answer.
+    fn give<Resp>(&self, req: &[u8], areq: AReq, timer: Option<&HostTimer>) -> Option<Reply>
+    where
+        Resp: prost::Message,
+        AResp: Wire<Resp>,
+    {
+        let blocked = |e: &csi_proxy_host::Error| {
+            csi_proxy_host::inline::active() && csi_proxy_host::inline::is_would_block(e)
+        };
+        let lock = || self.memo.lock().unwrap_or_else(|p| p.into_inner());
+        let now = match self.token.map(|t| t(&self.api)) {
+            None => None,
+            Some(Ok(t)) => t,
+            Some(Err(e)) if blocked(&e) => return None,
+            Some(Err(e)) => return Some(status::from_host(e).into()),
+        };
+        if let Some(t) = now {
+            if let Some((last, last_req, body)) = &*lock() {
+                if *last == t && last_req == req {
+                    return Some(Reply::ok(body.clone()));
+                }
+            }
+        }
+        // Computed after the token: at least as new as what it names.
+        let result = match timer {
+            Some(t) => t.time(|| (self.call)(&self.api, areq)),
+            None => (self.call)(&self.api, areq),
+        };
+        if let Err(e) = &result {
+            if blocked(e) {
+                return None;
+            }
+        }
+        let reply = finish::<Resp, AResp>(result);
+        if let (Some(t), Code::Ok) = (now, reply.code) {
+            *lock() = Some((t, req.to_vec(), reply.body.clone()));
+        }
+        Some(reply)
+    }
+
+    /// [`Answer::give`] where blocking is allowed.
+    fn give_blocking<Resp>(&self, req: &[u8], areq: AReq, timer: Option<&HostTimer>) -> Reply
+    where
+        Resp: prost::Message,
+        AResp: Wire<Resp>,
+    {
+        // Outside an inline attempt nothing answers "would block".
+        self.give::<Resp>(req, areq, timer)
+            .unwrap_or_else(|| Reply::error(Code::Internal, "blocked outside an inline attempt"))
     }
 }
 
@@ -121,7 +280,8 @@ fn finish<Resp: prost::Message, AResp: Wire<Resp>>(r: csi_proxy_host::Result<ARe
 
 struct Inner {
     service: String,
-    handlers: HashMap<String, Handler>,
+    group: &'static str,
+    handlers: HashMap<String, Route>,
     log_requests: bool,
 }
 
@@ -153,17 +313,61 @@ impl VersionedService {
     /// Call the method at `path` (`/<package>.<Service>/<Method>`) with the
     /// encoded request `message`.
     pub fn call(&self, path: &str, message: &[u8]) -> Outcome {
-        match self.inner.handlers.get(path) {
-            Some(handler) => handler(message),
+        let Some(route) = self.inner.handlers.get(path) else {
+            if let Some(reply) = crate::health::answer(path, message, &self.inner.service) {
+                return Outcome::Done(reply);
+            }
             // The path is the client's: shown capped, never echoed whole.
-            None => Outcome::Done(Reply::error(
+            return Outcome::Done(Reply::error(
                 Code::Unimplemented,
                 format!(
                     "unknown method {}: this endpoint serves only {}",
                     csi_proxy_http2::hpack::quote(path.as_bytes()),
                     self.inner.service
                 ),
-            )),
+            ));
+        };
+        let Some(metrics) = &route.metrics else {
+            return (route.handler)(message, None);
+        };
+        // Dropped unfinished (a panic) it records Internal.
+        let record = metrics.begin();
+        match (route.handler)(message, Some(metrics.host())) {
+            Outcome::Done(reply) => {
+                record.finish(reply.code);
+                Outcome::Done(reply)
+            }
+            Outcome::Blocking(job) => Outcome::Blocking(Box::new(move || {
+                let reply = job();
+                record.finish(reply.code);
+                reply
+            })),
+        }
+    }
+
+    /// The same service, recording every call of its table in `metrics`.
+    #[must_use]
+    pub fn with_metrics(&self, metrics: &Metrics) -> VersionedService {
+        let inner = &self.inner;
+        let handlers = inner
+            .handlers
+            .iter()
+            .map(|(path, route)| {
+                let m = metrics.method(&inner.service, route.method, inner.group, route.operation);
+                let route = Route {
+                    metrics: Some(m),
+                    ..route.clone()
+                };
+                (path.clone(), route)
+            })
+            .collect();
+        VersionedService {
+            inner: Arc::new(Inner {
+                service: inner.service.clone(),
+                group: inner.group,
+                handlers,
+                log_requests: inner.log_requests,
+            }),
         }
     }
 }

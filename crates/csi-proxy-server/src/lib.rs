@@ -5,13 +5,19 @@
 //! - `groups`: per group, the routing table and the message conversions;
 //! - [`wire`]: the conversion trait and table macros;
 //! - [`status`]: host errors → gRPC status, in one place;
-//!   (the HTTP/2 server itself is the `csi-proxy-http2` crate; a
-//!   [`dispatch::VersionedService`] is its [`csi_proxy_http2::Service`]);
+//! - `health`: `grpc.health.v1.Health/Check`, answered on every endpoint;
+//! - [`metrics`]: Prometheus metrics and the `/metrics` endpoint;
+//! - the HTTP/2 server for unary gRPC is the `csi-proxy-http2` crate; a
+//!   [`dispatch::VersionedService`] is its [`csi_proxy_http2::Service`];
 //! - [`transport`]: Unix sockets and named pipes;
-//! - [`server`]: binding every endpoint, serving, graceful shutdown.
+//! - [`server`]: binding every endpoint, serving, graceful shutdown;
+//! - `accept`: the per-endpoint connection cap and the accept back-off.
 
+mod accept;
 pub mod dispatch;
 mod groups;
+mod health;
+pub mod metrics;
 pub mod server;
 pub mod status;
 pub mod transport;

@@ -1,11 +1,14 @@
 //! Binding every endpoint, serving, and graceful shutdown.
 
+use crate::accept::{Backoff, Cap};
 use crate::dispatch::VersionedService;
 use crate::groups;
+use crate::metrics::{ConnectionGauge, Metrics};
 use crate::transport::Listener;
 use csi_proxy_api::ApiVersion;
 use csi_proxy_host::Host;
 use csi_proxy_http2 as http2;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -16,9 +19,10 @@ pub enum Transport {
     /// Unix sockets `<dir>/csi-proxy-<group>-<version>.sock` with file mode `mode`.
     #[cfg(unix)]
     UnixSockets { dir: std::path::PathBuf, mode: u32 },
-    /// Named pipes `\\.\pipe\csi-proxy-<group>-<version>` with security descriptor `sddl`.
+    /// Named pipes `<prefix><group>-<version>` (by default
+    /// `\\.\pipe\csi-proxy-<group>-<version>`) with security descriptor `sddl`.
     #[cfg(windows)]
-    NamedPipes { sddl: String },
+    NamedPipes { sddl: String, prefix: String },
 }
 
 /// What to serve, and how.
@@ -40,6 +44,11 @@ pub struct Config {
     /// its connection if it stays silent for `keepalive_timeout` more.
     pub keepalive_time: Duration,
     pub keepalive_timeout: Duration,
+    /// At most this many open connections per endpoint; past it a new
+    /// connection is closed as soon as it is accepted (see `accept.rs`).
+    pub max_connections_per_endpoint: usize,
+    /// Record calls and connections here (`-metrics-bind-address`).
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 impl Config {
@@ -52,11 +61,20 @@ impl Config {
     /// The default keepalive: grpc-go servers' own defaults.
     pub const DEFAULT_KEEPALIVE_TIME: Duration = http2::Options::DEFAULT_KEEPALIVE_TIME;
     pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = http2::Options::DEFAULT_KEEPALIVE_TIMEOUT;
+    /// The default connection cap per endpoint: far above what kubelet and
+    /// a node plugin use (a few connections each), low enough that 23
+    /// endpoints fit a common 64Ki descriptor limit.
+    pub const DEFAULT_MAX_CONNECTIONS_PER_ENDPOINT: usize = 1024;
 }
 
 /// A start-up or serving failure.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    #[error("cannot use the socket directory")]
+    SocketDir {
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot bind endpoint {endpoint}: {source}")]
     Bind {
         endpoint: String,
@@ -79,12 +97,14 @@ struct Timing {
     idle: Duration,
     keepalive_time: Duration,
     keepalive_timeout: Duration,
+    max_connections: usize,
 }
 
 struct Endpoint {
     address: String,
     service: VersionedService,
     listener: PlatformListener,
+    connections: Option<ConnectionGauge>,
 }
 
 /// Every endpoint bound and ready to serve.
@@ -98,7 +118,7 @@ pub struct BoundServer {
 pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
     #[cfg(windows)]
     let sd = match &config.transport {
-        Transport::NamedPipes { sddl } => std::sync::Arc::new(
+        Transport::NamedPipes { sddl, .. } => std::sync::Arc::new(
             crate::transport::windows::SecurityDescriptor::from_sddl(sddl).map_err(|source| {
                 ServeError::Bind {
                     endpoint: format!("pipe security descriptor {sddl:?}"),
@@ -110,10 +130,8 @@ pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
     #[cfg(unix)]
     {
         let Transport::UnixSockets { dir, .. } = &config.transport;
-        crate::transport::unix::prepare_dir(dir).map_err(|source| ServeError::Bind {
-            endpoint: dir.display().to_string(),
-            source,
-        })?;
+        crate::transport::unix::prepare_dir(dir)
+            .map_err(|source| ServeError::SocketDir { source })?;
     }
     let mut endpoints = Vec::with_capacity(config.versions.len());
     for &version in &config.versions {
@@ -126,8 +144,8 @@ pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
                 (address, l)
             }
             #[cfg(windows)]
-            Transport::NamedPipes { .. } => {
-                let address = version.pipe_name();
+            Transport::NamedPipes { prefix, .. } => {
+                let address = format!("{prefix}{}-{}", version.group.as_str(), version.version);
                 let l = PlatformListener::bind(&address, sd.clone());
                 (address, l)
             }
@@ -136,11 +154,17 @@ pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
             endpoint: address.clone(),
             source,
         })?;
-        let service = groups::service(host, version, config.log_requests);
+        let mut service = groups::service(host, version, config.log_requests);
+        let mut connections = None;
+        if let Some(m) = &config.metrics {
+            service = service.with_metrics(m);
+            connections = Some(m.connections(&format!("{}-{}", version.group, version.version)));
+        }
         endpoints.push(Endpoint {
             address,
             service,
             listener,
+            connections,
         });
     }
     Ok(BoundServer {
@@ -151,6 +175,7 @@ pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
             idle: config.idle_timeout,
             keepalive_time: config.keepalive_time,
             keepalive_timeout: config.keepalive_timeout,
+            max_connections: config.max_connections_per_endpoint,
         },
     })
 }
@@ -178,19 +203,27 @@ impl BoundServer {
         };
         for ep in self.endpoints {
             let token = shutdown.clone();
-            let address = ep.address.clone();
+            let timing = self.timing;
+            let name = ep.address.clone();
             let options = options.clone();
             set.spawn(async move {
+                let Endpoint {
+                    address,
+                    service,
+                    listener,
+                    connections,
+                } = ep;
                 accept_loop(
-                    &ep.address,
-                    ep.listener,
-                    ep.service,
+                    &address,
+                    listener,
+                    service,
+                    connections,
                     token,
-                    t.drain,
+                    timing,
                     options,
                 )
                 .await;
-                address
+                name
             });
         }
         let mut result = Ok(());
@@ -216,13 +249,16 @@ async fn accept_loop<L: Listener>(
     address: &str,
     mut listener: L,
     service: VersionedService,
+    gauge: Option<ConnectionGauge>,
     shutdown: CancellationToken,
-    drain: Duration,
+    timing: Timing,
     options: http2::Options,
 ) where
     L::Io: http2::Io,
 {
     let mut connections = JoinSet::new();
+    let mut cap = Cap::new(timing.max_connections);
+    let mut backoff = Backoff::default();
     loop {
         let io = tokio::select! {
             biased;
@@ -233,13 +269,28 @@ async fn accept_loop<L: Listener>(
         };
         match io {
             Ok(io) => {
-                let options = options.clone();
-                connections.spawn(http2::serve(io, service.clone(), options, shutdown.clone()));
+                backoff.succeeded(address);
+                // Over the cap the connection is closed at once (dropped).
+                if let Some(slot) = cap.admit(address) {
+                    let open = gauge.as_ref().map(ConnectionGauge::open);
+                    let serve =
+                        http2::serve(io, service.clone(), options.clone(), shutdown.clone());
+                    connections.spawn(async move {
+                        serve.await;
+                        drop(open);
+                        drop(slot);
+                    });
+                }
             }
             Err(e) => {
-                // E.g. out of file descriptors: keep serving, but do not spin.
-                tracing::warn!(endpoint = address, error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // E.g. out of file descriptors: keep serving the open
+                // connections, pause (bounded, growing) and try again.
+                let delay = backoff.failed(address, &e);
+                tokio::select! {
+                    biased;
+                    _ = shutdown.cancelled() => break,
+                    _ = tokio::time::sleep(delay) => {}
+                }
             }
         }
     }
@@ -247,14 +298,14 @@ async fn accept_loop<L: Listener>(
     // seen the cancellation, sends GOAWAY and ends once its calls are
     // answered.
     drop(listener);
-    let drained = tokio::time::timeout(drain, async {
+    let drained = tokio::time::timeout(timing.drain, async {
         while connections.join_next().await.is_some() {}
     })
     .await;
     if drained.is_err() {
         tracing::warn!(
             endpoint = address,
-            timeout = ?drain,
+            timeout = ?timing.drain,
             "in-flight calls did not finish in time; closing their connections"
         );
         connections.shutdown().await;

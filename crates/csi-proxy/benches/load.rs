@@ -76,6 +76,11 @@ mod linux {
         let mut child = Command::new(env!("CARGO_BIN_EXE_csi-proxy"))
             .arg(format!("-kubelet-path={}", kubelet.display()))
             .arg(format!("-socket-dir={}", sockets.display()))
+            // Room for every idle connection, the clients and the probes.
+            .arg(format!(
+                "-max-connections-per-endpoint={}",
+                idle_count + clients + 16
+            ))
             .stderr(Stdio::null())
             .spawn()
             .expect("start csi-proxy");

@@ -7,6 +7,10 @@
 //! and tonic's generated client on a direct hyper HTTP/2 connection (what a
 //! Rust driver would use; its own overhead is included).
 //!
+//! Last, the cost of metrics: a second proxy with `-metrics-bind-address`
+//! is measured against the first in interleaved rounds (async minimal
+//! client, 1 client), and the ratio of their p50 latencies is printed.
+//!
 //! Run: `cargo bench -p csi-proxy --bench pathexists` (CALLS=n to change
 //! the number of calls per client; default 20000; CSI_PROXY_BIN=path to
 //! measure another build of the binary).
@@ -288,6 +292,31 @@ mod unix {
         )
     }
 
+    /// A sequence of calls (method, message, expected grpc-status) per round
+    /// through the minimal blocking client; the latency of the whole round.
+    fn raw_sequence(sock: &Path, calls: usize, seq: Vec<(&'static str, Vec<u8>, i32)>) -> Stats {
+        struct Raw(
+            RawClient<std::os::unix::net::UnixStream>,
+            Vec<(&'static str, Vec<u8>, i32)>,
+        );
+        threads(
+            1,
+            calls,
+            || {
+                let s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+                Raw(RawClient::new(s, Shape::default()).unwrap(), seq.clone())
+            },
+            |r| {
+                for (method, msg, want) in &r.1 {
+                    let resp =
+                        r.0.call(method, Some(br"\\.\pipe\csi-proxy-filesystem-v1"), msg)
+                            .unwrap();
+                    assert_eq!(resp.grpc_status, Some(*want), "{method}: {resp:?}");
+                }
+            },
+        )
+    }
+
     /// PathExists through the minimal HTTP/2 request encoder on async
     /// tasks of the benchmark's current-thread runtime, exactly like the
     /// async echo client: write the request frames, read frames until the
@@ -380,38 +409,12 @@ mod unix {
         let kubelet = dir.path().join("kubelet");
         let target = kubelet.join("pods/uid/volumes/kubernetes.io~csi/pvc/mount");
         std::fs::create_dir_all(&target).unwrap();
-        let sockets = dir.path().join("sock");
-        struct KillOnDrop(std::process::Child);
-        impl Drop for KillOnDrop {
-            fn drop(&mut self) {
-                let _ = self.0.kill();
-                let _ = self.0.wait();
-            }
-        }
-        let _child = KillOnDrop(
-            Command::new(
-                std::env::var_os("CSI_PROXY_BIN")
-                    .unwrap_or_else(|| env!("CARGO_BIN_EXE_csi-proxy").into()),
-            )
-            .arg(format!("-kubelet-path={}", kubelet.display()))
-            .arg(format!("-socket-dir={}", sockets.display()))
-            .arg("-api-groups=filesystem-v1")
-            // BENCH_LOG=<file>: run the proxy at -v=2 and keep its request
-            // lines (handler durations) in <file>.
-            .args(std::env::var_os("BENCH_LOG").map(|_| "-v=2"))
-            .stderr(match std::env::var_os("BENCH_LOG") {
-                Some(f) => Stdio::from(std::fs::File::create(f).unwrap()),
-                None => Stdio::null(),
-            })
-            .spawn()
-            .expect("start csi-proxy"),
+        let (_child, sock) = start(&kubelet, &dir.path().join("sock"), &[]);
+        let (_metered, metered_sock) = start(
+            &kubelet,
+            &dir.path().join("sock-metrics"),
+            &["-metrics-bind-address=127.0.0.1:0"],
         );
-        let sock = sockets.join("csi-proxy-filesystem-v1.sock");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::os::unix::net::UnixStream::connect(&sock).is_err() {
-            assert!(Instant::now() < deadline, "csi-proxy did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
         let echo_sock = dir.path().join("echo.sock");
         echo_server(echo_sock.clone());
 
@@ -469,5 +472,90 @@ mod unix {
             ratio("ratio tonic/async echo", &g, &e);
             ratio("ratio blocking minimal/blocking echo", &rb, &eb);
         }
+        // Mutations and refusals, one blocking client: Mkdir + Rmdir of a
+        // directory inside the kubelet dir, and a PathExists refused by the
+        // lexical check alone (outside the roots: nothing is touched).
+        let dir = target.join("bench-dir").display().to_string();
+        let enc = |p: &str| PathExistsRequest { path: p.into() }.encode_to_vec();
+        let mkrm = raw_sequence(
+            &sock,
+            calls / 4,
+            vec![
+                ("/v1.Filesystem/Mkdir", enc(&dir), 0),
+                ("/v1.Filesystem/Rmdir", enc(&dir), 0),
+            ],
+        );
+        let refused = raw_sequence(
+            &sock,
+            calls,
+            vec![("/v1.Filesystem/PathExists", enc("/etc/hostname"), 7)],
+        );
+        let existing = raw_sequence(
+            &sock,
+            calls,
+            vec![("/v1.Filesystem/PathExists", enc(&path), 0)],
+        );
+        row("Mkdir+Rmdir, 1 blocking minimal".into(), &mkrm);
+        row("PathExists refused (outside)".into(), &refused);
+        row("PathExists existing".into(), &existing);
+        ratio("ratio existing/refused", &existing, &refused);
+        ratio("ratio Mkdir+Rmdir/refused", &mkrm, &refused);
+        // Metrics on vs off: interleaved rounds, median p50 of each.
+        let (mut off, mut on) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            off.push(rt.block_on(raw_async(&sock, &path, 1, calls)).p50);
+            on.push(rt.block_on(raw_async(&metered_sock, &path, 1, calls)).p50);
+        }
+        off.sort();
+        on.sort();
+        let (off, on) = (off[2], on[2]);
+        println!(
+            "PathExists p50, 1 async minimal client: metrics off {:.1} us, on {:.1} us, \
+             ratio on/off {:.3}",
+            us(off),
+            us(on),
+            us(on) / us(off)
+        );
+    }
+
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// Start a proxy serving filesystem/v1 in `sockets`; wait until its
+    /// socket accepts connections.
+    fn start(kubelet: &Path, sockets: &Path, extra: &[&str]) -> (KillOnDrop, PathBuf) {
+        // CSI_PROXY_BIN=<path>: measure another build of the proxy (e.g.
+        // an older commit) with this same client code.
+        let bin = std::env::var_os("CSI_PROXY_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_csi-proxy")));
+        let child = KillOnDrop(
+            Command::new(&bin)
+                .arg(format!("-kubelet-path={}", kubelet.display()))
+                .arg(format!("-socket-dir={}", sockets.display()))
+                .arg("-api-groups=filesystem-v1")
+                .args(extra)
+                // BENCH_LOG=<file>: run the proxy at -v=2 and keep its request
+                // lines (handler durations) in <file>.
+                .args(std::env::var_os("BENCH_LOG").map(|_| "-v=2"))
+                .stderr(match std::env::var_os("BENCH_LOG") {
+                    Some(f) => Stdio::from(std::fs::File::create(f).unwrap()),
+                    None => Stdio::null(),
+                })
+                .spawn()
+                .expect("start csi-proxy"),
+        );
+        let sock = sockets.join("csi-proxy-filesystem-v1.sock");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+            assert!(Instant::now() < deadline, "csi-proxy did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (child, sock)
     }
 }

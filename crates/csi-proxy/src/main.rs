@@ -1,14 +1,23 @@
 //! csi-proxy: serves the CSI Proxy API groups on named pipes (Windows) or
-//! Unix sockets (Linux). Thin: flags, logging, then the server library.
+//! Unix sockets (Linux). Thin: flags, logging, then the server library;
+//! `-windows-service` and the `install-service` / `uninstall-service`
+//! subcommands go through [`service`].
 
 mod argv;
 mod cli;
+mod goflags;
 mod logging;
 mod run;
+mod service;
+mod version;
 
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(code) = service::subcommand(&args) {
+        return code;
+    }
     let cli = cli::Cli::parse_from_env();
     let _log = match logging::init(&cli) {
         Ok(guard) => guard,
@@ -17,6 +26,22 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    #[cfg(windows)]
+    if cli.windows_service {
+        return match service::runtime::run(cli) {
+            Ok(0) => ExitCode::SUCCESS,
+            Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+            Err(e) => {
+                tracing::error!("{e:#}");
+                eprintln!("csi-proxy: error: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    #[cfg(not(windows))]
+    if cli.windows_service {
+        tracing::warn!("-windows-service has no effect outside Windows: running in the foreground");
+    }
     match run::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -5,8 +5,21 @@ use anyhow::{bail, Context, Result};
 use csi_proxy_api::{ApiVersion, Group, API_VERSIONS};
 use csi_proxy_host::path::{Flavor, PathPolicy};
 use csi_proxy_host::{Host, HostOptions};
+use csi_proxy_server::metrics::Metrics;
 use csi_proxy_server::{Config, Transport};
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+
+/// What the caller learns while the proxy runs: `ready` once every
+/// endpoint (and the metrics listener) is bound, `stopping` once shutdown
+/// was requested and draining starts. The foreground run tells systemd
+/// (`sd_notify`); the Windows service tells the Service Control Manager.
+pub struct Lifecycle {
+    pub ready: Box<dyn FnOnce() + Send>,
+    pub stopping: Box<dyn FnOnce() + Send>,
+    /// Stop on SIGTERM/SIGINT (Ctrl-C on Windows).
+    pub handle_signals: bool,
+}
 
 /// The API versions selected by `-api-groups` (items `group` or
 /// `group-version`); all of them when the flag is absent.
@@ -72,69 +85,147 @@ fn transport(cli: &Cli) -> Result<Transport> {
     {
         Ok(Transport::NamedPipes {
             sddl: cli.pipe_sddl.clone(),
+            prefix: cli.pipe_prefix.clone(),
         })
     }
 }
 
 /// Every client connection is a descriptor, and idle probe connections
 /// count too: raise the soft RLIMIT_NOFILE to the hard limit, as Go
-/// programs (upstream included) do at start-up.
+/// programs (upstream included) do at start-up. Returns the soft limit in
+/// force afterwards, if it could be read.
 #[cfg(unix)]
-fn raise_fd_limit() {
+fn raise_fd_limit() -> Option<u64> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: getrlimit writes only the struct we pass.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0
-        || lim.rlim_cur >= lim.rlim_max
-    {
-        return;
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        let err = std::io::Error::last_os_error();
+        tracing::warn!(error = %err, "cannot read the open-file limit (RLIMIT_NOFILE)");
+        return None;
     }
-    let old = lim.rlim_cur;
-    lim.rlim_cur = lim.rlim_max;
+    let (soft, hard) = (lim.rlim_cur, lim.rlim_max);
+    if soft >= hard {
+        tracing::info!(
+            soft,
+            hard,
+            "open-file limit (RLIMIT_NOFILE) already at its hard limit"
+        );
+        return Some(soft);
+    }
+    lim.rlim_cur = hard;
     // SAFETY: setrlimit reads only the struct we pass.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } == 0 {
-        tracing::debug!(from = old, to = lim.rlim_cur, "raised the open-file limit");
+        tracing::info!(
+            from = soft,
+            to = hard,
+            "raised the open-file limit (RLIMIT_NOFILE) to its hard limit"
+        );
+        Some(hard)
+    } else {
+        let err = std::io::Error::last_os_error();
+        tracing::warn!(soft, hard, error = %err, "cannot raise the open-file limit (RLIMIT_NOFILE)");
+        Some(soft)
     }
 }
 
-/// Run the proxy until SIGTERM/SIGINT (Ctrl-C on Windows).
+/// Warn when the connection caps of all endpoints together allow more
+/// connections than there are descriptors: the caps then do not keep a
+/// flood from exhausting them (the accept loops back off and keep serving
+/// what is open, but new clients wait).
+#[cfg(unix)]
+fn check_fd_budget(limit: u64, endpoints: usize, cap: usize) {
+    // Descriptors the process needs besides connections (listeners, logs,
+    // the runtime, host operations), generously.
+    const RESERVE: u64 = 256;
+    let wanted = (endpoints as u64)
+        .saturating_mul(cap as u64)
+        .saturating_add(RESERVE);
+    if wanted > limit {
+        tracing::warn!(
+            open_file_limit = limit,
+            endpoints,
+            max_connections_per_endpoint = cap,
+            "the connection caps allow more connections than the open-file limit: a flood of \
+             connections can exhaust descriptors before the caps (raise LimitNOFILE or lower \
+             -max-connections-per-endpoint)"
+        );
+    }
+}
+
+/// Run the proxy in the foreground until SIGTERM/SIGINT (Ctrl-C on
+/// Windows), telling systemd when it is ready and when it stops (a no-op
+/// outside a `Type=notify` unit).
 pub fn run(cli: Cli) -> Result<()> {
+    let lifecycle = Lifecycle {
+        ready: Box::new(|| notify_systemd(true)),
+        stopping: Box::new(|| notify_systemd(false)),
+        handle_signals: true,
+    };
+    serve(&cli, CancellationToken::new(), lifecycle)
+}
+
+#[cfg(unix)]
+fn notify_systemd(ready: bool) {
+    let state = if ready {
+        sd_notify::NotifyState::Ready
+    } else {
+        sd_notify::NotifyState::Stopping
+    };
+    if let Err(e) = sd_notify::notify(&[state]) {
+        tracing::warn!(error = %e, "cannot notify systemd");
+    }
+}
+
+#[cfg(not(unix))]
+fn notify_systemd(_ready: bool) {}
+
+/// Bind every endpoint (and the metrics listener), report ready, serve
+/// until `token` is cancelled, drain, and return. Errors before `ready`
+/// are start-up failures.
+pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Result<()> {
     for flag in cli.ignored_flags() {
         tracing::info!(flag, "flag accepted for compatibility and ignored");
     }
-    if cli.windows_service {
-        tracing::warn!("-windows-service is not implemented yet: running in the foreground");
-    }
-    if !cli.metrics_bind_address.is_empty() {
-        tracing::warn!(
-            address = %cli.metrics_bind_address,
-            "-metrics-bind-address is not implemented yet: no metrics are served"
-        );
-    }
     #[cfg(unix)]
-    raise_fd_limit();
+    let fd_limit = raise_fd_limit();
     let versions = select_versions(cli.api_group_list())?;
+    #[cfg(unix)]
+    if let Some(limit) = fd_limit {
+        check_fd_budget(limit, versions.len(), cli.max_connections_per_endpoint);
+    }
     let policy = PathPolicy::new(Flavor::NATIVE, cli.allowed_roots())
         .context("invalid -kubelet-path or -working-dir")?;
+    let metrics = (!cli.metrics_bind_address.is_empty())
+        .then(|| Arc::new(Metrics::new(&crate::version::build_info())));
     let config = Config {
         versions,
-        transport: transport(&cli)?,
+        transport: transport(cli)?,
         shutdown_timeout: cli.shutdown_timeout,
         log_requests: crate::logging::verbosity() >= 2,
         preface_timeout: cli.preface_timeout,
         idle_timeout: cli.idle_timeout,
         keepalive_time: cli.keepalive_time,
         keepalive_timeout: cli.keepalive_timeout,
+        max_connections_per_endpoint: cli.max_connections_per_endpoint,
+        metrics: metrics.clone(),
     };
     let host = Host::os_with(
         policy.clone(),
         &HostOptions {
             volume_fs_type: cli.volume_fs_type.clone(),
+            allowed_services: cli
+                .allowed_services
+                .iter()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect(),
+            require_privacy: cli.require_privacy,
         },
     )
-    .context("invalid -volume-fs-type")?;
+    .context("invalid -volume-fs-type or -allowed-services")?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -142,79 +233,127 @@ pub fn run(cli: Cli) -> Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
+        let metrics_listener = match &metrics {
+            Some(_) => Some(
+                csi_proxy_server::metrics::http::bind(&cli.metrics_bind_address).with_context(
+                    || {
+                        format!(
+                            "cannot listen on -metrics-bind-address={}",
+                            cli.metrics_bind_address
+                        )
+                    },
+                )?,
+            ),
+            None => None,
+        };
+        let metrics_address = metrics_listener
+            .as_ref()
+            .map(|l| l.local_addr().to_string());
+        let signals = match lifecycle.handle_signals {
+            true => Some(Signals::install()?),
+            false => None,
+        };
         let server = csi_proxy_server::bind(&config, &host)?;
-        // Before "ready": a SIGTERM sent as soon as the proxy says it is
-        // ready must shut it down cleanly, not kill it.
-        let signals = Signals::install();
         let addresses = server.addresses();
+        if let (Some(listener), Some(m)) = (metrics_listener, metrics) {
+            let token = token.clone();
+            tokio::spawn(async move {
+                if let Err(e) = listener.serve(m, token).await {
+                    tracing::error!(error = %e, "the metrics endpoint stopped");
+                }
+            });
+        }
         tracing::info!(
-            version = env!("CARGO_PKG_VERSION"),
+            version = crate::version::VERSION,
+            commit = crate::version::COMMIT,
+            target = crate::version::TARGET,
             endpoints = addresses.len(),
             transport = ?config.transport,
             roots = ?policy.roots(),
+            metrics = metrics_address.as_deref().unwrap_or("off"),
             "csi-proxy ready"
         );
         for a in &addresses {
             tracing::debug!(endpoint = %a, "serving");
         }
-        let token = CancellationToken::new();
-        let signals = tokio::spawn(signals.wait(token.clone()));
-        let result = server.serve(token).await;
-        signals.abort();
+        (lifecycle.ready)();
+        let signals = signals.map(|s| tokio::spawn(s.wait(token.clone())));
+        let stopping = lifecycle.stopping;
+        let watch = token.clone();
+        let stopping = tokio::spawn(async move {
+            watch.cancelled().await;
+            stopping();
+        });
+        let result = server.serve(token.clone()).await;
+        // An endpoint failure ends serving too: report stopping either way.
+        token.cancel();
+        let _ = stopping.await;
+        if let Some(s) = signals {
+            s.abort();
+        }
         result?;
         #[cfg(target_os = "linux")]
         tracing::info!(
             child_processes = csi_proxy_host::storage::linux::spawned_processes(),
-            "storage tools run by this process (mkfs, resize2fs, ...)"
+            sysfs_reads = csi_proxy_host::storage::linux::sysfs_reads(),
+            device_opens = csi_proxy_host::storage::linux::device_opens(),
+            "storage tools run by this process (mkfs, resize2fs, ...) and what the storage backend read"
+        );
+        let inventory = csi_proxy_host::storage::inventory::counters();
+        tracing::info!(
+            full_scans = inventory.full_scans,
+            disk_scans = inventory.disk_scans,
+            events_lost = inventory.lost,
+            calls = inventory.views,
+            "disk and volume inventory"
         );
         tracing::info!("csi-proxy stopped");
         Ok(())
     })
 }
 
-/// The shutdown signals, their handlers installed.
+/// The stop signals, installed before the proxy says it is ready (a
+/// signal sent right after "csi-proxy ready" must not kill the process).
 struct Signals {
     #[cfg(unix)]
-    handlers: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+    #[cfg(windows)]
+    ctrl_c: tokio::signal::windows::CtrlC,
 }
 
 impl Signals {
-    fn install() -> Signals {
+    fn install() -> Result<Signals> {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{signal, SignalKind};
-            let handlers = match (
-                signal(SignalKind::terminate()),
-                signal(SignalKind::interrupt()),
-            ) {
-                (Ok(term), Ok(int)) => Some((term, int)),
-                _ => {
-                    tracing::error!("cannot install signal handlers");
-                    None
-                }
-            };
-            Signals { handlers }
+            Ok(Signals {
+                term: signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
+                int: signal(SignalKind::interrupt()).context("cannot handle SIGINT")?,
+            })
         }
         #[cfg(windows)]
-        Signals {}
+        {
+            Ok(Signals {
+                ctrl_c: tokio::signal::windows::ctrl_c().context("cannot handle Ctrl-C")?,
+            })
+        }
     }
 
-    /// Wait for SIGTERM/SIGINT (Ctrl-C on Windows), then cancel `token`.
-    async fn wait(self, token: CancellationToken) {
+    /// Wait for a signal, then cancel `token`.
+    async fn wait(mut self, token: CancellationToken) {
         #[cfg(unix)]
         {
-            let Some((mut term, mut int)) = self.handlers else {
-                return;
-            };
             let name = tokio::select! {
-                _ = term.recv() => "SIGTERM",
-                _ = int.recv() => "SIGINT",
+                _ = self.term.recv() => "SIGTERM",
+                _ = self.int.recv() => "SIGINT",
             };
             tracing::info!(signal = name, "shutting down: draining in-flight calls");
         }
         #[cfg(windows)]
         {
-            if tokio::signal::ctrl_c().await.is_err() {
+            if self.ctrl_c.recv().await.is_none() {
                 return;
             }
             tracing::info!("Ctrl-C: shutting down, draining in-flight calls");

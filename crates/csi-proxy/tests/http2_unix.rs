@@ -157,6 +157,21 @@ fn garbage_closes_only_its_own_connection() {
     assert!(!p.log().contains("panicked"));
 }
 
+#[test]
+fn undecodable_requests_are_invalid_argument_on_every_filesystem_version() {
+    let p = Proxy::start(&[]);
+    let (existing, _, _) = paths(&p);
+    let before = p.snapshot();
+    for v in FILESYSTEM_VERSIONS {
+        let socket = p.socket(&format!("filesystem-{v}"));
+        let mut c =
+            RawClient::new(UnixStream::connect(&socket).unwrap(), Shape::default()).unwrap();
+        raw::undecodable_requests(&mut c, &format!("{v}.Filesystem"), &existing);
+    }
+    assert_eq!(p.snapshot(), before);
+    assert!(!p.log().contains("panicked"));
+}
+
 fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()

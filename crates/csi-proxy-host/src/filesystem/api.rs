@@ -1,10 +1,13 @@
 use super::*;
+use crate::confined::locate;
 use crate::path::PathPolicy;
 use crate::Error;
 
 /// The Filesystem API over a backend: every path is checked against the
-/// [`PathPolicy`] (syntax, allowed roots, links in the parent chain) before
-/// the backend is called; a rejected request touches nothing.
+/// [`PathPolicy`] (syntax, inside an allowed root) and located below its
+/// root before the backend is called; a rejected request touches nothing.
+/// The backend resolves the rest beneath the root's handle
+/// ([`crate::confined`]).
 pub struct Filesystem<B> {
     policy: PathPolicy,
     backend: B,
@@ -22,112 +25,81 @@ impl<B: FilesystemBackend> Filesystem<B> {
     pub fn policy(&self) -> &PathPolicy {
         &self.policy
     }
-
-    /// Validate `path` and resolve links in its parent chain (and in the
-    /// final component when `follow_final`).
-    fn resolve(&self, path: &str, follow_final: bool) -> Result<crate::path::ResolvedPath> {
-        self.policy.resolve(path, &self.backend, follow_final)
-    }
 }
 
-fn refuse_root(op: &str, path: &str) -> Error {
-    Error::PermissionDenied(format!(
-        "{op} {path:?}: refusing to remove an allowed root directory itself"
-    ))
+fn refuse_root(op: &str, p: &Located) -> Result<()> {
+    if p.is_root() {
+        return Err(Error::PermissionDenied(format!(
+            "{op} {}: refusing to remove or empty an allowed root directory itself",
+            p.shown()
+        )));
+    }
+    Ok(())
 }
 
 impl<B: FilesystemBackend> FilesystemApi for Filesystem<B> {
     fn path_exists(&self, req: PathExistsRequest) -> Result<PathExistsResponse> {
-        if self
-            .policy
-            .prove_link_free(&req.path, &self.backend)?
-            .is_some()
-        {
-            return Ok(PathExistsResponse { exists: true });
-        }
-        let path = self.resolve(&req.path, false)?;
-        let exists = self
-            .backend
-            .exists(path.as_str())
-            .map_err(|e| Error::io("stat", &req.path, e))?;
-        Ok(PathExistsResponse { exists })
+        let p = locate(&self.policy, &req.path)?;
+        Ok(PathExistsResponse {
+            exists: self.backend.exists(&p)?,
+        })
     }
 
     fn mkdir(&self, req: MkdirRequest) -> Result<MkdirResponse> {
-        let path = self.resolve(&req.path, true)?;
-        self.backend
-            .create_dir_all(path.as_str())
-            .map_err(|e| Error::io("mkdir", &req.path, e))?;
+        let p = locate(&self.policy, &req.path)?;
+        self.backend.mkdir_all(&p)?;
         Ok(MkdirResponse {})
     }
 
     fn rmdir(&self, req: RmdirRequest) -> Result<RmdirResponse> {
-        let path = self.resolve(&req.path, false)?;
-        if path.is_root() {
-            return Err(refuse_root("rmdir", &req.path));
+        let p = locate(&self.policy, &req.path)?;
+        refuse_root("rmdir", &p)?;
+        // One entry is a few system calls (answered on the caller's worker);
+        // a tree may take long: the server runs that on its blocking pool.
+        if req.force && crate::inline::active() {
+            return Err(crate::inline::would_block("removing a tree"));
         }
         if req.force {
-            match self.backend.remove_all(path.as_str()) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                    return Err(Error::io("rmdir (force)", &req.path, e))
-                }
-                _ => {}
-            }
+            self.backend.remove_all(&p)?;
         } else {
-            self.backend
-                .remove(path.as_str())
-                .map_err(|e| Error::io("rmdir", &req.path, e))?;
+            self.backend.remove(&p)?;
         }
         Ok(RmdirResponse {})
     }
 
     fn rmdir_contents(&self, req: RmdirContentsRequest) -> Result<RmdirContentsResponse> {
-        // The directory itself stays, so an allowed root may be emptied only if
-        // it is not a root: emptying the kubelet directory is never wanted.
-        let path = self.resolve(&req.path, true)?;
-        if path.is_root() {
-            return Err(Error::PermissionDenied(format!(
-                "rmdir contents {:?}: refusing to empty an allowed root directory",
-                req.path
-            )));
-        }
-        self.backend
-            .remove_contents(path.as_str())
-            .map_err(|e| Error::io("rmdir contents", &req.path, e))?;
+        // The directory itself stays, but emptying the kubelet directory (or
+        // another allowed root) is never wanted.
+        let p = locate(&self.policy, &req.path)?;
+        refuse_root("rmdir contents", &p)?;
+        self.backend.remove_contents(&p)?;
         Ok(RmdirContentsResponse {})
     }
 
     fn create_symlink(&self, req: CreateSymlinkRequest) -> Result<CreateSymlinkResponse> {
-        // Both ends must lie inside the allowed roots, after links are resolved.
-        let source = self.policy.check(&req.source_path)?;
-        self.resolve(&req.source_path, true)?;
-        let target = self.resolve(&req.target_path, false)?;
+        // The link stores the source path as given: inside the roots, and
+        // not through a link below its root (its last component may be
+        // anything, e.g. a staging directory linked to an SMB share, or
+        // nothing yet). What the stored text leads to later is checked by
+        // whoever follows it; csi-proxy itself never follows links in a
+        // parent chain. The link is created beneath the target's root.
+        let source = locate(&self.policy, &req.source_path)?;
+        self.backend.exists(&source)?;
+        let target = locate(&self.policy, &req.target_path)?;
         if target.is_root() {
             return Err(Error::PermissionDenied(format!(
-                "create symlink at {:?}: the link cannot replace an allowed root",
-                req.target_path
+                "create symlink at {}: the link cannot replace an allowed root",
+                target.shown()
             )));
         }
-        // The link stores the caller's (validated) source path, as asked.
-        self.backend
-            .symlink_dir(source.as_str(), target.as_str())
-            .map_err(|e| Error::io("create symlink", &req.target_path, e))?;
+        self.backend.symlink(source.checked(), &target)?;
         Ok(CreateSymlinkResponse {})
     }
 
     fn is_symlink(&self, req: IsSymlinkRequest) -> Result<IsSymlinkResponse> {
-        if self
-            .policy
-            .prove_link_free(&req.path, &self.backend)?
-            .is_some()
-        {
-            return Ok(IsSymlinkResponse { is_symlink: false });
-        }
-        let path = self.resolve(&req.path, false)?;
-        let is_symlink = self
-            .backend
-            .is_link_to_existing(path.as_str())
-            .map_err(|e| Error::io("lstat", &req.path, e))?;
-        Ok(IsSymlinkResponse { is_symlink })
+        let p = locate(&self.policy, &req.path)?;
+        Ok(IsSymlinkResponse {
+            is_symlink: self.backend.is_symlink(&p)?,
+        })
     }
 }

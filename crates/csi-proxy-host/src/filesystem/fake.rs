@@ -5,7 +5,9 @@
 //! use it to prove that rejected requests never reached the backend.
 
 use super::FilesystemBackend;
-use crate::path::{Link, LinkReader};
+use crate::confined::Located;
+use crate::path::CheckedPath;
+use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::Mutex;
@@ -18,8 +20,7 @@ pub enum Entry {
     Link(String),
 }
 
-/// One recorded backend call (read_link lookups done by path resolution are
-/// not recorded: they are reads the policy needs).
+/// One recorded backend call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Call {
     Exists(String),
@@ -71,10 +72,14 @@ impl RecordingFilesystem {
         *self.fail_next.lock().unwrap() = Some(kind);
     }
 
-    fn record(&self, call: Call) -> io::Result<()> {
+    fn record(&self, call: Call) -> Result<()> {
         self.calls.lock().unwrap().push(call);
         match self.fail_next.lock().unwrap().take() {
-            Some(kind) => Err(io::Error::new(kind, "injected failure")),
+            Some(kind) => Err(Error::io(
+                "fake",
+                "injected",
+                io::Error::new(kind, "injected failure"),
+            )),
             None => Ok(()),
         }
     }
@@ -86,27 +91,19 @@ impl RecordingFilesystem {
     }
 }
 
-fn not_found(path: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::NotFound, format!("{path} not found"))
-}
-
-impl LinkReader for RecordingFilesystem {
-    fn read_link(&self, path: &str) -> io::Result<Link> {
-        Ok(match self.entries.lock().unwrap().get(path) {
-            None => Link::NotFound,
-            Some(Entry::Link(t)) => Link::Symlink(t.clone()),
-            Some(_) => Link::NotALink,
-        })
-    }
+fn not_found(path: &str) -> Error {
+    Error::NotFound(format!("{path} not found"))
 }
 
 impl FilesystemBackend for RecordingFilesystem {
-    fn exists(&self, path: &str) -> io::Result<bool> {
+    fn exists(&self, p: &Located) -> Result<bool> {
+        let path = p.path();
         self.record(Call::Exists(path.into()))?;
         Ok(self.entries.lock().unwrap().contains_key(path))
     }
 
-    fn create_dir_all(&self, path: &str) -> io::Result<()> {
+    fn mkdir_all(&self, p: &Located) -> Result<()> {
+        let path = p.path();
         self.record(Call::CreateDirAll(path.into()))?;
         self.entries
             .lock()
@@ -116,13 +113,15 @@ impl FilesystemBackend for RecordingFilesystem {
         Ok(())
     }
 
-    fn remove(&self, path: &str) -> io::Result<()> {
+    fn remove(&self, p: &Located) -> Result<()> {
+        let path = p.path();
         self.record(Call::Remove(path.into()))?;
         let mut entries = self.entries.lock().unwrap();
         if entries.keys().any(|k| Self::below(path, k)) {
-            return Err(io::Error::new(
-                io::ErrorKind::DirectoryNotEmpty,
-                "directory not empty",
+            return Err(Error::io(
+                "rmdir",
+                path,
+                io::Error::new(io::ErrorKind::DirectoryNotEmpty, "directory not empty"),
             ));
         }
         entries
@@ -131,19 +130,17 @@ impl FilesystemBackend for RecordingFilesystem {
             .ok_or_else(|| not_found(path))
     }
 
-    fn remove_all(&self, path: &str) -> io::Result<()> {
+    fn remove_all(&self, p: &Located) -> Result<()> {
+        let path = p.path();
         self.record(Call::RemoveAll(path.into()))?;
         let mut entries = self.entries.lock().unwrap();
-        let existed = entries.remove(path).is_some();
+        entries.remove(path);
         entries.retain(|k, _| !Self::below(path, k));
-        if existed {
-            Ok(())
-        } else {
-            Err(not_found(path))
-        }
+        Ok(())
     }
 
-    fn remove_contents(&self, path: &str) -> io::Result<()> {
+    fn remove_contents(&self, p: &Located) -> Result<()> {
+        let path = p.path();
         self.record(Call::RemoveContents(path.into()))?;
         let mut entries = self.entries.lock().unwrap();
         if entries.get(path) != Some(&Entry::Dir) {
@@ -153,25 +150,28 @@ impl FilesystemBackend for RecordingFilesystem {
         Ok(())
     }
 
-    fn symlink_dir(&self, points_to: &str, link: &str) -> io::Result<()> {
+    fn symlink(&self, points_to: &CheckedPath, link: &Located) -> Result<()> {
+        let link = link.path();
         self.record(Call::SymlinkDir {
-            points_to: points_to.into(),
+            points_to: points_to.as_str().into(),
             link: link.into(),
         })?;
         let mut entries = self.entries.lock().unwrap();
         if entries.contains_key(link) {
-            return Err(io::Error::new(io::ErrorKind::AlreadyExists, "exists"));
+            return Err(Error::AlreadyExists(format!("{link} exists")));
         }
-        entries.insert(link.into(), Entry::Link(points_to.into()));
+        entries.insert(link.into(), Entry::Link(points_to.as_str().into()));
         Ok(())
     }
 
-    fn is_link_to_existing(&self, path: &str) -> io::Result<bool> {
+    fn is_symlink(&self, p: &Located) -> Result<bool> {
+        let path = p.path();
         self.record(Call::IsLinkToExisting(path.into()))?;
         let entries = self.entries.lock().unwrap();
-        Ok(match entries.get(path) {
-            Some(Entry::Link(t)) => entries.contains_key(t),
-            _ => false,
-        })
+        match entries.get(path) {
+            None => Err(not_found(path)),
+            Some(Entry::Link(t)) => Ok(entries.contains_key(t)),
+            Some(_) => Ok(false),
+        }
     }
 }

@@ -3,22 +3,13 @@
 
 mod api;
 pub mod fake;
-#[cfg(unix)]
-mod linux;
-#[cfg(windows)]
-mod windows;
+mod os;
 
 pub use api::Filesystem;
 
-/// The real backend of this OS.
-#[cfg(unix)]
-pub use linux::OsFilesystem;
-#[cfg(windows)]
-pub use windows::OsFilesystem;
-
-use crate::path::LinkReader;
+use crate::confined::Located;
+use crate::path::CheckedPath;
 use crate::Result;
-use std::io;
 
 /// Does a path exist (the final component is not followed)?
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -85,55 +76,52 @@ pub trait FilesystemApi: Send + Sync {
     fn is_symlink(&self, req: IsSymlinkRequest) -> Result<IsSymlinkResponse>;
 }
 
-/// Raw filesystem operations on paths that were already validated and
-/// resolved by [`crate::path::PathPolicy`]. Implemented per OS and by the
-/// recording fake; never called with unchecked input.
-pub trait FilesystemBackend: LinkReader + Send + Sync {
-    /// lstat: does anything exist at `path` (a dangling link counts)?
-    fn exists(&self, path: &str) -> io::Result<bool>;
-    /// mkdir -p.
-    fn create_dir_all(&self, path: &str) -> io::Result<()>;
+/// The filesystem operations the API needs, on paths already checked and
+/// located below a root. The real one is [`crate::confined::Confined`]
+/// (every OS); tests of the layers above use [`fake::RecordingFilesystem`].
+pub trait FilesystemBackend: Send + Sync {
+    /// Does anything exist at `p` (a link counts; it is not followed)?
+    fn exists(&self, p: &Located) -> Result<bool>;
+    /// mkdir -p; an existing final link to a directory inside the roots is
+    /// accepted.
+    fn mkdir_all(&self, p: &Located) -> Result<()>;
     /// Remove one entry: an empty directory, a file, or a link itself.
-    fn remove(&self, path: &str) -> io::Result<()>;
-    /// Remove an entry and everything below it; a link is removed, never followed.
-    fn remove_all(&self, path: &str) -> io::Result<()>;
-    /// Remove every entry inside the directory `path` (links are not followed).
-    fn remove_contents(&self, path: &str) -> io::Result<()>;
-    /// Create a directory link at `link` pointing to `points_to`.
-    fn symlink_dir(&self, points_to: &str, link: &str) -> io::Result<()>;
-    /// Is `path` a link (symlink, junction, mount point) whose target exists?
-    fn is_link_to_existing(&self, path: &str) -> io::Result<bool>;
-}
-
-impl<T: LinkReader + ?Sized> LinkReader for std::sync::Arc<T> {
-    fn read_link(&self, path: &str) -> io::Result<crate::path::Link> {
-        (**self).read_link(path)
-    }
-    fn is_link_free(&self, path: &str) -> bool {
-        (**self).is_link_free(path)
-    }
+    fn remove(&self, p: &Located) -> Result<()>;
+    /// Remove an entry and everything below it (nothing there is success);
+    /// a link is removed, never followed.
+    fn remove_all(&self, p: &Located) -> Result<()>;
+    /// Remove every entry inside the directory `p`; a final link is followed
+    /// one hop to a directory inside the roots.
+    fn remove_contents(&self, p: &Located) -> Result<()>;
+    /// Create a directory link at `link` that stores `points_to`.
+    fn symlink(&self, points_to: &CheckedPath, link: &Located) -> Result<()>;
+    /// Is `p` a link (symlink, junction, volume mount point)? A link whose
+    /// destination is inside the roots counts only if that destination
+    /// exists; a link leading anywhere else counts without being looked at.
+    /// Nothing at `p` is `NotFound`.
+    fn is_symlink(&self, p: &Located) -> Result<bool>;
 }
 
 impl<T: FilesystemBackend + ?Sized> FilesystemBackend for std::sync::Arc<T> {
-    fn exists(&self, path: &str) -> io::Result<bool> {
-        (**self).exists(path)
+    fn exists(&self, p: &Located) -> Result<bool> {
+        (**self).exists(p)
     }
-    fn create_dir_all(&self, path: &str) -> io::Result<()> {
-        (**self).create_dir_all(path)
+    fn mkdir_all(&self, p: &Located) -> Result<()> {
+        (**self).mkdir_all(p)
     }
-    fn remove(&self, path: &str) -> io::Result<()> {
-        (**self).remove(path)
+    fn remove(&self, p: &Located) -> Result<()> {
+        (**self).remove(p)
     }
-    fn remove_all(&self, path: &str) -> io::Result<()> {
-        (**self).remove_all(path)
+    fn remove_all(&self, p: &Located) -> Result<()> {
+        (**self).remove_all(p)
     }
-    fn remove_contents(&self, path: &str) -> io::Result<()> {
-        (**self).remove_contents(path)
+    fn remove_contents(&self, p: &Located) -> Result<()> {
+        (**self).remove_contents(p)
     }
-    fn symlink_dir(&self, points_to: &str, link: &str) -> io::Result<()> {
-        (**self).symlink_dir(points_to, link)
+    fn symlink(&self, points_to: &CheckedPath, link: &Located) -> Result<()> {
+        (**self).symlink(points_to, link)
     }
-    fn is_link_to_existing(&self, path: &str) -> io::Result<bool> {
-        (**self).is_link_to_existing(path)
+    fn is_symlink(&self, p: &Located) -> Result<bool> {
+        (**self).is_symlink(p)
     }
 }

@@ -5,20 +5,13 @@
 //! and the Unix rules are unit-tested on any OS; only [`OsLinks`] talks to the
 //! real filesystem.
 //!
-//! Two levels:
-//!
-//! * [`PathPolicy::check`]: lexical only. The syntax rules of the flavour
-//!   (listed below) and membership in an allowed root on a component
-//!   boundary. Touches nothing.
-//! * [`PathPolicy::resolve`]: `check`, then every existing link in the chain
-//!   is resolved (realpath, bounded to [`MAX_LINK_HOPS`] hops) and the result
-//!   must still lie inside a (resolved) root. The returned [`ResolvedPath`] is
-//!   what the backend must operate on.
-//!
-//! Resolution is a check at one point in time: a link planted between the
-//! check and the operation is not seen, so backends should still refuse to
-//! follow a final-component link when deleting and prefer handle-based
-//! operations on the [`ResolvedPath`].
+//! [`PathPolicy::check`] is lexical only: the syntax rules of the flavour
+//! (listed below) and membership in an allowed root on a component
+//! boundary. It touches nothing. Everything that touches the filesystem goes
+//! through [`crate::confined`], which opens each root once and resolves the
+//! rest of a checked path beneath that root handle, never following a link
+//! in the parent chain; [`PathPolicy::link_destination`] decides, lexically,
+//! where a final-component link may be followed to.
 //!
 //! Syntax violations are [`Error::InvalidArgument`]; leaving the allowed roots,
 //! lexically or through a link, is [`Error::PermissionDenied`]. Every message
@@ -43,16 +36,13 @@ use std::fmt;
 
 use crate::error::{Error, Result};
 
-mod os;
-mod resolve;
+mod reparse;
 mod rules;
+mod target;
 #[cfg(test)]
 mod tests;
 
-pub use os::{classify_reparse_point, OsLinks, IO_REPARSE_TAG_MOUNT_POINT, IO_REPARSE_TAG_SYMLINK};
-
-/// Maximum number of links followed while resolving one path.
-pub const MAX_LINK_HOPS: usize = 256;
+pub use reparse::{classify_reparse_point, IO_REPARSE_TAG_MOUNT_POINT, IO_REPARSE_TAG_SYMLINK};
 
 /// Characters of a path shown in an error message before it is truncated.
 const SHOWN_CHARS: usize = 300;
@@ -116,6 +106,12 @@ impl CheckedPath {
     pub fn is_root(&self) -> bool {
         self.is_root
     }
+
+    /// A prefix of a checked path, cut at a component boundary: checked by
+    /// construction (the confined filesystem walks up from a checked path).
+    pub(crate) fn new_unchecked(path: String, is_root: bool) -> CheckedPath {
+        CheckedPath { path, is_root }
+    }
 }
 
 impl AsRef<str> for CheckedPath {
@@ -130,81 +126,17 @@ impl fmt::Display for CheckedPath {
     }
 }
 
-/// A path whose links were resolved and whose result lies inside an allowed
-/// (resolved) root: the path the backend must operate on.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ResolvedPath {
-    path: String,
-    is_root: bool,
-}
-
-impl ResolvedPath {
-    /// The resolved path.
-    pub fn as_str(&self) -> &str {
-        &self.path
-    }
-
-    /// The resolved path, by value.
-    pub fn into_string(self) -> String {
-        self.path
-    }
-
-    /// Whether the resolved path is one of the allowed roots (as written or
-    /// resolved) itself.
-    pub fn is_root(&self) -> bool {
-        self.is_root
-    }
-}
-
-impl AsRef<str> for ResolvedPath {
-    fn as_ref(&self) -> &str {
-        &self.path
-    }
-}
-
-impl fmt::Display for ResolvedPath {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.path)
-    }
-}
-
-/// What one path names, as far as link resolution cares.
+/// What a Windows reparse point is ([`classify_reparse_point`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Link {
-    /// Nothing exists at the path (or a parent is not a directory).
-    NotFound,
-    /// It exists and is not a link.
+    /// Not a link (no reparse point, or one of a kind that is a plain file
+    /// or directory, such as deduplication or cloud files).
     NotALink,
-    /// A symbolic link (or a Windows directory junction) with its target as
-    /// stored; it may be relative to the link's parent.
+    /// A symbolic link (or a directory junction) with its target as stored;
+    /// it may be relative to the link's parent.
     Symlink(String),
-    /// A Windows volume mount point (a junction to `\??\Volume{...}\`): a
-    /// mount, treated as a directory and not followed.
+    /// A volume mount point (a junction to `\??\Volume{...}\`).
     MountPoint,
-}
-
-/// Reads links; [`OsLinks`] is the real filesystem, tests use fakes.
-pub trait LinkReader {
-    /// What `path` is, without following a link at `path` itself. Every
-    /// parent of `path` has already been resolved.
-    fn read_link(&self, path: &str) -> std::io::Result<Link>;
-
-    /// A fast path: `true` only if the OS proves in one call that every
-    /// component of `path` exists and none is a link, so that resolving it
-    /// would change nothing. `false` means "not known"; the resolver then
-    /// asks [`LinkReader::read_link`] component by component.
-    fn is_link_free(&self, _path: &str) -> bool {
-        false
-    }
-}
-
-impl<T: LinkReader + ?Sized> LinkReader for &T {
-    fn read_link(&self, path: &str) -> std::io::Result<Link> {
-        (**self).read_link(path)
-    }
-    fn is_link_free(&self, path: &str) -> bool {
-        (**self).is_link_free(path)
-    }
 }
 
 /// The allowed roots (kubelet path and working dirs) and the flavour of paths.
@@ -279,39 +211,6 @@ impl PathPolicy {
             path: normal,
             is_root,
         })
-    }
-
-    /// [`check`](Self::check), then ask the OS for a one-call proof that
-    /// the whole path exists and that none of its components (the root's
-    /// included) is a link ([`LinkReader::is_link_free`]). `Some` means the
-    /// path exists, resolves to itself and is inside a root, with no further
-    /// question asked; `None` means "not proven", and the caller takes the
-    /// full [`resolve`](Self::resolve) route. This is how the polled
-    /// read-only calls (PathExists, IsSymlink) stay at one system call.
-    pub fn prove_link_free(
-        &self,
-        path: &str,
-        links: &dyn LinkReader,
-    ) -> Result<Option<CheckedPath>> {
-        let checked = self.check(path)?;
-        Ok(links.is_link_free(checked.as_str()).then_some(checked))
-    }
-
-    /// [`check`](Self::check), then resolve every existing link in the chain
-    /// (all components but the last; the last too when `follow_final`), then
-    /// verify the resolved path is still inside a (resolved) root.
-    ///
-    /// Returns the path the backend must operate on. With `follow_final ==
-    /// false` a link at the final component is the object operated on (e.g.
-    /// removing a link never removes its target).
-    pub fn resolve(
-        &self,
-        path: &str,
-        links: &dyn LinkReader,
-        follow_final: bool,
-    ) -> Result<ResolvedPath> {
-        let checked = self.check(path)?;
-        resolve::resolve(self, path, &checked, links, follow_final)
     }
 
     fn roots_list(&self) -> String {

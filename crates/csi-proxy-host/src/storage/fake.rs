@@ -3,8 +3,8 @@
 //! test of a real backend.
 
 use super::{plan_resize, ResizePlan, ResizeTarget, StorageBackend, VolumeId, VolumeStats};
+use crate::confined::{Confined, Located};
 use crate::disk::{DiskIds, DiskLocation};
-use crate::path::ResolvedPath;
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -243,25 +243,33 @@ impl StorageBackend for FakeStorage {
         let mut s = self.record(format!("flush {volume}"));
         s.part(volume).map(|_| ())
     }
-    fn mount(&self, volume: &VolumeId, target: &ResolvedPath) -> Result<()> {
+    fn mount(&self, volume: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
+        // Like the real backends, reach the target through the confined
+        // filesystem first (a link in its chain is refused there).
+        fs.kind(target)?;
+        let target = target.path();
         let mut s = self.record(format!("mount {volume} {target}"));
         s.part(volume)?;
-        match s.mounts.get(target.as_str()) {
+        match s.mounts.get(target) {
             Some(m) if m == volume => Ok(()),
             Some(m) => Err(Error::AlreadyExists(format!("{target} is a mount of {m}"))),
             None => {
-                s.mounts.insert(target.as_str().to_string(), volume.clone());
+                s.mounts.insert(target.to_string(), volume.clone());
                 Ok(())
             }
         }
     }
-    fn unmount(&self, volume: &VolumeId, target: &ResolvedPath) -> Result<()> {
+    fn unmount(&self, volume: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
+        // Like the real backends, reach the target through the confined
+        // filesystem first (a link in its chain is refused there).
+        fs.kind(target)?;
+        let target = target.path();
         let mut s = self.record(format!("unmount {volume} {target}"));
         s.part(volume)?;
-        match s.mounts.get(target.as_str()) {
+        match s.mounts.get(target) {
             None => Ok(()),
             Some(m) if m == volume => {
-                s.mounts.remove(target.as_str());
+                s.mounts.remove(target);
                 Ok(())
             }
             Some(m) => Err(Error::FailedPrecondition(format!(
@@ -269,21 +277,24 @@ impl StorageBackend for FakeStorage {
             ))),
         }
     }
-    fn volume_at(&self, target: &ResolvedPath) -> Result<VolumeId> {
+    fn volume_at(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
+        fs.kind(target)?;
+        let target = target.path();
         let s = self.record(format!("volume_at {target}"));
         s.mounts
-            .get(target.as_str())
+            .get(target)
             .cloned()
             .ok_or_else(|| Error::NotFound(format!("{target} is not a volume mount point")))
     }
-    fn closest_volume(&self, target: &ResolvedPath) -> Result<VolumeId> {
+    fn closest_volume(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
+        fs.kind(target)?;
+        let target = target.path();
         let s = self.record(format!("closest_volume {target}"));
         s.mounts
             .iter()
             .filter(|(m, _)| {
-                target.as_str() == m.as_str()
+                target == m.as_str()
                     || target
-                        .as_str()
                         .strip_prefix(m.as_str())
                         .is_some_and(|r| r.starts_with(['/', '\\']))
             })

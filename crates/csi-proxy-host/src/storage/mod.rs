@@ -2,10 +2,10 @@
 //! [`VolumeApi`] that validates every argument, over an OS backend.
 //!
 //! [`Storage`] checks what a request carries before the backend sees it:
-//! volume ids must be `\\?\Volume{GUID}\` ([`VolumeId`]), target paths go
-//! through the [`PathPolicy`] (inside the allowed roots on a component
-//! boundary, links resolved and re-checked, never an allowed root itself),
-//! sizes must not be negative. Existence (an unknown disk number or volume)
+//! volume ids must be `\\?\Volume{GUID}\` ([`VolumeId`]), target paths are
+//! checked by the [`PathPolicy`] and located below their root for the
+//! confined filesystem ([`Confined`]; never an allowed root itself), sizes
+//! must not be negative. Existence (an unknown disk number or volume)
 //! is the backend's answer: [`Error::NotFound`].
 //!
 //! Backends implement [`StorageBackend`] over already-validated values:
@@ -15,6 +15,7 @@
 //! (an in-memory model for tests of the layers above).
 
 pub mod fake;
+pub mod inventory;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod parse;
@@ -23,11 +24,13 @@ pub mod windows;
 
 pub use parse::guid::VolumeId;
 
+use crate::confined::{Confined, Kind, Located};
 use crate::disk::{self, DiskApi, DiskIds, DiskLocation};
-use crate::path::{LinkReader, OsLinks, PathPolicy, ResolvedPath};
+use crate::path::PathPolicy;
 use crate::volume::{self, VolumeApi};
 use crate::{Error, Result};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Growth smaller than this is skipped by ResizeVolume (as upstream does).
 pub const MIN_RESIZE_GROWTH: u64 = 100 * 1024 * 1024;
@@ -92,6 +95,19 @@ pub trait StorageBackend: Send + Sync {
     fn disk_locations(&self) -> Result<BTreeMap<u32, DiskLocation>>;
     /// Page-0x83 id and serial number of every disk.
     fn disk_ids(&self) -> Result<BTreeMap<u32, DiskIds>>;
+    /// The generation of the backend's inventory (see
+    /// [`DiskApi::inventory_generation`]); `None`: no inventory.
+    fn inventory_generation(&self) -> Result<Option<u64>> {
+        Ok(None)
+    }
+    /// The number of the disk whose page-0x83 id is `page83`, if any.
+    fn disk_by_page83(&self, page83: &str) -> Result<Option<u32>> {
+        Ok(self
+            .disk_ids()?
+            .into_iter()
+            .find(|(_, ids)| ids.page83 == page83)
+            .map(|(n, _)| n))
+    }
     /// Size of a disk in bytes.
     fn disk_size(&self, disk: u32) -> Result<u64>;
     /// Is the disk online?
@@ -120,39 +136,32 @@ pub trait StorageBackend: Send + Sync {
     fn flush(&self, volume: &VolumeId) -> Result<()>;
     /// Mount the volume at `target` (a directory inside the allowed roots;
     /// idempotent for the same volume).
-    fn mount(&self, volume: &VolumeId, target: &ResolvedPath) -> Result<()>;
+    fn mount(&self, volume: &VolumeId, fs: &Confined, target: &Located) -> Result<()>;
     /// Flush, then remove the mount of `volume` at `target`.
-    fn unmount(&self, volume: &VolumeId, target: &ResolvedPath) -> Result<()>;
+    fn unmount(&self, volume: &VolumeId, fs: &Confined, target: &Located) -> Result<()>;
     /// The volume mounted at `target` (which must be a mount point).
-    fn volume_at(&self, target: &ResolvedPath) -> Result<VolumeId>;
+    fn volume_at(&self, fs: &Confined, target: &Located) -> Result<VolumeId>;
     /// The volume whose filesystem holds `target`.
-    fn closest_volume(&self, target: &ResolvedPath) -> Result<VolumeId>;
+    fn closest_volume(&self, fs: &Confined, target: &Located) -> Result<VolumeId>;
 }
 
 /// The Disk and Volume APIs over a backend, with every argument validated.
 pub struct Storage<B> {
-    policy: PathPolicy,
-    links: Box<dyn LinkReader + Send + Sync>,
+    fs: Arc<Confined>,
     backend: B,
 }
 
 impl<B: StorageBackend> Storage<B> {
-    /// Storage over `backend`, resolving target paths on the real filesystem.
+    /// Storage over `backend`, with target paths confined to `policy`'s
+    /// roots.
     pub fn new(policy: PathPolicy, backend: B) -> Self {
-        Self::with_links(policy, backend, OsLinks)
+        Self::with_confined(Arc::new(Confined::new(policy)), backend)
     }
 
-    /// Storage with a custom link reader (tests).
-    pub fn with_links(
-        policy: PathPolicy,
-        backend: B,
-        links: impl LinkReader + Send + Sync + 'static,
-    ) -> Self {
-        Storage {
-            policy,
-            links: Box::new(links),
-            backend,
-        }
+    /// Storage sharing a confined filesystem (and its root handles) with
+    /// the other groups.
+    pub fn with_confined(fs: Arc<Confined>, backend: B) -> Self {
+        Storage { fs, backend }
     }
 
     /// The backend.
@@ -160,22 +169,34 @@ impl<B: StorageBackend> Storage<B> {
         &self.backend
     }
 
-    /// A target path for a mount or unmount: inside the roots, links in the
-    /// parents resolved, the final component taken as it is (a link there
-    /// is refused by the backend), never a root itself.
-    fn mount_target(&self, path: &str) -> Result<ResolvedPath> {
-        let resolved = self.policy.resolve(path, &*self.links, false)?;
-        if resolved.is_root() {
+    /// A target path for a mount or unmount: inside the roots, never a root
+    /// itself; the backend opens it beneath its root (a link anywhere in it
+    /// is refused there).
+    fn mount_target(&self, path: &str) -> Result<Located> {
+        let p = self.fs.locate(path)?;
+        if p.is_root() {
             return Err(Error::PermissionDenied(format!(
-                "target path {path:?} is an allowed root itself; mount below it"
+                "target path {} is an allowed root itself; mount below it",
+                p.shown()
             )));
         }
-        Ok(resolved)
+        Ok(p)
     }
 
-    /// A path to look up: inside the roots with every link resolved.
-    fn lookup_target(&self, path: &str) -> Result<ResolvedPath> {
-        self.policy.resolve(path, &*self.links, true)
+    /// A path to look up: inside the roots; a final link (a published
+    /// target linked to its staging directory) is followed one hop, to a
+    /// destination inside the roots only.
+    fn lookup_target(&self, path: &str) -> Result<Located> {
+        let p = self.fs.locate(path)?;
+        if self.fs.kind(&p)? != Some(Kind::Link) {
+            return Ok(p);
+        }
+        self.fs.link_destination(&p)?.ok_or_else(|| {
+            Error::PermissionDenied(format!(
+                "target path {} is a link that does not lead inside the allowed roots",
+                p.shown()
+            ))
+        })
     }
 }
 
@@ -247,11 +268,12 @@ impl<B: StorageBackend> DiskApi for Storage<B> {
             )));
         }
         self.backend
-            .disk_ids()?
-            .into_iter()
-            .find(|(_, ids)| ids.page83 == name)
-            .map(|(disk_number, _)| disk::GetDiskNumberByNameResponse { disk_number })
+            .disk_by_page83(name)?
+            .map(|disk_number| disk::GetDiskNumberByNameResponse { disk_number })
             .ok_or_else(|| Error::NotFound(format!("no disk has the page-0x83 id {name:?}")))
+    }
+    fn inventory_generation(&self) -> Result<Option<u64>> {
+        self.backend.inventory_generation()
     }
 }
 
@@ -269,7 +291,7 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
     fn mount_volume(&self, req: volume::MountVolumeRequest) -> Result<volume::MountVolumeResponse> {
         let v = volume_id(&req.volume_id)?;
         let target = self.mount_target(&req.target_path)?;
-        self.backend.mount(&v, &target)?;
+        self.backend.mount(&v, &self.fs, &target)?;
         Ok(volume::MountVolumeResponse {})
     }
     fn unmount_volume(
@@ -278,7 +300,7 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
     ) -> Result<volume::UnmountVolumeResponse> {
         let v = volume_id(&req.volume_id)?;
         let target = self.mount_target(&req.target_path)?;
-        self.backend.unmount(&v, &target)?;
+        self.backend.unmount(&v, &self.fs, &target)?;
         Ok(volume::UnmountVolumeResponse {})
     }
     fn is_volume_formatted(
@@ -341,7 +363,11 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
     ) -> Result<volume::GetVolumeIdFromTargetPathResponse> {
         let target = self.lookup_target(&req.target_path)?;
         Ok(volume::GetVolumeIdFromTargetPathResponse {
-            volume_id: self.backend.volume_at(&target)?.as_str().to_string(),
+            volume_id: self
+                .backend
+                .volume_at(&self.fs, &target)?
+                .as_str()
+                .to_string(),
         })
     }
     fn get_closest_volume_id_from_target_path(
@@ -350,7 +376,11 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
     ) -> Result<volume::GetClosestVolumeIdFromTargetPathResponse> {
         let target = self.lookup_target(&req.target_path)?;
         Ok(volume::GetClosestVolumeIdFromTargetPathResponse {
-            volume_id: self.backend.closest_volume(&target)?.as_str().to_string(),
+            volume_id: self
+                .backend
+                .closest_volume(&self.fs, &target)?
+                .as_str()
+                .to_string(),
         })
     }
     fn write_volume_cache(

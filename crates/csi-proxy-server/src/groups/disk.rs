@@ -9,7 +9,12 @@ use std::sync::Arc;
 use tonic::Status;
 
 pub(super) fn routes(api: &Arc<dyn DiskApi>, version: &str) -> Option<Routes<dyn DiskApi>> {
-    super::table!(api, DiskApi, version, inline [];
+    // The lists and lookups are answered from the disk inventory: tried
+    // inline, they move to the blocking pool when the host would have to
+    // read a device first.
+    super::table!(api, DiskApi, version,
+        inline [list_disk_locations, list_disk_ids, get_disk_number_by_name, get_disk_stats, get_disk_state];
+        cached(inventory_generation) [list_disk_locations, list_disk_ids];
         [v1alpha1] {
             ListDiskLocations(ListDiskLocationsRequest, ListDiskLocationsResponse) => list_disk_locations,
             PartitionDisk(PartitionDiskRequest, PartitionDiskResponse) => partition_disk,
@@ -111,6 +116,14 @@ mod tests {
     #[derive(Default)]
     struct TestDisk {
         rec: Recorder,
+        /// What `inventory_generation` answers (Err: an error).
+        generation: std::sync::Mutex<Option<Result<u64, ()>>>,
+        /// How often `inventory_generation` was asked.
+        asked: std::sync::atomic::AtomicUsize,
+        /// GetDiskStats answers "would block" in inline attempts.
+        block_inline: std::sync::atomic::AtomicBool,
+        /// Inline attempts seen by GetDiskStats.
+        inline_attempts: std::sync::atomic::AtomicUsize,
     }
 
     impl DiskApi for TestDisk {
@@ -161,6 +174,13 @@ mod tests {
             &self,
             req: disk::GetDiskStatsRequest,
         ) -> csi_proxy_host::Result<disk::GetDiskStatsResponse> {
+            use std::sync::atomic::Ordering::SeqCst;
+            if csi_proxy_host::inline::active() {
+                self.inline_attempts.fetch_add(1, SeqCst);
+                if self.block_inline.load(SeqCst) {
+                    return Err(csi_proxy_host::inline::would_block("test"));
+                }
+            }
             self.rec.record(req);
             Ok(disk::GetDiskStatsResponse {
                 total_bytes: 1 << 40,
@@ -187,6 +207,115 @@ mod tests {
             self.rec.record(req);
             Ok(disk::GetDiskNumberByNameResponse { disk_number: 42 })
         }
+        fn inventory_generation(&self) -> csi_proxy_host::Result<Option<u64>> {
+            self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            match *self.generation.lock().unwrap() {
+                None => Ok(None),
+                Some(Ok(g)) => Ok(Some(g)),
+                Some(Err(())) => Err(csi_proxy_host::Error::Internal("scripted".into())),
+            }
+        }
+    }
+
+    /// Inline operations are tried on the calling thread; one that would
+    /// block runs again as a blocking job, and only a real answer (never
+    /// "would block") reaches the client.
+    #[tokio::test]
+    async fn inline_attempts_fall_back_to_the_blocking_pool() {
+        use crate::dispatch::Outcome;
+        use prost::Message;
+        use std::sync::atomic::Ordering::SeqCst;
+        let (api, svc) = setup("v1");
+        let req = v1::GetDiskStatsRequest { disk_number: 3 }.encode_to_vec();
+        match svc.call("/v1.Disk/GetDiskStats", &req) {
+            Outcome::Done(r) => assert_eq!(r.code, Code::Ok),
+            Outcome::Blocking(_) => panic!("answered inline"),
+        }
+        assert_eq!(api.inline_attempts.load(SeqCst), 1);
+        assert_eq!(api.rec.take().len(), 1);
+        api.block_inline.store(true, SeqCst);
+        let job = match svc.call("/v1.Disk/GetDiskStats", &req) {
+            Outcome::Blocking(job) => job,
+            Outcome::Done(r) => panic!("no fallback: {r:?}"),
+        };
+        assert_eq!(api.inline_attempts.load(SeqCst), 2);
+        assert!(!csi_proxy_host::inline::active());
+        let reply = job();
+        assert_eq!(reply.code, Code::Ok, "{reply:?}");
+        let resp = v1::GetDiskStatsResponse::decode(&reply.body[..]).unwrap();
+        assert_eq!(resp.total_bytes, 1 << 40);
+        assert_eq!(api.inline_attempts.load(SeqCst), 2, "the job is not inline");
+        assert_eq!(
+            api.rec.only::<disk::GetDiskStatsRequest>(),
+            disk::GetDiskStatsRequest { disk_number: 3 }
+        );
+        // Mutating operations never run inline.
+        let req = v1::PartitionDiskRequest { disk_number: 3 }.encode_to_vec();
+        assert!(matches!(
+            svc.call("/v1.Disk/PartitionDisk", &req),
+            Outcome::Blocking(_)
+        ));
+    }
+
+    /// ListDiskLocations and ListDiskIDs send their last encoded answer
+    /// again while the inventory generation stays the same; every other
+    /// call, a new generation, no generation, or a failure to get one,
+    /// asks the API.
+    #[tokio::test]
+    async fn list_answers_are_reused_within_one_inventory_generation() {
+        let (api, svc) = setup("v1");
+        let ids = |svc: &crate::dispatch::VersionedService| {
+            let svc = svc.clone();
+            async move {
+                call::<_, v1::ListDiskIDsResponse>(
+                    &svc,
+                    "/v1.Disk/ListDiskIDs",
+                    v1::ListDiskIDsRequest {},
+                )
+                .await
+            }
+        };
+        let calls = |api: &TestDisk| api.rec.take().len();
+        // No generation: every call asks the API.
+        for _ in 0..3 {
+            assert_eq!(ids(&svc).await.unwrap().disk_i_ds.len(), 1);
+        }
+        assert_eq!(calls(&api), 3);
+        *api.generation.lock().unwrap() = Some(Ok(5));
+        let first = ids(&svc).await.unwrap();
+        for _ in 0..4 {
+            assert_eq!(ids(&svc).await.unwrap(), first);
+        }
+        assert_eq!(calls(&api), 1, "one answer for generation 5");
+        // Locations have their own answer.
+        for _ in 0..2 {
+            let _: v1::ListDiskLocationsResponse = call(
+                &svc,
+                "/v1.Disk/ListDiskLocations",
+                v1::ListDiskLocationsRequest {},
+            )
+            .await
+            .unwrap();
+        }
+        assert_eq!(calls(&api), 1);
+        *api.generation.lock().unwrap() = Some(Ok(6));
+        ids(&svc).await.unwrap();
+        ids(&svc).await.unwrap();
+        assert_eq!(calls(&api), 1, "one answer for generation 6");
+        // A failing generation fails the call without asking the API.
+        *api.generation.lock().unwrap() = Some(Err(()));
+        assert_eq!(ids(&svc).await.unwrap_err().code(), Code::Internal);
+        assert_eq!(calls(&api), 0);
+        // Calls that are not cached never ask for the generation.
+        let asked = api.asked.load(std::sync::atomic::Ordering::SeqCst);
+        let _: v1::GetDiskStatsResponse = call(
+            &svc,
+            "/v1.Disk/GetDiskStats",
+            v1::GetDiskStatsRequest { disk_number: 1 },
+        )
+        .await
+        .unwrap();
+        assert_eq!(api.asked.load(std::sync::atomic::Ordering::SeqCst), asked);
     }
 
     fn setup(version: &str) -> (Arc<TestDisk>, crate::dispatch::VersionedService) {

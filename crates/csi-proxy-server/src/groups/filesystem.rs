@@ -10,7 +10,7 @@ pub(super) fn routes(
     api: &Arc<dyn FilesystemApi>,
     version: &str,
 ) -> Option<Routes<dyn FilesystemApi>> {
-    super::table!(api, FilesystemApi, version, inline [path_exists, is_symlink];
+    super::table!(api, FilesystemApi, version, inline [path_exists, is_symlink, mkdir, rmdir];
         [v1alpha1, v1beta1] {
             PathExists(PathExistsRequest, PathExistsResponse) => path_exists,
             Mkdir(MkdirRequest, MkdirResponse) => mkdir,

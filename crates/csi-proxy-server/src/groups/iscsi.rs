@@ -338,7 +338,9 @@ mod tests {
 
     #[tokio::test]
     async fn no_backend_answers_unimplemented() {
-        let svc = service_for(Group::Iscsi, "v1alpha2", |_| {});
+        let svc = service_for(Group::Iscsi, "v1alpha2", |h| {
+            h.iscsi = Arc::new(csi_proxy_host::iscsi::NoIscsiBackend)
+        });
         let err = call::<_, v1alpha2::ConnectTargetResponse>(
             &svc,
             "/v1alpha2.Iscsi/ConnectTarget",

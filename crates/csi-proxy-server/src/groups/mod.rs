@@ -12,18 +12,26 @@ mod smb;
 mod system;
 mod volume;
 
-/// `table!(api, Trait, version, inline [op, ...]; [v1, v2] { Method(Req, Resp) => op, ... } ...)`:
+/// `table!(api, Trait, version, inline [op, ...]; [cached(token) [op, ...];] [v1, v2] { Method(Req, Resp) => op, ... } ...)`:
 /// the routes of the named version, or `None` for a version the table does
 /// not list. Operations named in `inline` are cheap and read-only and run on
-/// the async worker; all others run on the blocking pool.
+/// the async worker; all others run on the blocking pool. Operations named
+/// in `cached` keep their last encoded answer while the API's `token`
+/// operation gives the same number (see [`crate::dispatch::Token`]).
 macro_rules! table {
-    ($api:expr, $trait:path, $version:expr, inline $inline:tt; $( [$($ver:ident),+ $(,)?] $methods:tt )+) => {
+    ($api:expr, $trait:path, $version:expr, inline $inline:tt; cached($token:ident) $cached:tt; $( [$($ver:ident),+ $(,)?] $methods:tt )+) => {
         match $version {
-            $( $( stringify!($ver) => Some($crate::groups::table!(@one $api, $trait, $ver, $inline, $methods)), )+ )+
+            $( $( stringify!($ver) => Some($crate::groups::table!(@one $api, $trait, $ver, $inline, (Some(<dyn $trait>::$token)), $cached, $methods)), )+ )+
             _ => None,
         }
     };
-    (@one $api:expr, $trait:path, $ver:ident, [$($inline:ident),* $(,)?], { $($method:ident($req:ident, $resp:ident) => $op:ident),* $(,)? }) => {{
+    ($api:expr, $trait:path, $version:expr, inline $inline:tt; $( [$($ver:ident),+ $(,)?] $methods:tt )+) => {
+        match $version {
+            $( $( stringify!($ver) => Some($crate::groups::table!(@one $api, $trait, $ver, $inline, (None), [], $methods)), )+ )+
+            _ => None,
+        }
+    };
+    (@one $api:expr, $trait:path, $ver:ident, [$($inline:ident),* $(,)?], ($token:expr), [$($cached:ident),* $(,)?], { $($method:ident($req:ident, $resp:ident) => $op:ident),* $(,)? }) => {{
         let inline: &[&str] = &[$(stringify!($inline)),*];
         let placement = |op: &str| {
             if inline.contains(&op) {
@@ -32,8 +40,11 @@ macro_rules! table {
                 $crate::dispatch::Placement::Blocking
             }
         };
+        let cached: &[&str] = &[$(stringify!($cached)),*];
+        let token: Option<$crate::dispatch::Token<dyn $trait>> = $token;
+        let memo = |op: &str| token.filter(|_| cached.contains(&op));
         $crate::dispatch::Routes::new($api.clone())
-            $(.unary::<$ver::$req, $ver::$resp, _, _>(stringify!($method), <dyn $trait>::$op, placement(stringify!($op))))*
+            $(.unary::<$ver::$req, $ver::$resp, _, _>(stringify!($method), stringify!($op), <dyn $trait>::$op, placement(stringify!($op)), memo(stringify!($op))))*
     }};
 }
 pub(crate) use table;

@@ -107,7 +107,9 @@ mod tests {
 
     #[tokio::test]
     async fn no_backend_answers_unimplemented() {
-        let svc = service_for(Group::Smb, "v1", |_| {});
+        let svc = service_for(Group::Smb, "v1", |h| {
+            h.smb = Arc::new(csi_proxy_host::smb::NoSmbBackend)
+        });
         let err = call::<_, v1::RemoveSmbGlobalMappingResponse>(
             &svc,
             "/v1.Smb/RemoveSmbGlobalMapping",

@@ -213,7 +213,9 @@ mod tests {
 
     #[tokio::test]
     async fn no_backend_answers_unimplemented() {
-        let svc = service_for(Group::System, "v1alpha1", |_| {});
+        let svc = service_for(Group::System, "v1alpha1", |h| {
+            h.system = Arc::new(csi_proxy_host::system::NoSystemBackend)
+        });
         let err = call::<_, v1alpha1::GetBiosSerialNumberResponse>(
             &svc,
             "/v1alpha1.System/GetBIOSSerialNumber",

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tonic::Status;
 
 pub(super) fn routes(api: &Arc<dyn VolumeApi>, version: &str) -> Option<Routes<dyn VolumeApi>> {
-    super::table!(api, VolumeApi, version, inline [];
+    super::table!(api, VolumeApi, version, inline [list_volumes_on_disk, get_disk_number_from_volume_id];
         [v1alpha1] {
             ListVolumesOnDisk(ListVolumesOnDiskRequest, ListVolumesOnDiskResponse) => list_volumes_on_disk,
             MountVolume(MountVolumeRequest, MountVolumeResponse) => mount_volume,

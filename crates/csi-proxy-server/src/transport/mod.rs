@@ -2,6 +2,8 @@
 //! per API group/version, named `csi-proxy-<group>-<version>`.
 
 #[cfg(unix)]
+mod socket_dir;
+#[cfg(unix)]
 pub mod unix;
 #[cfg(windows)]
 pub mod windows;

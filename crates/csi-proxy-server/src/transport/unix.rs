@@ -1,10 +1,11 @@
 //! Unix-socket endpoints: `<dir>/csi-proxy-<group>-<version>.sock`.
 
+pub use super::socket_dir::prepare_dir;
 use nix::sys::stat::{umask, Mode};
 use nix::unistd::geteuid;
 use std::fs;
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use tokio::net::{UnixListener, UnixStream};
 
@@ -24,51 +25,6 @@ pub fn default_socket_dir() -> PathBuf {
 /// The socket path of an endpoint name inside `dir`.
 pub fn socket_path(dir: &Path, endpoint_name: &str) -> PathBuf {
     dir.join(format!("{endpoint_name}.sock"))
-}
-
-/// Create the socket directory if needed (mode 0755) and make sure it is a
-/// directory owned by this user or root and not writable by others, so
-/// nobody else can plant or replace sockets in it.
-pub fn prepare_dir(dir: &Path) -> io::Result<()> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o755)
-        .create(dir)
-        .map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("create socket directory {}: {e}", dir.display()),
-            )
-        })?;
-    let meta = fs::metadata(dir)?;
-    if !meta.is_dir() {
-        return Err(io::Error::other(format!(
-            "{} is not a directory",
-            dir.display()
-        )));
-    }
-    let me = geteuid().as_raw();
-    if meta.uid() != me && meta.uid() != 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!(
-                "socket directory {} is owned by uid {}, not by this user ({me}) or root",
-                dir.display(),
-                meta.uid()
-            ),
-        ));
-    }
-    if meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!(
-                "socket directory {} is writable by group or others (mode {:o})",
-                dir.display(),
-                meta.mode() & 0o7777
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// A bound socket; the socket file is removed when it is dropped (if it is
@@ -193,14 +149,5 @@ mod tests {
         let err = UnixEndpoint::bind(&p, 0o600).err().unwrap();
         assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
         assert_eq!(fs::read(&p).unwrap(), b"data");
-    }
-
-    #[test]
-    fn world_writable_dir_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path().join("s");
-        prepare_dir(&d).unwrap();
-        fs::set_permissions(&d, fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(prepare_dir(&d).is_err());
     }
 }

@@ -38,15 +38,43 @@ pub fn assert_code<T: std::fmt::Debug>(
     }
 }
 
-pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_csi-proxy")
+/// The binary under test; `CSI_PROXY_BIN` points the tests at another
+/// build (e.g. an older commit, to show that a test catches its bugs).
+pub fn bin() -> String {
+    std::env::var("CSI_PROXY_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_csi-proxy").to_string())
 }
 
 impl Proxy {
     /// Start the proxy with a fresh kubelet dir, a working dir, a directory
     /// outside both (with a sentinel file) and `extra` flags.
     pub fn start(extra: &[&str]) -> Proxy {
-        let root = tempfile::tempdir().unwrap();
+        Proxy::start_with(extra, |_| {})
+    }
+
+    /// [`Proxy::start`], with `customize` applied to the command before it
+    /// is spawned (e.g. resource limits in a `pre_exec` hook).
+    pub fn start_with(extra: &[&str], customize: impl FnOnce(&mut Command)) -> Proxy {
+        Self::start_in(tempfile::tempdir().unwrap(), extra, customize)
+    }
+
+    /// [`Proxy::start`] with every directory on tmpfs (`/dev/shm`) where
+    /// there is one: tests that create and remove many directories would
+    /// otherwise wait for the disk (this machine's is mounted with
+    /// `discard`).
+    pub fn start_on_tmpfs(extra: &[&str]) -> Proxy {
+        let root = if Path::new("/dev/shm").is_dir() {
+            tempfile::tempdir_in("/dev/shm").unwrap()
+        } else {
+            tempfile::tempdir().unwrap()
+        };
+        Self::start_in(root, extra, |_| {})
+    }
+
+    fn start_in(
+        root: tempfile::TempDir,
+        extra: &[&str],
+        customize: impl FnOnce(&mut Command),
+    ) -> Proxy {
         let kubelet = root.path().join("kubelet");
         let work = root.path().join("work");
         let outside = root.path().join("outside");
@@ -65,7 +93,7 @@ impl Proxy {
             outside,
             stderr_path,
         };
-        proxy.spawn(extra);
+        proxy.spawn(extra, customize);
         proxy.wait_ready(extra);
         proxy
     }
@@ -82,10 +110,11 @@ impl Proxy {
         cmd
     }
 
-    fn spawn(&mut self, extra: &[&str]) {
+    fn spawn(&mut self, extra: &[&str], customize: impl FnOnce(&mut Command)) {
         let log = std::fs::File::create(&self.stderr_path).unwrap();
-        let child = self
-            .command(extra)
+        let mut cmd = self.command(extra);
+        customize(&mut cmd);
+        let child = cmd
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

@@ -2,13 +2,16 @@
 //! wine): start the real `csi-proxy.exe` in a temp dir with a kubelet dir
 //! and a directory outside it (with a sentinel file), wait until it is
 //! ready, and kill it and remove the dir on drop. Pipe names are
-//! machine-global, so each test file starts one proxy and serves all its
-//! tests from it.
+//! machine-global: a proxy started with [`Proxy::start_unique`] serves
+//! under a prefix of its own (tag and process id), others under the
+//! default names, one such proxy per test file.
 #![allow(dead_code)]
 
+use csi_proxy_client::{Client, Group, ProxyChannel};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use tonic::{Code, Status};
 
 pub struct Proxy {
     pub child: Child,
@@ -16,12 +19,33 @@ pub struct Proxy {
     pub kubelet: PathBuf,
     pub outside: PathBuf,
     pub log: PathBuf,
+    /// The `-pipe-prefix` it serves under (the default one if none given).
+    pub pipe_prefix: String,
 }
 
 impl Proxy {
     /// Starts the proxy in `%TEMP%\csi-proxy-<tag>-<pid>` serving
     /// `-api-groups=<api_groups>`.
     pub fn start(tag: &str, api_groups: &str) -> Proxy {
+        Proxy::start_with(tag, api_groups, &[])
+    }
+
+    /// [`Proxy::start_with`] under pipe names of its own
+    /// (`\\.\pipe\csi-proxy-<tag>-<pid>-...`): other test runs in the same
+    /// wine prefix cannot collide with it.
+    pub fn start_unique(tag: &str, api_groups: &str, extra: &[&str]) -> Proxy {
+        let prefix = format!(
+            r"-pipe-prefix=\\.\pipe\csi-proxy-{tag}-{}-",
+            std::process::id()
+        );
+        let mut flags = vec![prefix.as_str()];
+        flags.extend_from_slice(extra);
+        Proxy::start_with(tag, api_groups, &flags)
+    }
+
+    /// [`Proxy::start`] with more flags (e.g. `-pipe-prefix=...` for pipe
+    /// names no other test run uses).
+    pub fn start_with(tag: &str, api_groups: &str, extra: &[&str]) -> Proxy {
         let root = std::env::temp_dir().join(format!("csi-proxy-{tag}-{}", std::process::id()));
         let kubelet = root.join("kubelet");
         let outside = root.join("outside");
@@ -29,10 +53,17 @@ impl Proxy {
         std::fs::create_dir_all(&outside).unwrap();
         std::fs::write(outside.join("sentinel"), b"keep").unwrap();
         let log = root.join("stderr.log");
+        let pipe_prefix = extra
+            .iter()
+            .rev()
+            .find_map(|a| a.strip_prefix("-pipe-prefix="))
+            .unwrap_or(csi_proxy_client::DEFAULT_PIPE_PREFIX)
+            .to_string();
         let child = Command::new(env!("CARGO_BIN_EXE_csi-proxy"))
             .arg(format!("-kubelet-path={}", kubelet.display()))
             .arg(format!("-api-groups={api_groups}"))
             .arg("-v=2")
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -44,6 +75,7 @@ impl Proxy {
             kubelet,
             outside,
             log,
+            pipe_prefix,
         };
         let deadline = Instant::now() + Duration::from_secs(60);
         while !proxy.log_text().contains("csi-proxy ready") {
@@ -54,6 +86,17 @@ impl Proxy {
             std::thread::sleep(Duration::from_millis(50));
         }
         proxy
+    }
+
+    /// A channel to `group` `version` under this proxy's pipe prefix.
+    pub async fn channel(&self, group: Group, version: &str) -> ProxyChannel {
+        Client::builder()
+            .pipe_prefix(&self.pipe_prefix)
+            .build()
+            .unwrap()
+            .connect_version(group, version)
+            .await
+            .unwrap_or_else(|e| panic!("connect {group} {version}: {e}"))
     }
 
     /// What the proxy wrote to stderr so far.
@@ -69,6 +112,17 @@ impl Proxy {
         out.sort();
         out
     }
+}
+
+/// `r` is the clear answer of a host without the WMI provider a call
+/// needs (wine for SMB and iSCSI): FailedPrecondition saying so, without
+/// `secret`. `what` names the call in failures.
+pub fn assert_unavailable(what: &str, r: Result<(), Status>, secret: &str) {
+    let e = r.expect_err(what);
+    assert_eq!(e.code(), Code::FailedPrecondition, "{what}: {e:?}");
+    let msg = e.message();
+    assert!(msg.contains("not available on this host"), "{what}: {msg}");
+    assert!(!msg.contains(secret), "{what}: {msg}");
 }
 
 fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, String)>) {

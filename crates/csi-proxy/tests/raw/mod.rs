@@ -119,3 +119,54 @@ pub fn assert_no_failures(failures: &[(&str, String)]) {
             .join("\n")
     );
 }
+
+/// On one connection: PathExists requests that do not decode (a path whose
+/// bytes are not UTF-8, a truncated field, a bad wire type) are answered
+/// `InvalidArgument` without echoing the bytes; the connection stays usable.
+pub fn undecodable_requests<S: Read + Write>(
+    client: &mut RawClient<S>,
+    service: &str,
+    inside: &str,
+) {
+    let method = format!("/{service}/PathExists");
+    // Field 1 (path), length-delimited: `<inside>/secret-\xff\xfe`.
+    let mut path = format!("{inside}/secret-").into_bytes();
+    path.extend_from_slice(b"\xff\xfe");
+    let mut not_utf8 = vec![0x0a];
+    put_varint(&mut not_utf8, path.len());
+    not_utf8.extend_from_slice(&path);
+    let truncated = b"\x0a\x40/var".to_vec();
+    let bad_wire_type = b"\x0f".to_vec();
+    for (what, msg) in [
+        ("non-UTF-8 path", not_utf8),
+        ("truncated", truncated),
+        ("bad wire type", bad_wire_type),
+    ] {
+        let resp = client
+            .call(&method, None, &msg)
+            .unwrap_or_else(|e| panic!("{method} {what}: {e}"));
+        assert_eq!(resp.http_status, 200, "{what}: {resp:?}");
+        assert_eq!(resp.grpc_status, Some(3), "{what}: {resp:?}"); // InvalidArgument
+        assert!(
+            resp.grpc_message
+                .starts_with("the request message does not decode: "),
+            "{what}: {resp:?}"
+        );
+        assert!(!resp.grpc_message.contains("secret"), "{what}: {resp:?}");
+    }
+    // The same connection still answers a good request.
+    let ok = PathExistsRequest {
+        path: inside.into(),
+    }
+    .encode_to_vec();
+    let resp = client.call(&method, None, &ok).unwrap();
+    assert_eq!(resp.grpc_status, Some(0), "{resp:?}");
+}
+
+fn put_varint(out: &mut Vec<u8>, mut n: usize) {
+    while n >= 0x80 {
+        out.push((n as u8 & 0x7f) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}

@@ -62,22 +62,63 @@ impl LoopDisk {
         let f = std::fs::File::create(&file).unwrap();
         f.set_len(size).unwrap();
         drop(f);
+        LoopDisk::from_file(file)
+    }
+
+    /// A disk backed by an existing file (e.g. a copy of another disk's).
+    pub fn from_file(file: PathBuf) -> LoopDisk {
         let dev = run(
             "losetup",
             &["--find", "--show", "--partscan", file.to_str().unwrap()],
         );
         let name = dev.trim_start_matches("/dev/").to_string();
-        let number = std::fs::read_to_string(format!("/sys/block/{name}/diskseq"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let number = diskseq(&name);
         LoopDisk {
             file,
             dev,
             name,
             number,
             detached: false,
+        }
+    }
+
+    /// Attaches the backing file again after [`LoopDisk::detach`]: to the
+    /// same device if it is still free (the kernel gives it a new
+    /// `diskseq`), else to any free one. Returns whether it is the same.
+    pub fn reattach(&mut self) -> bool {
+        assert!(self.detached, "attached");
+        let file = self.file.to_str().unwrap().to_string();
+        let same = Command::new(tool("losetup").unwrap())
+            .args(["--partscan", &self.dev, &file])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !same {
+            self.dev = run("losetup", &["--find", "--show", "--partscan", &file]);
+            self.name = self.dev.trim_start_matches("/dev/").to_string();
+        }
+        self.number = diskseq(&self.name);
+        self.detached = false;
+        same
+    }
+
+    /// Picks up a grown backing file (`losetup --set-capacity`, from this
+    /// process, not through csi-proxy).
+    pub fn set_capacity(&self) {
+        run("losetup", &["--set-capacity", &self.dev]);
+    }
+
+    /// Waits until the kernel has really detached the device (a detach
+    /// while another process has it open completes at its last close).
+    pub fn wait_detached(&self) {
+        let size = format!("/sys/block/{}/size", self.name);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::fs::read_to_string(&size).is_ok_and(|s| s.trim() != "0") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} still attached",
+                self.dev
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
 
@@ -91,7 +132,8 @@ impl LoopDisk {
             .unwrap();
     }
 
-    /// Detaches the device now (a disk that vanishes).
+    /// Detaches the device now (a disk that vanishes); the backing file
+    /// stays until the fixture drops.
     pub fn detach(&mut self) {
         self.cleanup();
     }
@@ -139,7 +181,6 @@ impl LoopDisk {
         if !matches!(st, Ok(s) if s.success()) {
             eprintln!("cleanup: losetup -d {} failed", self.dev);
         }
-        let _ = std::fs::remove_file(&self.file);
     }
 }
 
@@ -160,7 +201,17 @@ fn rand_u16() -> u16 {
 impl Drop for LoopDisk {
     fn drop(&mut self) {
         self.cleanup();
+        let _ = std::fs::remove_file(&self.file);
     }
+}
+
+/// The `diskseq` of a block device (csi-proxy's disk number).
+pub fn diskseq(name: &str) -> u32 {
+    std::fs::read_to_string(format!("/sys/block/{name}/diskseq"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// Is `path` a mount point (per /proc/self/mountinfo)?

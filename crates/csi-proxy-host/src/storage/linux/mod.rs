@@ -10,27 +10,34 @@
 //! only format and resize run tools (`mkfs.*`, `resize2fs`, ...), with fixed
 //! argv. Device nodes missing from `/dev` (no udev) are created from sysfs.
 
-mod mountinfo;
+mod devices;
+mod lookup;
+pub(crate) mod mountinfo;
+mod scan;
 mod sys;
 mod sysfs;
 pub mod tools;
+mod usage;
 
-use super::parse::guid::Guid;
-use super::parse::{device_id, fs_probe, gpt};
+use super::inventory::netlink;
+use super::parse::{fs_probe, gpt};
 use super::{plan_resize, ResizePlan, ResizeTarget, StorageBackend, VolumeId, VolumeStats};
+use crate::confined::{Confined, Located};
 use crate::disk::{DiskIds, DiskLocation};
-use crate::path::ResolvedPath;
 use crate::{Error, Result};
+use devices::DiskTable;
+use lookup::{inventory, Events, LinuxInventory};
 use mountinfo::Mount;
 use std::collections::BTreeMap;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::MetadataExt;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use sys::Access;
 use sysfs::{BlockDisk, BlockPartition, Sysfs};
 
+pub use devices::opens as device_opens;
+pub use sysfs::reads as sysfs_reads;
 pub use tools::spawned as spawned_processes;
 
 /// Filesystems FormatVolume can create.
@@ -69,8 +76,8 @@ pub struct LinuxStorage {
     fs_type: FsType,
     /// Serialises every operation that changes the host.
     change: Mutex<()>,
-    /// Volume id → the disk that held it when last seen (a hint only).
-    hints: Mutex<std::collections::HashMap<VolumeId, String>>,
+    /// The disks and volumes, kept current by the kernel's uevents.
+    inventory: LinuxInventory,
 }
 
 impl Default for LinuxStorage {
@@ -117,48 +124,24 @@ fn random_guid() -> Result<gpt::Guid> {
 impl LinuxStorage {
     /// The backend; FormatVolume creates `fs_type`.
     pub fn new(fs_type: FsType) -> Self {
+        let sysfs = Sysfs::default();
+        let dev_dir = PathBuf::from("/dev");
         LinuxStorage {
-            sysfs: Sysfs::default(),
-            dev_dir: PathBuf::from("/dev"),
+            inventory: inventory(&sysfs, &dev_dir, Events::Kernel(netlink::DEFAULT_BUFFER)),
+            sysfs,
+            dev_dir,
             fs_type,
             change: Mutex::new(()),
-            hints: Mutex::default(),
         }
-    }
-
-    /// Creates (and looks up) device nodes in `dir` instead of `/dev`.
-    pub fn with_dev_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.dev_dir = dir.into();
-        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
         self.change.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn disk(&self, number: u32) -> Result<BlockDisk> {
-        self.sysfs
-            .disk_by_number(number)
-            .map_err(|e| Error::io("read", "/sys/block", e))?
-            .ok_or_else(|| no_disk(number))
-    }
-
     /// The device node of `name`, created from sysfs if missing.
     fn node(&self, name: &str, major: u32, minor: u32) -> Result<PathBuf> {
-        let path = self.dev_dir.join(name);
-        match std::fs::symlink_metadata(&path) {
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                tracing::info!(node = %path.display(), major, minor, "creating missing device node");
-                match sys::mknod_block(&path, major, minor) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                    Err(e) => return Err(from_io("mknod", &path.display().to_string(), e)),
-                }
-            }
-            Err(e) => return Err(from_io("stat", &path.display().to_string(), e)),
-        }
-        Ok(path)
+        devices::node(&self.dev_dir, name, major, minor)
     }
 
     /// Opens a block device, checking that the node really is `major:minor`.
@@ -169,18 +152,7 @@ impl LinuxStorage {
         minor: u32,
         access: Access,
     ) -> Result<(PathBuf, OwnedFd)> {
-        let path = self.node(name, major, minor)?;
-        let shown = path.display().to_string();
-        let fd = sys::open_block(&path, access).map_err(|e| from_io("open", &shown, e))?;
-        let rdev = sys::block_rdev(&fd).map_err(|e| from_io("fstat", &shown, e))?;
-        if rdev != libc::makedev(major, minor) {
-            return Err(Error::Internal(format!(
-                "device node {shown} is stale: it is {}:{}, sysfs says {major}:{minor}",
-                libc::major(rdev),
-                libc::minor(rdev)
-            )));
-        }
-        Ok((path, fd))
+        devices::open(&self.dev_dir, name, major, minor, access)
     }
 
     fn open_disk(&self, d: &BlockDisk, access: Access) -> Result<(PathBuf, OwnedFd)> {
@@ -194,23 +166,7 @@ impl LinuxStorage {
     /// The partition table of a disk, with its geometry and the bytes it
     /// was parsed from.
     fn table(&self, d: &BlockDisk, fd: &OwnedFd) -> Result<DiskTable> {
-        let ss = sys::sector_size(fd).map_err(|e| from_io("BLKSSZGET", &d.name, e))?;
-        let size = sys::size_bytes(fd).map_err(|e| from_io("BLKGETSIZE64", &d.name, e))?;
-        let sectors = size / u64::from(ss);
-        let head =
-            sys::read_at(fd, 0, gpt::head_len(ss)).map_err(|e| from_io("read", &d.name, e))?;
-        let table = gpt::parse_table(&head, ss, sectors).map_err(|e| {
-            Error::FailedPrecondition(format!(
-                "disk {} ({}): partition table: {e}",
-                d.number, d.name
-            ))
-        })?;
-        Ok(DiskTable {
-            table,
-            sector_size: ss,
-            sectors,
-            head,
-        })
+        devices::table(d, fd)
     }
 
     /// Makes the kernel's partitions of `d` match its partition table:
@@ -294,101 +250,32 @@ impl LinuxStorage {
 
     /// The volume ids of a disk's partitions, from its partition table.
     fn volumes_of(&self, d: &BlockDisk) -> Result<Vec<(BlockPartition, VolumeId)>> {
-        if d.partitions.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (_, fd) = self.open_disk(d, Access::Read)?;
-        let table = self.table(d, &fd)?.table;
-        let mut out = Vec::new();
-        for p in &d.partitions {
-            let guid = match &table {
-                gpt::Table::Gpt(g) => g
-                    .partitions
-                    .iter()
-                    .find(|e| e.number == p.number)
-                    // The on-disk GPT layout is the Windows GUID layout.
-                    .map(|e| e.unique_guid.canonical()),
-                // MBR partitions have no GUID: derive a stable one from the
-                // disk signature and the partition number.
-                gpt::Table::Mbr { signature, .. } => Some(Guid::from_u128(
-                    (u128::from(*signature) << 96) | u128::from(p.number),
-                )),
-                gpt::Table::Raw => None,
-            };
-            if let Some(g) = guid {
-                out.push((p.clone(), VolumeId::from_guid(g)));
-            }
-        }
-        Ok(out)
+        devices::volumes_of(&self.dev_dir, d)
     }
 
-    /// Finds a volume on the host. The disk that held it last time is
-    /// checked first (its partition table is read again, so a stale hint
-    /// costs one read); otherwise every partitioned disk is read.
-    fn find(&self, v: &VolumeId) -> Result<Found> {
-        let hint = self.hints().get(v).cloned();
-        if let Some(name) = hint {
-            if let Ok(Some(d)) = self.sysfs.disk(&name) {
-                if let Ok(vols) = self.volumes_of(&d) {
-                    if let Some((part, _)) = vols.into_iter().find(|(_, id)| id == v) {
-                        return Ok(Found { disk: d, part });
-                    }
-                }
-            }
+    /// Can the device be claimed exclusively right now? `false` means the
+    /// kernel says it is in use somewhere: mounted in any mount namespace,
+    /// held by device-mapper/md, used as swap, or opened exclusively.
+    fn claimable(&self, name: &str, major: u32, minor: u32) -> Result<bool> {
+        let path = self.node(name, major, minor)?;
+        match sys::open_block(&path, Access::Exclusive) {
+            Ok(_) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Ok(false),
+            Err(e) => Err(from_io("open", &path.display().to_string(), e)),
         }
-        let disks = self
-            .sysfs
-            .disks()
-            .map_err(|e| Error::io("read", "/sys/block", e))?;
-        let mut found = None;
-        let mut hints = std::collections::HashMap::new();
-        for d in disks.into_iter().filter(|d| !d.partitions.is_empty()) {
-            let vols = match self.volumes_of(&d) {
-                Ok(v) => v,
-                Err(e) => {
-                    tracing::debug!(disk = d.name, error = %e, "partition table unreadable");
-                    continue;
-                }
-            };
-            for (part, id) in vols {
-                hints.insert(id.clone(), d.name.clone());
-                if &id == v && found.is_none() {
-                    found = Some(Found {
-                        disk: d.clone(),
-                        part,
-                    });
-                }
-            }
-        }
-        *self.hints() = hints;
-        found.ok_or_else(|| Error::NotFound(format!("volume {v} does not exist")))
     }
 
-    fn hints(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<VolumeId, String>> {
-        self.hints.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The volume of the partition `major:minor`.
-    fn volume_of_dev(&self, major: u32, minor: u32, subject: &str) -> Result<VolumeId> {
-        let not_volume = || {
-            Error::NotFound(format!(
-                "{subject} is not on a disk volume (device {major}:{minor} is not a partition with a volume id)"
-            ))
-        };
-        let (disk, number) = self
-            .sysfs
-            .partition_of_dev(major, minor)
-            .ok_or_else(not_volume)?;
-        let d = self
-            .sysfs
-            .disk(&disk)
-            .map_err(|e| from_io("read", &disk, e))?
-            .ok_or_else(not_volume)?;
-        self.volumes_of(&d)?
-            .into_iter()
-            .find(|(p, _)| p.number == number)
-            .map(|(_, id)| id)
-            .ok_or_else(not_volume)
+    /// Refuses to change a device (`what`, e.g. "format volume X") while
+    /// anything uses it, saying what does.
+    fn refuse_if_in_use(&self, name: &str, major: u32, minor: u32, what: &str) -> Result<()> {
+        if self.claimable(name, major, minor)? {
+            return Ok(());
+        }
+        let u = usage::of(name, major, minor, &[]);
+        Err(Error::FailedPrecondition(format!(
+            "cannot {what}: {name} is {}",
+            u.describe()
+        )))
     }
 
     fn mounts() -> Result<Vec<Mount>> {
@@ -400,72 +287,6 @@ impl LinuxStorage {
         let head =
             sys::read_at(&fd, 0, fs_probe::PROBE_LEN).map_err(|e| from_io("read", &p.name, e))?;
         Ok((fs_probe::probe(&head), head))
-    }
-
-    fn location(&self, name: &str) -> Option<DiskLocation> {
-        let loc = |adapter: &str, bus: &str, target: &str, lun: &str| DiskLocation {
-            adapter: adapter.into(),
-            bus: bus.into(),
-            target: target.into(),
-            lun_id: lun.into(),
-        };
-        if let Some(n) = name.strip_prefix("loop") {
-            return Some(loc("loop", "0", "0", n));
-        }
-        let dev = self.sysfs.device_link(name)?;
-        let base = dev.file_name()?.to_str()?;
-        // SCSI: .../host2/target2:0:1/2:0:1:3 = host:channel:target:lun.
-        let hctl: Vec<&str> = base.split(':').collect();
-        if hctl.len() == 4
-            && hctl
-                .iter()
-                .all(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-        {
-            return Some(loc(hctl[0], hctl[1], hctl[2], hctl[3]));
-        }
-        // NVMe: .../nvme/nvme0 with the namespace id as the target.
-        if let Some(ctrl) = base.strip_prefix("nvme") {
-            let nsid = self.sysfs.read_disk_file(name, "nsid")?;
-            let nsid = String::from_utf8_lossy(&nsid).trim().to_string();
-            return Some(loc(&format!("nvme{ctrl}"), "0", &nsid, "0"));
-        }
-        // virtio-blk: .../virtio3.
-        if let Some(n) = base.strip_prefix("virtio") {
-            return Some(loc("virtio", "0", "0", n));
-        }
-        None
-    }
-
-    fn ids(&self, name: &str) -> DiskIds {
-        // Loop devices have no identifiers; skip the file lookups.
-        if name.starts_with("loop") {
-            return DiskIds::default();
-        }
-        let text = |b: Vec<u8>| {
-            String::from_utf8_lossy(&b)
-                .trim()
-                .trim_matches('\0')
-                .to_string()
-        };
-        let page83 = self
-            .sysfs
-            .read_disk_file(name, "device/vpd_pg83")
-            .and_then(|b| device_id::parse_scsi_vpd_page83(&b).ok())
-            .and_then(|ids| device_id::page83_id(&ids))
-            .or_else(|| self.sysfs.read_disk_file(name, "wwid").map(text))
-            .or_else(|| self.sysfs.read_disk_file(name, "device/wwid").map(text))
-            .unwrap_or_default();
-        let serial_number = self
-            .sysfs
-            .read_disk_file(name, "device/vpd_pg80")
-            .and_then(|b| device_id::parse_scsi_vpd_page80(&b).ok())
-            .or_else(|| self.sysfs.read_disk_file(name, "device/serial").map(text))
-            .or_else(|| self.sysfs.read_disk_file(name, "serial").map(text))
-            .unwrap_or_default();
-        DiskIds {
-            page83,
-            serial_number,
-        }
     }
 
     /// Grows the filesystem `kind` on `p` (none: nothing to do) to fill the
@@ -510,14 +331,6 @@ impl LinuxStorage {
     }
 }
 
-/// A disk's partition table, its geometry, and the bytes it was parsed from.
-struct DiskTable {
-    table: gpt::Table,
-    sector_size: u32,
-    sectors: u64,
-    head: Vec<u8>,
-}
-
 /// Is the ext filesystem whose first bytes are `head` at least
 /// [`super::MIN_RESIZE_GROWTH`] smaller than its partition of
 /// `partition_size` bytes (a grow that was interrupted)?
@@ -553,36 +366,69 @@ pub fn can_grow_mounted_ext() -> bool {
         .is_some_and(|eff| eff & (1 << CAP_SYS_RESOURCE) != 0)
 }
 
-fn is_dir_empty(path: &Path) -> io::Result<bool> {
-    Ok(std::fs::read_dir(path)?.next().is_none())
+/// In an inline attempt, "would block" while some disk's identifiers are
+/// still to be read.
+fn ids_ready(view: &lookup::LinuxView<'_>) -> Result<()> {
+    if crate::inline::active() && view.disks().any(|(_, d)| !d.ids_known()) {
+        return Err(crate::inline::would_block("reading disk identifiers"));
+    }
+    Ok(())
 }
 
 impl StorageBackend for LinuxStorage {
     fn disk_locations(&self) -> Result<BTreeMap<u32, DiskLocation>> {
-        let disks = self
-            .sysfs
-            .numbers()
-            .map_err(|e| Error::io("read", "/sys/block", e))?;
-        Ok(disks
-            .iter()
-            .filter_map(|(name, n)| self.location(name).map(|l| (*n, l)))
+        Ok(self
+            .view()?
+            .disks()
+            .filter_map(|(n, d)| d.location.clone().map(|l| (n, l)))
             .collect())
     }
 
     fn disk_ids(&self) -> Result<BTreeMap<u32, DiskIds>> {
-        let disks = self
-            .sysfs
-            .numbers()
-            .map_err(|e| Error::io("read", "/sys/block", e))?;
-        Ok(disks.iter().map(|(name, n)| (*n, self.ids(name))).collect())
+        let sysfs = &self.inventory.scanner().sysfs;
+        let view = self.view()?;
+        ids_ready(&view)?;
+        let ids = view
+            .disks()
+            .map(|(n, d)| (n, d.ids(sysfs).clone()))
+            .collect();
+        Ok(ids)
+    }
+
+    fn inventory_generation(&self) -> Result<Option<u64>> {
+        // Without events every call scans: nothing stays the same.
+        if !self.follows_events() {
+            return Ok(None);
+        }
+        Ok(Some(self.view()?.generation()))
+    }
+
+    fn disk_by_page83(&self, page83: &str) -> Result<Option<u32>> {
+        let sysfs = &self.inventory.scanner().sysfs;
+        let view = self.view()?;
+        ids_ready(&view)?;
+        let found = view
+            .disks()
+            .find(|(_, d)| d.ids(sysfs).page83 == page83)
+            .map(|(n, _)| n);
+        Ok(found)
     }
 
     fn disk_size(&self, disk: u32) -> Result<u64> {
-        Ok(self.disk(disk)?.size)
+        let mut v = self.view()?;
+        v.disk(disk)?
+            .map(|d| d.disk.size)
+            .ok_or_else(|| no_disk(disk))
     }
 
+    /// The read-only flag is read now: `BLKROSET` announces nothing.
     fn disk_online(&self, disk: u32) -> Result<bool> {
-        Ok(!self.disk(disk)?.read_only)
+        let name = self.disk_name(disk)?;
+        match self.sysfs.read_only(&name) {
+            Ok(ro) => Ok(!ro),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(no_disk(disk)),
+            Err(e) => Err(from_io("read", &name, e)),
+        }
     }
 
     fn set_disk_online(&self, disk: u32, online: bool) -> Result<()> {
@@ -592,19 +438,29 @@ impl StorageBackend for LinuxStorage {
             return Ok(());
         }
         if !online {
-            let mounts = Self::mounts()?;
-            let devs = std::iter::once((d.major, d.minor))
-                .chain(d.partitions.iter().map(|p| (p.major, p.minor)));
-            for (ma, mi) in devs {
-                if let Some(m) = mountinfo::of_device(&mounts, ma, mi).next() {
-                    return Err(Error::FailedPrecondition(format!(
-                        "disk {disk} has a volume mounted at {:?}; unmount it before taking the disk offline",
-                        m.mount_point
-                    )));
+            // The whole disk is claimable only if no partition of it is in
+            // use anywhere (a partition's holder claims the disk too).
+            if !self.claimable(&d.name, d.major, d.minor)? {
+                let mut uses: Vec<String> = std::iter::once((&d.name, d.major, d.minor))
+                    .chain(d.partitions.iter().map(|p| (&p.name, p.major, p.minor)))
+                    .map(|(n, ma, mi)| (n, usage::of(n, ma, mi, &[])))
+                    .filter(|(_, u)| !u.is_empty())
+                    .map(|(n, u)| format!("{n} is {}", u.describe()))
+                    .collect();
+                if uses.is_empty() {
+                    uses.push(format!(
+                        "{} is held open exclusively by another program",
+                        d.name
+                    ));
                 }
+                return Err(Error::FailedPrecondition(format!(
+                    "disk {disk} is in use ({}); release it before taking the disk offline",
+                    uses.join("; ")
+                )));
             }
         }
         let (path, fd) = self.open_disk(&d, Access::Read)?;
+        self.inventory.touch(d.name.clone());
         sys::set_read_only(&fd, !online)
             .map_err(|e| from_io("BLKROSET", &path.display().to_string(), e))
     }
@@ -630,6 +486,7 @@ impl StorageBackend for LinuxStorage {
                 gpt::Table::Raw => false,
             };
             if has_data {
+                self.inventory.touch(d.name.clone());
                 self.sync_partitions(&d, &fd)?;
                 return Ok(());
             }
@@ -676,6 +533,7 @@ impl StorageBackend for LinuxStorage {
             sys::write_at(&fd, w.offset, &w.bytes).map_err(|e| from_io("write", &shown, e))?;
         }
         sys::fsync(&fd).map_err(|e| from_io("fsync", &shown, e))?;
+        self.inventory.touch(d.name.clone());
         let now = self.sync_partitions(&d, &fd)?;
         if now.partitions.is_empty() {
             return Err(Error::Internal(format!(
@@ -722,16 +580,17 @@ impl StorageBackend for LinuxStorage {
                 tracing::warn!(disk = d.name, error = %e, "rescan of disk failed");
             }
         }
+        self.inventory.invalidate();
         Ok(())
     }
 
     fn volumes_on_disk(&self, disk: u32, partition: Option<u32>) -> Result<Vec<VolumeId>> {
-        let d = self.disk(disk)?;
-        let vols = self.volumes_of(&d)?;
+        let mut view = self.view()?;
+        let vols = view.volumes_on(disk)?.ok_or_else(|| no_disk(disk))?;
         let out: Vec<VolumeId> = vols
-            .into_iter()
-            .filter(|(p, _)| partition.is_none_or(|n| n == p.number))
-            .map(|(_, v)| v)
+            .iter()
+            .filter(|v| partition.is_none_or(|n| v.partition == Some(n)))
+            .map(|v| v.id.clone())
             .collect();
         if let (Some(n), true) = (partition, out.is_empty()) {
             return Err(Error::NotFound(format!("disk {disk} has no partition {n}")));
@@ -740,11 +599,11 @@ impl StorageBackend for LinuxStorage {
     }
 
     fn volume_disk(&self, volume: &VolumeId) -> Result<u32> {
-        Ok(self.find(volume)?.disk.number)
+        Ok(self.locate(volume)?.disk.number)
     }
 
     fn is_formatted(&self, volume: &VolumeId) -> Result<bool> {
-        let f = self.find(volume)?;
+        let f = self.locate(volume)?;
         Ok(self.probe(&f.part)?.0.is_some())
     }
 
@@ -752,15 +611,13 @@ impl StorageBackend for LinuxStorage {
         let _g = self.lock();
         let f = self.find(volume)?;
         ensure_online(&f, volume)?;
-        if let Some(m) = mountinfo::of_device(&Self::mounts()?, f.part.major, f.part.minor).next() {
-            return Err(Error::FailedPrecondition(format!(
-                "volume {volume} is mounted at {:?}; unmount it before formatting",
-                m.mount_point
-            )));
-        }
-        // Claim the partition for a moment: fails if anything holds it.
-        let (node, fd) = self.open_part(&f.part, Access::Exclusive)?;
-        drop(fd);
+        self.refuse_if_in_use(
+            &f.part.name,
+            f.part.major,
+            f.part.minor,
+            &format!("format volume {volume}"),
+        )?;
+        let node = self.node(&f.part.name, f.part.major, f.part.minor)?;
         let node = node
             .to_str()
             .ok_or_else(|| Error::Internal("device path".into()))?;
@@ -771,7 +628,7 @@ impl StorageBackend for LinuxStorage {
     }
 
     fn volume_stats(&self, volume: &VolumeId) -> Result<VolumeStats> {
-        let f = self.find(volume)?;
+        let f = self.locate(volume)?;
         let mounts = Self::mounts()?;
         if let Some(m) = mountinfo::of_device(&mounts, f.part.major, f.part.minor).next() {
             let st = nix::sys::statvfs::statvfs(m.mount_point.as_str())
@@ -853,6 +710,7 @@ impl StorageBackend for LinuxStorage {
                 }
                 sys::fsync(&fd).map_err(|e| from_io("fsync", &shown, e))?;
                 let len = (plan.new_last_lba - entry.first_lba + 1) * ss64;
+                self.inventory.touch(f.disk.name.clone());
                 sys::resize_partition(&fd, f.part.number, entry.first_lba * ss64, len)
                     .map_err(|e| from_io("BLKPG resize", &shown, e))?;
                 self.grow_filesystem(&f.part, kind, &node, &mounts)
@@ -861,7 +719,7 @@ impl StorageBackend for LinuxStorage {
     }
 
     fn flush(&self, volume: &VolumeId) -> Result<()> {
-        let f = self.find(volume)?;
+        let f = self.locate(volume)?;
         for m in mountinfo::of_device(&Self::mounts()?, f.part.major, f.part.minor).take(1) {
             let dir = std::fs::File::open(&m.mount_point)
                 .map_err(|e| from_io("open", &m.mount_point, e))?;
@@ -871,113 +729,125 @@ impl StorageBackend for LinuxStorage {
         sys::fsync(&fd).map_err(|e| from_io("fsync", &node.display().to_string(), e))
     }
 
-    fn mount(&self, volume: &VolumeId, target: &ResolvedPath) -> Result<()> {
+    fn mount(&self, volume: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
         let _g = self.lock();
         let f = self.find(volume)?;
-        let t = target.as_str();
-        let mounts = Self::mounts()?;
-        if let Some(m) = mountinfo::at(&mounts, t) {
-            return if (m.major, m.minor) == (f.part.major, f.part.minor) {
-                Ok(())
-            } else {
-                Err(Error::AlreadyExists(format!(
-                    "{t:?} is already a mount point (of device {}:{}, {})",
-                    m.major, m.minor, m.fs_type
-                )))
-            };
-        }
         ensure_online(&f, volume)?;
         let kind = self.probe(&f.part)?.0.ok_or_else(|| {
             Error::FailedPrecondition(format!(
                 "volume {volume} has no filesystem; format it first"
             ))
         })?;
-        let tpath = Path::new(t);
-        match std::fs::symlink_metadata(tpath) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                use std::os::unix::fs::DirBuilderExt;
-                std::fs::DirBuilder::new()
-                    .mode(0o750)
-                    .create(tpath)
-                    .map_err(|e| from_io("mkdir", t, e))?;
-            }
-            Err(e) => return Err(from_io("stat", t, e)),
-            Ok(md) if md.file_type().is_symlink() => {
+        // A volume the host uses anywhere outside the roots (any mount
+        // namespace), or that is held or used as swap, is never mounted
+        // inside them: Rmdir below it would edit the host's filesystem.
+        if !self.claimable(&f.part.name, f.part.major, f.part.minor)? {
+            let u = usage::of(&f.part.name, f.part.major, f.part.minor, &fs.real_roots());
+            if u.outside_roots() || u.mounts.is_empty() {
                 return Err(Error::FailedPrecondition(format!(
-                    "target {t:?} is a link, not a directory"
-                )))
-            }
-            Ok(md) if !md.is_dir() => {
-                return Err(Error::FailedPrecondition(format!(
-                    "target {t:?} is not a directory"
-                )))
-            }
-            Ok(_) => {
-                if !is_dir_empty(tpath).map_err(|e| from_io("read", t, e))? {
-                    return Err(Error::FailedPrecondition(format!(
-                        "target {t:?} is not empty; a volume is mounted only on an empty directory"
-                    )));
-                }
+                    "volume {volume} is in use outside the allowed roots ({}); refusing to mount it inside them",
+                    u.describe()
+                )));
             }
         }
+        // The target is created and opened beneath its root (no link
+        // anywhere in it); the mount goes onto that very directory.
+        let dir = fs.create_dir(target)?;
+        let st = dir
+            .mount_state()
+            .map_err(|e| Error::io("statx", target.path(), e))?;
+        if st.mount_root {
+            return if (st.major, st.minor) == (f.part.major, f.part.minor) {
+                Ok(())
+            } else {
+                Err(Error::AlreadyExists(format!(
+                    "{} is already a mount point (of device {}:{})",
+                    target.shown(),
+                    st.major,
+                    st.minor
+                )))
+            };
+        }
+        if !dir
+            .is_empty()
+            .map_err(|e| Error::io("read", target.path(), e))?
+        {
+            return Err(Error::FailedPrecondition(format!(
+                "target {} is not empty; a volume is mounted only on an empty directory",
+                target.shown()
+            )));
+        }
         let (node, _) = self.open_part(&f.part, Access::Read)?;
-        // Mount on the directory we opened, not on whatever the path names
-        // a moment later.
-        let dir = sys::open_dir_path(tpath).map_err(|e| from_io("open", t, e))?;
-        let via = format!("/proc/self/fd/{}", dir.as_raw_fd());
         use nix::mount::MsFlags;
         nix::mount::mount(
             Some(node.as_path()),
-            via.as_str(),
+            dir.proc_path().as_str(),
             Some(kind.name()),
             MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
             None::<&str>,
         )
-        .map_err(|e| from_io("mount", t, e.into()))
+        .map_err(|e| from_io("mount", target.path(), e.into()))
     }
 
-    fn unmount(&self, volume: &VolumeId, target: &ResolvedPath) -> Result<()> {
+    fn unmount(&self, volume: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
         let _g = self.lock();
         let f = self.find(volume)?;
-        let t = target.as_str();
-        let mounts = Self::mounts()?;
-        let Some(m) = mountinfo::at(&mounts, t) else {
-            return Ok(());
+        // Identify the mount by the directory reached beneath the root; the
+        // parent is held open and the unmount names the last component
+        // relative to it, without following a link.
+        let (parent, name) = match fs.open_parent(target) {
+            Err(Error::NotFound(_)) => return Ok(()),
+            other => other?,
         };
-        if (m.major, m.minor) != (f.part.major, f.part.minor) {
+        let dir = match fs.open_dir(target) {
+            Err(Error::NotFound(_)) => return Ok(()),
+            other => other?,
+        };
+        let st = dir
+            .mount_state()
+            .map_err(|e| Error::io("statx", target.path(), e))?;
+        if !st.mount_root {
+            return Ok(());
+        }
+        if (st.major, st.minor) != (f.part.major, f.part.minor) {
             return Err(Error::FailedPrecondition(format!(
-                "{t:?} is a mount of device {}:{} ({}), not of volume {volume}",
-                m.major, m.minor, m.fs_type
+                "{} is a mount of device {}:{}, not of volume {volume}",
+                target.shown(),
+                st.major,
+                st.minor
             )));
         }
-        let dir = std::fs::File::open(t).map_err(|e| from_io("open", t, e))?;
-        sys::syncfs(&OwnedFd::from(dir)).map_err(|e| from_io("syncfs", t, e))?;
-        nix::mount::umount2(t, nix::mount::MntFlags::UMOUNT_NOFOLLOW)
-            .map_err(|e| from_io("umount", t, e.into()))
+        let sync = dir
+            .open_readable()
+            .and_then(|d| sys::syncfs(&d))
+            .map_err(|e| from_io("syncfs", target.path(), e));
+        // The mount must not stay pinned by our own handle.
+        drop(dir);
+        sync?;
+        let via = format!("{}/{name}", parent.proc_path());
+        nix::mount::umount2(via.as_str(), nix::mount::MntFlags::UMOUNT_NOFOLLOW)
+            .map_err(|e| from_io("umount", target.path(), e.into()))
     }
 
-    fn volume_at(&self, target: &ResolvedPath) -> Result<VolumeId> {
-        let t = target.as_str();
-        let mounts = Self::mounts()?;
-        let m = mountinfo::at(&mounts, t)
-            .ok_or_else(|| Error::NotFound(format!("{t:?} is not a mount point")))?;
-        self.volume_of_dev(m.major, m.minor, t)
+    fn volume_at(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
+        let dir = fs.open_dir(target)?;
+        let st = dir
+            .mount_state()
+            .map_err(|e| Error::io("statx", target.path(), e))?;
+        if !st.mount_root {
+            return Err(Error::NotFound(format!(
+                "{} is not a mount point",
+                target.shown()
+            )));
+        }
+        self.volume_of_dev(st.major, st.minor, &target.shown())
     }
 
-    fn closest_volume(&self, target: &ResolvedPath) -> Result<VolumeId> {
-        let mut p = Path::new(target.as_str());
-        let md = loop {
-            match std::fs::metadata(p) {
-                Ok(md) => break md,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    p = p.parent().ok_or_else(|| {
-                        Error::NotFound(format!("no part of {:?} exists", target.as_str()))
-                    })?;
-                }
-                Err(e) => return Err(from_io("stat", target.as_str(), e)),
-            }
-        };
-        let dev = md.dev();
-        self.volume_of_dev(libc::major(dev), libc::minor(dev), target.as_str())
+    fn closest_volume(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
+        let dir = fs.open_nearest_dir(target)?;
+        let st = dir
+            .mount_state()
+            .map_err(|e| Error::io("statx", target.path(), e))?;
+        self.volume_of_dev(st.major, st.minor, &target.shown())
     }
 }

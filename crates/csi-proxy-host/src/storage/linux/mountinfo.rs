@@ -10,6 +10,10 @@ pub struct Mount {
     /// Where it is mounted (octal escapes decoded).
     pub mount_point: String,
     pub fs_type: String,
+    /// Peer group of a shared mount (`shared:N`).
+    pub shared: Option<u32>,
+    /// Peer group this mount receives propagation from (`master:N`).
+    pub master: Option<u32>,
 }
 
 /// Decodes the `\NNN` octal escapes the kernel uses for space, tab,
@@ -48,28 +52,42 @@ pub fn parse(text: &str) -> Vec<Mount> {
             let (major, minor) = super::sysfs::parse_dev(fields.next()?)?;
             let _root = fields.next()?;
             let mount_point = unescape(fields.next()?);
+            let _options = fields.next()?;
             // Optional fields end at " - ".
-            let mut rest = fields.skip_while(|f| *f != "-");
-            rest.next()?;
-            let fs_type = rest.next()?.to_string();
-            Some(Mount {
-                major,
-                minor,
-                mount_point,
-                fs_type,
-            })
+            let (mut shared, mut master) = (None, None);
+            for f in fields.by_ref() {
+                if f == "-" {
+                    let fs_type = fields.next()?.to_string();
+                    return Some(Mount {
+                        major,
+                        minor,
+                        mount_point,
+                        fs_type,
+                        shared,
+                        master,
+                    });
+                }
+                if let Some(n) = f.strip_prefix("shared:") {
+                    shared = n.parse().ok();
+                } else if let Some(n) = f.strip_prefix("master:") {
+                    master = n.parse().ok();
+                }
+            }
+            None
         })
         .collect()
 }
 
 /// The mounts of this process's mount namespace.
 pub fn read() -> io::Result<Vec<Mount>> {
-    Ok(parse(&std::fs::read_to_string("/proc/self/mountinfo")?))
+    read_of("self")
 }
 
-/// The topmost mount at `path`, if `path` is a mount point.
-pub fn at<'a>(mounts: &'a [Mount], path: &str) -> Option<&'a Mount> {
-    mounts.iter().rev().find(|m| m.mount_point == path)
+/// The mounts of the mount namespace of process `pid` (`self` for ours).
+pub fn read_of(pid: &str) -> io::Result<Vec<Mount>> {
+    Ok(parse(&std::fs::read_to_string(format!(
+        "/proc/{pid}/mountinfo"
+    ))?))
 }
 
 /// Every mount of device `major:minor`.
@@ -102,13 +120,9 @@ broken line
         assert_eq!(m[1].fs_type, "tmpfs");
         assert_eq!(m[3].mount_point, "/var/lib/kubelet/a b\\c");
         assert_eq!(m[3].fs_type, "xfs");
-        assert_eq!(
-            at(&m, "/var/lib/kubelet/plugins/x/globalmount")
-                .unwrap()
-                .minor,
-            1
-        );
-        assert!(at(&m, "/var/lib/kubelet").is_none());
+        assert_eq!((m[0].shared, m[0].master), (Some(1), None));
+        assert_eq!((m[1].shared, m[1].master), (Some(5), Some(1)));
+        assert_eq!((m[2].shared, m[2].master), (None, None));
         assert_eq!(of_device(&m, 7, 3).count(), 1);
     }
 

@@ -98,20 +98,6 @@ pub fn open_block(path: &Path, access: Access) -> io::Result<OwnedFd> {
     }
 }
 
-/// Opens a directory as an `O_PATH` handle without following a link at
-/// `path` (the mount target is then named by `/proc/self/fd/N`).
-pub fn open_dir_path(path: &Path) -> io::Result<OwnedFd> {
-    let c = cpath(path)?;
-    // SAFETY: as in `open_block`.
-    unsafe {
-        let fd = check(libc::open(
-            c.as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        ))?;
-        Ok(OwnedFd::from_raw_fd(fd))
-    }
-}
-
 /// The device number (`st_rdev`) of an open block device, or an error if it
 /// is not a block device.
 pub fn block_rdev(fd: &OwnedFd) -> io::Result<u64> {

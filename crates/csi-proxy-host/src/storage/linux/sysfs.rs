@@ -3,10 +3,30 @@
 //! A disk's number is its `diskseq`: a counter the kernel assigns when a disk
 //! appears (and again when a loop device is re-attached) and never reuses
 //! during a boot, so a number cannot silently come to name another disk.
+//!
+//! Attributes are read with one `open`, one `read` into a stack buffer and
+//! one `close` each (no `statx`, no second read, no allocation); a disk of
+//! size 0 (a detached loop device) is skipped after its first read. Every
+//! read is counted ([`reads`]), so tests and benchmarks can show what a call
+//! costs.
 
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static READS: AtomicU64 = AtomicU64::new(0);
+
+/// How many sysfs files, directories and links this process has read.
+pub fn reads() -> u64 {
+    READS.load(Ordering::Relaxed)
+}
+
+fn counted() {
+    READS.fetch_add(1, Ordering::Relaxed);
+}
 
 /// One whole disk.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,14 +66,37 @@ pub struct Sysfs {
     root: PathBuf,
 }
 
-fn read_trim(path: &Path) -> io::Result<String> {
-    Ok(fs::read_to_string(path)?.trim().to_string())
+/// Room for any attribute read here (numbers, `major:minor`).
+const ATTR_MAX: usize = 64;
+
+/// A small attribute, trimmed: one open, one read, one close.
+fn read_attr<'b>(path: &Path, buf: &'b mut [u8; ATTR_MAX]) -> io::Result<&'b str> {
+    counted();
+    let fd = nix::fcntl::open(path, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
+        .map_err(io::Error::from)?;
+    let n = nix::unistd::read(&fd, buf).map_err(io::Error::from)?;
+    if n == buf.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{path:?}: longer than {ATTR_MAX} bytes"),
+        ));
+    }
+    std::str::from_utf8(&buf[..n])
+        .map(str::trim)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("{path:?}: not text")))
 }
 
 fn read_u64(path: &Path) -> io::Result<u64> {
-    let s = read_trim(path)?;
+    let mut buf = [0; ATTR_MAX];
+    let s = read_attr(path, &mut buf)?;
     s.parse()
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("{path:?}: {s:?}")))
+}
+
+fn read_dev(path: &Path) -> io::Result<(u32, u32)> {
+    let mut buf = [0; ATTR_MAX];
+    parse_dev(read_attr(path, &mut buf)?)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("{path:?}: bad dev")))
 }
 
 /// `"8:16"` → (8, 16).
@@ -64,7 +107,7 @@ pub fn parse_dev(s: &str) -> Option<(u32, u32)> {
 
 /// Disks that are never storage a driver attaches (RAM disks, compressed
 /// swap, optical drives).
-fn ignored(name: &str) -> bool {
+pub fn ignored(name: &str) -> bool {
     ["ram", "zram", "sr", "fd"].iter().any(|p| {
         name.strip_prefix(p)
             .is_some_and(|r| r.chars().all(|c| c.is_ascii_digit()))
@@ -86,7 +129,8 @@ impl Sysfs {
     }
 
     /// The kernel names in `/sys/block`, without the ignored kinds.
-    fn names(&self) -> io::Result<Vec<String>> {
+    pub fn names(&self) -> io::Result<Vec<String>> {
+        counted();
         let mut out = Vec::new();
         for entry in fs::read_dir(self.root.join("block"))? {
             if let Ok(name) = entry?.file_name().into_string() {
@@ -117,24 +161,6 @@ impl Sysfs {
         Ok(out)
     }
 
-    /// `(name, number)` of every disk with a non-zero size: two small reads
-    /// per disk, for the calls that list every disk.
-    pub fn numbers(&self) -> io::Result<Vec<(String, u32)>> {
-        let mut out = Vec::new();
-        for name in self.names()? {
-            let dir = self.disk_dir(&name);
-            let (Ok(size), Ok(seq)) = (read_u64(&dir.join("size")), read_u64(&dir.join("diskseq")))
-            else {
-                continue;
-            };
-            if let (true, Ok(number)) = (size > 0, u32::try_from(seq)) {
-                out.push((name, number));
-            }
-        }
-        out.sort_by_key(|d| d.1);
-        Ok(out)
-    }
-
     /// One disk by kernel name; `None` if it has no size.
     pub fn disk(&self, name: &str) -> io::Result<Option<BlockDisk>> {
         let dir = self.disk_dir(name);
@@ -151,29 +177,30 @@ impl Sysfs {
             );
             return Ok(None);
         };
-        let (major, minor) = parse_dev(&read_trim(&dir.join("dev"))?)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad dev"))?;
+        let (major, minor) = read_dev(&dir.join("dev"))?;
         let read_only = read_u64(&dir.join("ro"))? != 0;
-        let partscan = read_u64(&dir.join("partscan"))
-            .map(|v| v != 0)
-            .unwrap_or(true);
+        // Only loop devices have the attribute; the others always scan.
+        let partscan =
+            !name.starts_with("loop") || read_u64(&dir.join("partscan")).map_or(true, |v| v != 0);
         let mut partitions = Vec::new();
+        counted();
         for entry in fs::read_dir(&dir)? {
             let entry = entry?;
             let pname = entry.file_name();
             let Some(pname) = pname.to_str() else {
                 continue;
             };
-            let pdir = entry.path();
-            if !pname.starts_with(name) || !pdir.join("partition").exists() {
+            if !pname.starts_with(name) {
                 continue;
             }
+            let pdir = entry.path();
             let part = (|| -> io::Result<BlockPartition> {
-                let (major, minor) = parse_dev(&read_trim(&pdir.join("dev"))?)
-                    .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad dev"))?;
+                // Not a partition (no `partition` attribute): NotFound.
+                let number = read_u64(&pdir.join("partition"))?;
+                let (major, minor) = read_dev(&pdir.join("dev"))?;
                 Ok(BlockPartition {
                     name: pname.to_string(),
-                    number: u32::try_from(read_u64(&pdir.join("partition"))?)
+                    number: u32::try_from(number)
                         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "partition"))?,
                     major,
                     minor,
@@ -200,40 +227,21 @@ impl Sysfs {
         }))
     }
 
-    /// The disk with this number: reads only each disk's `diskseq` until
-    /// it finds the one.
-    pub fn disk_by_number(&self, number: u32) -> io::Result<Option<BlockDisk>> {
-        for name in self.names()? {
-            match read_u64(&self.disk_dir(&name).join("diskseq")) {
-                Ok(seq) if seq == u64::from(number) => {
-                    return match self.disk(&name) {
-                        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-                        other => other,
-                    }
-                }
-                _ => {}
-            }
-        }
-        Ok(None)
-    }
-
-    /// The disk name and partition number of partition device
-    /// `major:minor`, from `/sys/dev/block` (`None` if it is not a
-    /// partition).
-    pub fn partition_of_dev(&self, major: u32, minor: u32) -> Option<(String, u32)> {
-        let dir = fs::canonicalize(self.root.join(format!("dev/block/{major}:{minor}"))).ok()?;
-        let number = read_u64(&dir.join("partition")).ok()?;
-        let disk = dir.parent()?.file_name()?.to_str()?.to_string();
-        Some((disk, u32::try_from(number).ok()?))
+    /// The block layer's read-only flag of a disk, read now (changing it
+    /// with `BLKROSET` sends no event, so it is never answered from memory).
+    pub fn read_only(&self, name: &str) -> io::Result<bool> {
+        Ok(read_u64(&self.disk_dir(name).join("ro"))? != 0)
     }
 
     /// A file of the disk's directory (`device/vpd_pg83`, `serial`, ...).
     pub fn read_disk_file(&self, disk: &str, file: &str) -> Option<Vec<u8>> {
+        counted();
         fs::read(self.disk_dir(disk).join(file)).ok()
     }
 
     /// The resolved `device` link of a disk (`.../host0/target0:0:1/0:0:1:0`).
     pub fn device_link(&self, disk: &str) -> Option<PathBuf> {
+        counted();
         fs::canonicalize(self.disk_dir(disk).join("device")).ok()
     }
 

@@ -61,6 +61,34 @@ pub fn run(tool: &str, args: &[&str], ok_codes: &[i32]) -> Result<()> {
     )))
 }
 
+/// Runs `tool args...` and returns its exit code, stdout and stderr
+/// (whatever the exit code), for tools whose codes carry meaning
+/// (`iscsiadm`). Same rules as [`run`]: fixed directories, empty
+/// environment, no shell, counted.
+pub fn capture(tool: &str, args: &[&str]) -> Result<(i32, String, String)> {
+    let path = find(tool).ok_or_else(|| {
+        Error::FailedPrecondition(format!(
+            "{tool} is not installed (looked in {})",
+            DIRS.join(", ")
+        ))
+    })?;
+    SPAWNED.fetch_add(1, Ordering::Relaxed);
+    tracing::debug!(tool, ?args, "running");
+    let out = Command::new(&path)
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/sbin:/sbin:/usr/bin:/bin")
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::io("spawn", path.display().to_string(), e))?;
+    Ok((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,24 +7,36 @@
 //! what has run where.
 
 mod disk;
-mod errors;
+mod inventory;
+mod mounts;
 mod stor;
 mod volume;
 mod win32;
-pub mod wmi;
+
+// Shared with the SMB and iSCSI backends (`crate::win`).
+pub(crate) use crate::win::errors;
+pub use crate::win::wmi;
 
 use std::collections::BTreeMap;
 
 use super::{ResizeTarget, StorageBackend, VolumeId, VolumeStats};
+use crate::confined::{Confined, Located};
 use crate::disk::{DiskIds, DiskLocation};
-use crate::path::ResolvedPath;
+use crate::path::PathPolicy;
 use crate::{Error, Result};
 
-/// The storage of this Windows host. Creating it touches nothing; COM and
-/// the WMI worker thread start with the first operation that needs WMI.
+/// The storage of this Windows host. Creating it registers for device
+/// notifications and touches nothing else; COM and the WMI worker thread
+/// start with the first operation that needs WMI.
 pub struct WindowsStorage {
     wmi: wmi::WmiWorker,
-    mounts: volume::Mounts,
+    mounts: mounts::Mounts,
+    /// The allowed roots: a volume reachable anywhere else belongs to the
+    /// host (none set: every access path counts as the host's).
+    roots: Option<PathPolicy>,
+    /// Disks and volumes, kept current by device notifications.
+    inventory: inventory::WinInventory,
+    locations: inventory::Locations,
 }
 
 impl Default for WindowsStorage {
@@ -38,8 +50,32 @@ impl WindowsStorage {
     pub fn new() -> Self {
         WindowsStorage {
             wmi: wmi::WmiWorker::new(wmi::STORAGE_NAMESPACE),
-            mounts: volume::Mounts::default(),
+            mounts: mounts::Mounts::default(),
+            roots: None,
+            inventory: inventory::new_inventory(),
+            locations: inventory::Locations::default(),
         }
+    }
+
+    /// Volumes reachable only below these roots are the pods'; any other
+    /// access path (a drive letter, a folder elsewhere) makes a volume the
+    /// host's, never formatted or mounted into the roots.
+    pub fn with_roots(mut self, roots: PathPolicy) -> Self {
+        self.roots = Some(roots);
+        self
+    }
+
+    /// Refuses `what` on a disk that holds the Windows system volume or a
+    /// volume the host uses outside the roots.
+    fn refuse_host_disk(&self, disk: u32, what: &str) -> Result<()> {
+        let volumes = self.volumes_on_disk(disk, None)?;
+        mounts::refuse_host_disk(disk, &volumes, self.roots.as_ref(), what)
+    }
+
+    /// Whether device notifications keep the inventory current (else every
+    /// list call scans the host).
+    pub fn follows_notifications(&self) -> bool {
+        self.inventory.has_events()
     }
 
     /// The WMI worker (for callers that need another WMI query on the same
@@ -59,53 +95,73 @@ impl WindowsStorage {
     }
 }
 
+/// In an inline attempt, "would block": the operation asks the device.
+fn device_io(what: &str) -> Result<()> {
+    if crate::inline::active() {
+        return Err(crate::inline::would_block(what));
+    }
+    Ok(())
+}
+
 impl StorageBackend for WindowsStorage {
     fn disk_locations(&self) -> Result<BTreeMap<u32, DiskLocation>> {
-        stor::disk_locations(&self.wmi)
+        self.inventory_disk_locations()
     }
 
     fn disk_ids(&self) -> Result<BTreeMap<u32, DiskIds>> {
-        let mut out = BTreeMap::new();
-        for n in disk::disk_numbers()? {
-            match disk::disk_ids(n) {
-                Ok(ids) => {
-                    out.insert(n, ids);
-                }
-                // Removed since it was listed.
-                Err(Error::NotFound(_)) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(out)
+        self.inventory_disk_ids()
+    }
+
+    fn disk_by_page83(&self, page83: &str) -> Result<Option<u32>> {
+        self.inventory_disk_by_page83(page83)
+    }
+
+    fn inventory_generation(&self) -> Result<Option<u64>> {
+        self.generation()
     }
 
     fn disk_size(&self, disk: u32) -> Result<u64> {
+        device_io("IOCTL_DISK_GET_DRIVE_GEOMETRY_EX")?;
         disk::disk_size(disk)
     }
 
     fn disk_online(&self, disk: u32) -> Result<bool> {
+        device_io("IOCTL_DISK_GET_DISK_ATTRIBUTES")?;
         disk::disk_online(disk)
     }
 
     fn set_disk_online(&self, disk: u32, online: bool) -> Result<()> {
-        disk::set_disk_online(disk, online)
+        if !online {
+            self.refuse_host_disk(disk, &format!("take disk {disk} offline"))?;
+        }
+        let r = disk::set_disk_online(disk, online);
+        // Volumes come and go with the disk's state.
+        self.inventory.invalidate();
+        r
     }
 
     fn partition_disk(&self, disk: u32) -> Result<()> {
         // The IOCTL open answers "no such disk" without starting WMI.
         drop(disk::open_disk(disk, 0)?);
-        stor::partition_disk(&self.wmi, disk)
+        self.refuse_host_disk(disk, &format!("partition disk {disk}"))?;
+        let r = stor::partition_disk(&self.wmi, disk);
+        // Do not wait for the volume's arrival notification.
+        self.inventory.invalidate();
+        r
     }
 
     fn rescan(&self) -> Result<()> {
-        stor::rescan(&self.wmi)
+        let r = stor::rescan(&self.wmi);
+        self.inventory.invalidate();
+        r
     }
 
     fn volumes_on_disk(&self, disk: u32, partition: Option<u32>) -> Result<Vec<VolumeId>> {
-        volume::volumes_on_disk(disk, partition)
+        self.inventory_volumes_on_disk(disk, partition)
     }
 
     fn volume_disk(&self, v: &VolumeId) -> Result<u32> {
+        device_io("IOCTL_VOLUME_GET_VOLUME_DISK_EXTENTS")?;
         volume::volume_disk(v)
     }
 
@@ -113,16 +169,17 @@ impl StorageBackend for WindowsStorage {
         volume::is_formatted(v)
     }
 
-    /// Refused while the volume is mounted on a directory (drive letters
-    /// do not count: Windows may assign one on its own).
+    /// Refused while the volume is reachable anywhere: mounted on a
+    /// directory, or with a drive letter (then the host may be using it).
     fn format(&self, v: &VolumeId) -> Result<()> {
-        let dirs = volume::directory_mounts(v)?;
-        if let Some(d) = dirs.first() {
+        if let Some(p) = mounts::access_paths(v)?.first() {
             return Err(Error::FailedPrecondition(format!(
-                "volume {v} is mounted at {d:?}: unmount it before formatting"
+                "volume {v} is mounted at {p:?}: unmount it (or remove the drive letter) before formatting"
             )));
         }
-        stor::format(&self.wmi, v)
+        let r = stor::format(&self.wmi, v);
+        self.inventory.invalidate();
+        r
     }
 
     fn volume_stats(&self, v: &VolumeId) -> Result<VolumeStats> {
@@ -130,27 +187,33 @@ impl StorageBackend for WindowsStorage {
     }
 
     fn resize(&self, v: &VolumeId, target: ResizeTarget) -> Result<()> {
-        stor::resize(&self.wmi, v, target)
+        let r = stor::resize(&self.wmi, v, target);
+        self.inventory.invalidate();
+        r
     }
 
     fn flush(&self, v: &VolumeId) -> Result<()> {
         volume::flush(v)
     }
 
-    fn mount(&self, v: &VolumeId, target: &ResolvedPath) -> Result<()> {
-        self.mounts.mount(v, target)
+    fn mount(&self, v: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
+        let r = self.mounts.mount(v, fs, target);
+        self.inventory.invalidate();
+        r
     }
 
-    fn unmount(&self, v: &VolumeId, target: &ResolvedPath) -> Result<()> {
-        self.mounts.unmount(v, target)
+    fn unmount(&self, v: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
+        let r = self.mounts.unmount(v, fs, target);
+        self.inventory.invalidate();
+        r
     }
 
-    fn volume_at(&self, target: &ResolvedPath) -> Result<VolumeId> {
-        volume::volume_at(target)
+    fn volume_at(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
+        mounts::volume_at(fs, target)
     }
 
-    fn closest_volume(&self, target: &ResolvedPath) -> Result<VolumeId> {
-        volume::closest_volume(target)
+    fn closest_volume(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
+        mounts::closest_volume(fs, target)
     }
 }
 

@@ -6,16 +6,12 @@
 //! `\` ([`VolumeId::as_str`]); `CreateFileW` takes the device path without
 //! it ([`VolumeId::device_path`]); mount-point arguments end with `\`.
 
-use std::io;
-use std::sync::Mutex;
-
 use windows_sys::Win32::Storage::FileSystem::IOCTL_VOLUME_GET_VOLUME_DISK_EXTENTS;
 
 use super::disk::{self, bad_answer};
 use super::errors::{self, win32};
 use super::win32::{self as w, Handle, GENERIC_READ, GENERIC_WRITE};
-use crate::path::{Link, LinkReader, OsLinks, ResolvedPath};
-use crate::storage::parse::{extents, multi_sz};
+use crate::storage::parse::extents;
 use crate::storage::{VolumeId, VolumeStats};
 use crate::{Error, Result};
 
@@ -24,12 +20,7 @@ use crate::{Error, Result};
 const FILE_DEVICE_DISK: u32 = 7;
 /// ERROR_UNRECOGNIZED_VOLUME: no filesystem on the volume.
 const ERROR_UNRECOGNIZED_VOLUME: u32 = 1005;
-/// ERROR_DIR_NOT_EMPTY.
-const ERROR_DIR_NOT_EMPTY: u32 = 145;
-/// Steps [`closest_volume`] takes up a path at most.
-const MAX_WALK: usize = 256;
-
-fn no_volume(v: &VolumeId) -> String {
+pub(super) fn no_volume(v: &VolumeId) -> String {
     format!("volume {v} does not exist")
 }
 
@@ -55,7 +46,7 @@ pub fn all_volumes() -> Result<Vec<VolumeId>> {
 
 /// Where a volume lives: from `IOCTL_STORAGE_GET_DEVICE_NUMBER` (one
 /// partition of one disk), else from its disk extents (spanned volumes).
-enum Placement {
+pub enum Placement {
     Partition {
         disk: u32,
         partition: u32,
@@ -72,7 +63,8 @@ fn extents_of(h: &Handle, v: &VolumeId) -> Result<Vec<extents::DiskExtent>> {
         .map_err(|e| bad_answer("IOCTL_VOLUME_GET_VOLUME_DISK_EXTENTS", v.as_str(), e))
 }
 
-fn placement(v: &VolumeId) -> Placement {
+/// Where volume `v` lives.
+pub fn placement(v: &VolumeId) -> Placement {
     let Ok(h) = w::open_device(v.device_path(), 0) else {
         return Placement::Elsewhere;
     };
@@ -91,31 +83,13 @@ fn placement(v: &VolumeId) -> Placement {
     }
 }
 
-/// The volumes on `disk` (on `partition` only, when given). An unknown
-/// disk, or a partition number with no volume, is [`Error::NotFound`]. A
-/// volume spanning several disks is listed for each of them when no
-/// partition is asked for.
-pub fn volumes_on_disk(disk_number: u32, partition: Option<u32>) -> Result<Vec<VolumeId>> {
-    drop(disk::open_disk(disk_number, 0)?);
-    let mut out = Vec::new();
-    for v in all_volumes()? {
-        let hit = match placement(&v) {
-            Placement::Partition { disk, partition: p } => {
-                disk == disk_number && partition.is_none_or(|want| want == p)
-            }
-            Placement::Extents(disks) => partition.is_none() && disks.contains(&disk_number),
-            Placement::Elsewhere => false,
-        };
-        if hit {
-            out.push(v);
-        }
-    }
-    match partition {
-        Some(p) if out.is_empty() => Err(Error::NotFound(format!(
-            "disk {disk_number} has no volume on partition {p}"
-        ))),
-        _ => Ok(out),
-    }
+/// Every disk a volume lies on (none when it is not on a disk, or gone).
+pub fn volume_disks(v: &VolumeId) -> Result<Vec<u32>> {
+    Ok(match placement(v) {
+        Placement::Partition { disk, .. } => vec![disk],
+        Placement::Extents(disks) => disks,
+        Placement::Elsewhere => Vec::new(),
+    })
 }
 
 /// The disk of a volume: the first extent's disk (`Extents[0]`, as
@@ -175,211 +149,4 @@ pub fn volume_stats(v: &VolumeId) -> Result<VolumeStats> {
 pub fn flush(v: &VolumeId) -> Result<()> {
     let h = open_volume(v, GENERIC_READ | GENERIC_WRITE)?;
     w::flush(&h).map_err(|e| win32("FlushFileBuffers", v.as_str(), e))
-}
-
-/// The directories (not drive letters) where the volume is mounted.
-pub fn directory_mounts(v: &VolumeId) -> Result<Vec<String>> {
-    let raw = w::volume_path_names_raw(v.as_str()).map_err(|e| {
-        errors::win32_or_missing(
-            "GetVolumePathNamesForVolumeNameW",
-            v.as_str(),
-            e,
-            &no_volume(v),
-        )
-    })?;
-    let names = multi_sz::parse_multi_sz(&raw)
-        .map_err(|e| bad_answer("GetVolumePathNamesForVolumeNameW", v.as_str(), e))?;
-    Ok(names.into_iter().filter(|n| n.len() > 3).collect())
-}
-
-/// `dir` with one trailing backslash: the form mount-point calls want.
-fn mount_point(dir: &str) -> String {
-    let mut s = dir.trim_end_matches('\\').to_string();
-    s.push('\\');
-    s
-}
-
-/// The volume mounted at directory `dir`, if it is a volume mount point.
-fn mounted_volume(dir: &str) -> Result<Option<VolumeId>> {
-    match w::volume_name_for_mount_point(&mount_point(dir)) {
-        Ok(name) => VolumeId::parse(&name).map(Some).map_err(|_| {
-            Error::Internal(format!(
-                "GetVolumeNameForVolumeMountPointW {dir:?}: unexpected volume name {name:?}"
-            ))
-        }),
-        // Not a mount point (or not a directory) answers with an error.
-        Err(_) => Ok(None),
-    }
-}
-
-fn link_state(path: &str) -> Result<Link> {
-    OsLinks
-        .read_link(path)
-        .map_err(|e| win32("reading the reparse point of", path, e))
-}
-
-/// Mounts and unmounts are serialised: each is a check followed by a change.
-#[derive(Default)]
-pub struct Mounts {
-    lock: Mutex<()>,
-}
-
-impl Mounts {
-    fn guard(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.lock.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Mounts `v` at directory `target` (`SetVolumeMountPointW`). A missing
-    /// target directory is created (with its missing parents, inside the
-    /// allowed roots the path was checked against); an existing one must
-    /// be an empty plain directory. Mounting the same volume again is a
-    /// no-op; a target holding another volume is [`Error::AlreadyExists`].
-    pub fn mount(&self, v: &VolumeId, target: &ResolvedPath) -> Result<()> {
-        let _g = self.guard();
-        let t = target.as_str();
-        match link_state(t)? {
-            Link::NotFound => std::fs::create_dir_all(t)
-                .map_err(|e| Error::io("create mount target directory", t, e))?,
-            Link::MountPoint => {
-                return match mounted_volume(t)? {
-                    Some(m) if &m == v => Ok(()),
-                    Some(m) => Err(Error::AlreadyExists(format!(
-                        "target {t:?} is the mount point of another volume ({m})"
-                    ))),
-                    None => Err(Error::FailedPrecondition(format!(
-                        "target {t:?} is a mount point whose volume cannot be read"
-                    ))),
-                };
-            }
-            Link::Symlink(_) => {
-                return Err(Error::FailedPrecondition(format!(
-                    "target {t:?} is a symbolic link or junction; a volume is mounted on an empty directory"
-                )))
-            }
-            Link::NotALink => {
-                let md = std::fs::metadata(t).map_err(|e| Error::io("stat", t, e))?;
-                if !md.is_dir() {
-                    return Err(Error::FailedPrecondition(format!(
-                        "target {t:?} is a file; a volume is mounted on an empty directory"
-                    )));
-                }
-            }
-        }
-        let mp = mount_point(t);
-        match w::set_volume_mount_point(&mp, v.as_str()) {
-            Ok(()) => match mounted_volume(t)? {
-                // Never trust the BOOL alone.
-                Some(m) if &m == v => Ok(()),
-                other => Err(Error::Internal(format!(
-                    "SetVolumeMountPointW {mp:?} {v} reported success, but the target holds {other:?}"
-                ))),
-            },
-            Err(e) if w::code(&e) == Some(ERROR_DIR_NOT_EMPTY) => match mounted_volume(t)? {
-                Some(m) if &m == v => Ok(()),
-                Some(m) => Err(Error::AlreadyExists(format!(
-                    "target {t:?} is the mount point of another volume ({m})"
-                ))),
-                None => Err(Error::FailedPrecondition(format!(
-                    "target directory {t:?} is not empty; a volume is mounted on an empty directory"
-                ))),
-            },
-            Err(e) => Err(errors::win32_or_missing(
-                "SetVolumeMountPointW",
-                &format!("{mp:?} {v}"),
-                e,
-                &no_volume(v),
-            )),
-        }
-    }
-
-    /// Flushes `v`, then removes its mount at `target`
-    /// (`DeleteVolumeMountPointW`; the directory stays). A target that is
-    /// not a mount point (or does not exist) is already unmounted: Ok. A
-    /// target holding another volume is [`Error::FailedPrecondition`].
-    pub fn unmount(&self, v: &VolumeId, target: &ResolvedPath) -> Result<()> {
-        let _g = self.guard();
-        let t = target.as_str();
-        match link_state(t)? {
-            Link::MountPoint => {}
-            Link::NotFound | Link::NotALink | Link::Symlink(_) => return Ok(()),
-        }
-        match mounted_volume(t)? {
-            Some(m) if &m == v => {}
-            Some(m) => {
-                return Err(Error::FailedPrecondition(format!(
-                    "target {t:?} is the mount point of volume {m}, not of {v}"
-                )))
-            }
-            None => return Ok(()),
-        }
-        match flush(v) {
-            Ok(()) => {}
-            // A device without a flush still unmounts.
-            Err(Error::Unimplemented(m)) => tracing::warn!("unmount of {v}: {m}"),
-            Err(e) => return Err(e),
-        }
-        let mp = mount_point(t);
-        w::delete_volume_mount_point(&mp)
-            .map_err(|e| win32("DeleteVolumeMountPointW", &format!("{mp:?}"), e))
-    }
-}
-
-/// The volume mounted at `target`, which must be a volume mount point (a
-/// reparse point with tag `IO_REPARSE_TAG_MOUNT_POINT` to a volume);
-/// anything else is [`Error::NotFound`].
-pub fn volume_at(target: &ResolvedPath) -> Result<VolumeId> {
-    let t = target.as_str();
-    match link_state(t)? {
-        Link::MountPoint => mounted_volume(t)?.ok_or_else(|| {
-            Error::NotFound(format!("{t:?} is a mount point without a readable volume"))
-        }),
-        Link::NotFound => Err(Error::NotFound(format!("{t:?} does not exist"))),
-        _ => Err(Error::NotFound(format!(
-            "{t:?} is not a volume mount point"
-        ))),
-    }
-}
-
-/// The parent directory of an absolute Windows path (`None` at a drive
-/// root), by std's path rules.
-fn parent(p: &str) -> Option<String> {
-    std::path::Path::new(p)
-        .parent()
-        .map(|d| d.to_string_lossy().into_owned())
-}
-
-/// The volume whose filesystem holds `target` (already resolved, links
-/// followed): `GetVolumePathNameW` gives the mount point (a drive root or a
-/// mount-point directory) and `GetVolumeNameForVolumeMountPointW` its
-/// volume; when that fails (the path does not exist, or the mount point is
-/// not a volume's), the walk goes on from the parent, at most 256 steps.
-pub fn closest_volume(target: &ResolvedPath) -> Result<VolumeId> {
-    let mut path = target.as_str().to_string();
-    let mut last: Option<io::Error> = None;
-    for _ in 0..MAX_WALK {
-        match w::volume_path_name(&path) {
-            Ok(mp) => {
-                if let Some(v) = mounted_volume(&mp)? {
-                    return Ok(v);
-                }
-                // Continue above this mount point.
-                match parent(&mp) {
-                    Some(p) => path = p,
-                    None => break,
-                }
-            }
-            Err(e) => {
-                last = Some(e);
-                match parent(&path) {
-                    Some(p) => path = p,
-                    None => break,
-                }
-            }
-        }
-    }
-    let why = last.map(|e| format!(": {e}")).unwrap_or_default();
-    Err(Error::NotFound(format!(
-        "no volume found for {:?}{why}",
-        target.as_str()
-    )))
 }

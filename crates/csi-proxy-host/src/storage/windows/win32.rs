@@ -324,6 +324,18 @@ pub fn volume_path_name(path: &str) -> io::Result<String> {
     from_wide(&buf)
 }
 
+/// The Windows directory (`GetSystemWindowsDirectoryW`), if it can be read.
+pub fn windows_directory() -> Option<String> {
+    use windows_sys::Win32::System::SystemInformation::GetSystemWindowsDirectoryW;
+    let mut buf = vec![0u16; PATH_BUF];
+    // SAFETY: `buf` is writable for its length.
+    let n = unsafe { GetSystemWindowsDirectoryW(buf.as_mut_ptr(), buf.len() as u32) } as usize;
+    if n == 0 || n >= buf.len() {
+        return None;
+    }
+    String::from_utf16(&buf[..n]).ok()
+}
+
 /// `GetVolumeNameForVolumeMountPointW(mount_point)`: the `\\?\Volume{GUID}\`
 /// mounted at `mount_point` (which must end with `\`).
 pub fn volume_name_for_mount_point(mount_point: &str) -> io::Result<String> {

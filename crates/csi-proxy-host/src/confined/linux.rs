@@ -1,0 +1,648 @@
+//! The confined filesystem on Linux: `openat2` beneath the root's handle
+//! with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`,
+//! then the `*at` calls on the parent directory reached.
+
+use super::tree::{self, Hint, Sub, TreeOps};
+use super::{io_err, link_in_chain, mount_in_tree, tree_err, Kind, Located, MkdirOutcome};
+use crate::error::{Error, Result};
+use nix::errno::Errno;
+use nix::fcntl::{openat, openat2, readlinkat, OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::{fstat, mkdirat, Mode, SFlag};
+use nix::unistd::{symlinkat, unlinkat, UnlinkatFlags};
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+/// Directories created by Mkdir.
+const DIR_MODE: u32 = 0o755;
+/// Mount targets created by MountVolume.
+const MOUNT_DIR_MODE: u32 = 0o750;
+/// Directories kept open by a tree removal.
+const TREE_WINDOW: usize = 32;
+
+/// An allowed root, opened once (`O_PATH`; links in the configured root
+/// path itself are followed: it is configuration).
+pub struct RootHandle(OwnedFd);
+
+impl RootHandle {
+    pub fn open(path: &str) -> io::Result<RootHandle> {
+        let fd = nix::fcntl::open(
+            path,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        Ok(RootHandle(fd))
+    }
+
+    /// The root's path as the kernel names it now.
+    pub fn real_path(&self) -> io::Result<std::path::PathBuf> {
+        std::fs::read_link(format!("/proc/self/fd/{}", self.0.as_raw_fd()))
+    }
+}
+
+/// An open directory inside the roots (an `O_PATH` handle).
+#[derive(Debug)]
+pub struct Dir(OwnedFd);
+
+/// Whether a directory handle is the root of a mount, and of which device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MountState {
+    pub mount_root: bool,
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl Dir {
+    /// `/proc/self/fd/N`: names exactly this directory (mount and dentry)
+    /// for calls that only take a path (mount, umount).
+    pub fn proc_path(&self) -> String {
+        format!("/proc/self/fd/{}", self.0.as_raw_fd())
+    }
+
+    /// A readable descriptor of the same directory (for `syncfs`, listing).
+    pub fn open_readable(&self) -> io::Result<OwnedFd> {
+        Ok(openat(
+            self.0.as_fd(),
+            ".",
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?)
+    }
+
+    /// Does the directory hold no entries?
+    pub fn is_empty(&self) -> io::Result<bool> {
+        let fd = openat(
+            self.0.as_fd(),
+            ".",
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        let mut names = Vec::new();
+        list(fd.as_fd(), &mut names, 1)?;
+        Ok(names.is_empty())
+    }
+
+    /// Is this directory the root of a mount (something is mounted here),
+    /// and the device of the filesystem it is on.
+    pub fn mount_state(&self) -> io::Result<MountState> {
+        let stx = statx_empty_path(self.0.as_fd())?;
+        let known = stx.stx_attributes_mask & libc::STATX_ATTR_MOUNT_ROOT as u64 != 0;
+        if !known {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the kernel does not report mount roots (statx STATX_ATTR_MOUNT_ROOT, Linux 5.8)",
+            ));
+        }
+        Ok(MountState {
+            mount_root: stx.stx_attributes & libc::STATX_ATTR_MOUNT_ROOT as u64 != 0,
+            major: stx.stx_dev_major,
+            minor: stx.stx_dev_minor,
+        })
+    }
+}
+
+impl AsFd for Dir {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+fn statx_empty_path(fd: BorrowedFd<'_>) -> io::Result<libc::statx> {
+    let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: the path is a NUL-terminated empty string, `fd` is an open
+    // descriptor, and `stx` points to writable memory of the right size that
+    // the kernel fills on success (it was zeroed before).
+    let r = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+            libc::STATX_BASIC_STATS,
+            stx.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: statx succeeded and filled the structure (zeroed before).
+    Ok(unsafe { stx.assume_init() })
+}
+
+/// `openat2` beneath `dir`: no links, no magic links, never above `dir`.
+fn beneath<P: ?Sized + nix::NixPath>(
+    dir: BorrowedFd<'_>,
+    rel: &P,
+    flags: OFlag,
+    extra: ResolveFlag,
+) -> nix::Result<OwnedFd> {
+    let how = OpenHow::new().flags(flags | OFlag::O_CLOEXEC).resolve(
+        ResolveFlag::RESOLVE_BENEATH
+            | ResolveFlag::RESOLVE_NO_SYMLINKS
+            | ResolveFlag::RESOLVE_NO_MAGICLINKS
+            | extra,
+    );
+    // EAGAIN: the lookup raced with a rename or mount; it is safe to retry.
+    let mut tries = 0;
+    loop {
+        let r = if rel.is_empty() {
+            openat2(dir, ".", how)
+        } else {
+            openat2(dir, rel, how)
+        };
+        match r {
+            Err(Errno::EAGAIN) if tries < 16 => tries += 1,
+            other => return other,
+        }
+    }
+}
+
+fn rel_of(p: &Located) -> &str {
+    p.rel_str()
+}
+
+fn cname(s: &str) -> CString {
+    // Components passed the path rules: no NUL.
+    CString::new(s).expect("a checked path component has no NUL")
+}
+
+/// The parent directory of `p` (the root's handle itself when `p` is right
+/// below it).
+enum Parent<'a> {
+    Root(BorrowedFd<'a>),
+    Open(OwnedFd),
+}
+
+impl AsFd for Parent<'_> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Parent::Root(fd) => *fd,
+            Parent::Open(fd) => fd.as_fd(),
+        }
+    }
+}
+
+/// Open the parent of `p` beneath the root; `p` is not a root.
+fn open_parent<'a>(root: &'a RootHandle, p: &Located) -> Result<(Parent<'a>, CString)> {
+    let parents = p.parent_rel().expect("not a root");
+    let name = cname(p.name().expect("not a root"));
+    if parents.is_empty() {
+        return Ok((Parent::Root(root.0.as_fd()), name));
+    }
+    match beneath(
+        root.0.as_fd(),
+        parents,
+        OFlag::O_PATH | OFlag::O_DIRECTORY,
+        ResolveFlag::empty(),
+    ) {
+        Ok(fd) => Ok((Parent::Open(fd), name)),
+        Err(Errno::ELOOP) => Err(link_in_chain(p)),
+        Err(Errno::ENOENT) => Err(Error::NotFound(format!(
+            "path {}: its parent directory does not exist",
+            p.shown()
+        ))),
+        Err(Errno::ENOTDIR) => Err(Error::FailedPrecondition(format!(
+            "path {}: a parent component is not a directory",
+            p.shown()
+        ))),
+        Err(e) => Err(io_err("open parent of", p, e.into())),
+    }
+}
+
+fn kind_of(mode: u32) -> Kind {
+    match SFlag::from_bits_truncate(mode & SFlag::S_IFMT.bits()) {
+        SFlag::S_IFDIR => Kind::Dir,
+        SFlag::S_IFREG => Kind::File,
+        SFlag::S_IFLNK => Kind::Link,
+        _ => Kind::Other,
+    }
+}
+
+/// The entry at `p` itself (a final link is the link).
+fn open_entry(root: &RootHandle, p: &Located) -> Result<Option<OwnedFd>> {
+    match beneath(
+        root.0.as_fd(),
+        rel_of(p),
+        OFlag::O_PATH | OFlag::O_NOFOLLOW,
+        ResolveFlag::empty(),
+    ) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(Errno::ENOENT) | Err(Errno::ENOTDIR) => Ok(None),
+        // O_PATH | O_NOFOLLOW opens a final link itself: ELOOP is the chain.
+        Err(Errno::ELOOP) => Err(link_in_chain(p)),
+        Err(e) => Err(io_err("stat", p, e.into())),
+    }
+}
+
+pub fn exists(root: &RootHandle, p: &Located) -> Result<bool> {
+    Ok(open_entry(root, p)?.is_some())
+}
+
+pub fn kind(root: &RootHandle, p: &Located) -> Result<Option<Kind>> {
+    let Some(fd) = open_entry(root, p)? else {
+        return Ok(None);
+    };
+    let st = fstat(fd.as_fd()).map_err(|e| io_err("stat", p, e.into()))?;
+    Ok(Some(kind_of(st.st_mode)))
+}
+
+pub fn read_link(root: &RootHandle, p: &Located) -> Result<Option<String>> {
+    let Some(fd) = open_entry(root, p)? else {
+        return Ok(None);
+    };
+    let st = fstat(fd.as_fd()).map_err(|e| io_err("stat", p, e.into()))?;
+    if kind_of(st.st_mode) != Kind::Link {
+        return Ok(None);
+    }
+    let target = readlinkat(fd.as_fd(), "").map_err(|e| io_err("read link", p, e.into()))?;
+    // A target that is not UTF-8 cannot name a checked path: not followed.
+    Ok(target.into_string().ok())
+}
+
+fn not_a_dir(p: &Located) -> Error {
+    Error::AlreadyExists(format!(
+        "path {}: it, or one of its parents, exists and is not a directory",
+        p.shown()
+    ))
+}
+
+pub fn mkdir_all(root: &RootHandle, p: &Located) -> Result<MkdirOutcome> {
+    if p.is_root() {
+        return Ok(MkdirOutcome::Done);
+    }
+    let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY;
+    // The common case in two calls: the parent exists, the directory is
+    // made in it (or is there already).
+    match open_parent(root, p) {
+        Ok((parent, name)) => {
+            let mode = Mode::from_bits_truncate(DIR_MODE);
+            match mkdirat(parent.as_fd(), name.as_c_str(), mode) {
+                Ok(()) => return Ok(MkdirOutcome::Done),
+                Err(Errno::EEXIST) => {
+                    return match beneath(
+                        parent.as_fd(),
+                        name.as_c_str(),
+                        dir_flags,
+                        ResolveFlag::empty(),
+                    ) {
+                        Ok(_) => Ok(MkdirOutcome::Done),
+                        Err(Errno::ELOOP) => Ok(MkdirOutcome::FinalIsLink),
+                        Err(Errno::ENOTDIR) => Err(not_a_dir(p)),
+                        Err(e) => Err(io_err("mkdir", p, e.into())),
+                    };
+                }
+                Err(e) => return Err(io_err("mkdir", p, e.into())),
+            }
+        }
+        Err(Error::NotFound(_)) => {}
+        Err(Error::FailedPrecondition(_)) => return Err(not_a_dir(p)),
+        Err(e) => return Err(e),
+    }
+    // Parents missing: one component at a time, each created (if missing)
+    // and opened relative to the handle of its parent.
+    let mut cur = Parent::Root(root.0.as_fd());
+    let count = p.components().count();
+    for (i, comp) in p.components().enumerate() {
+        let name = cname(comp);
+        let mut created = false;
+        let next = loop {
+            match beneath(cur.as_fd(), comp, dir_flags, ResolveFlag::empty()) {
+                Ok(fd) => break fd,
+                Err(Errno::ENOENT) if !created => {
+                    match mkdirat(
+                        cur.as_fd(),
+                        name.as_c_str(),
+                        Mode::from_bits_truncate(DIR_MODE),
+                    ) {
+                        Ok(()) | Err(Errno::EEXIST) => created = true,
+                        Err(e) => return Err(io_err("mkdir", p, e.into())),
+                    }
+                }
+                Err(Errno::ELOOP) if i + 1 == count => return Ok(MkdirOutcome::FinalIsLink),
+                Err(Errno::ELOOP) => return Err(link_in_chain(p)),
+                Err(Errno::ENOTDIR) => return Err(not_a_dir(p)),
+                Err(e) => return Err(io_err("mkdir", p, e.into())),
+            }
+        };
+        cur = Parent::Open(next);
+    }
+    Ok(MkdirOutcome::Done)
+}
+
+pub fn remove(root: &RootHandle, p: &Located) -> Result<()> {
+    let (parent, name) = open_parent(root, p)?;
+    match unlinkat(parent.as_fd(), name.as_c_str(), UnlinkatFlags::NoRemoveDir) {
+        Ok(()) => Ok(()),
+        Err(Errno::EISDIR) => unlinkat(parent.as_fd(), name.as_c_str(), UnlinkatFlags::RemoveDir)
+            .map_err(|e| io_err("rmdir", p, e.into())),
+        Err(e) => Err(io_err("remove", p, e.into())),
+    }
+}
+
+pub fn remove_all(root: &RootHandle, p: &Located) -> Result<()> {
+    let (parent, name) = match open_parent(root, p) {
+        Err(Error::NotFound(_)) => return Ok(()),
+        other => other?,
+    };
+    // A file or a link goes at once; a directory is emptied first. A client
+    // that swaps the entry meanwhile gets at most a few more rounds.
+    for _ in 0..8 {
+        match unlinkat(parent.as_fd(), name.as_c_str(), UnlinkatFlags::NoRemoveDir) {
+            Ok(()) | Err(Errno::ENOENT) => return Ok(()),
+            Err(Errno::EISDIR) => {}
+            Err(e) => return Err(io_err("remove", p, e.into())),
+        }
+        let dir = match beneath(
+            parent.as_fd(),
+            name.as_c_str(),
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY,
+            ResolveFlag::RESOLVE_NO_XDEV,
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::ENOENT) => return Ok(()),
+            Err(Errno::ELOOP) | Err(Errno::ENOTDIR) => continue,
+            Err(Errno::EXDEV) => return Err(mount_in_tree(p)),
+            Err(e) => return Err(io_err("open", p, e.into())),
+        };
+        tree::remove_contents(&LinuxTree, dir, &tree::Limits::DEFAULT)
+            .map_err(|e| tree_err(p, e))?;
+        match unlinkat(parent.as_fd(), name.as_c_str(), UnlinkatFlags::RemoveDir) {
+            Ok(()) | Err(Errno::ENOENT) => return Ok(()),
+            Err(Errno::ENOTEMPTY) => continue,
+            Err(e) => return Err(io_err("rmdir", p, e.into())),
+        }
+    }
+    Err(Error::FailedPrecondition(format!(
+        "path {}: it kept changing while it was being removed",
+        p.shown()
+    )))
+}
+
+pub fn remove_contents(root: &RootHandle, p: &Located) -> Result<()> {
+    let dir = match beneath(
+        root.0.as_fd(),
+        rel_of(p),
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY,
+        ResolveFlag::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::ELOOP) => return Err(link_in_chain(p)),
+        Err(Errno::ENOENT) => {
+            return Err(Error::NotFound(format!(
+                "path {} does not exist",
+                p.shown()
+            )))
+        }
+        Err(e) => return Err(io_err("open", p, e.into())),
+    };
+    tree::remove_contents(&LinuxTree, dir, &tree::Limits::DEFAULT).map_err(|e| tree_err(p, e))
+}
+
+pub fn symlink(root: &RootHandle, points_to: &str, link: &Located) -> Result<()> {
+    let (parent, name) = open_parent(root, link)?;
+    symlinkat(points_to, parent.as_fd(), name.as_c_str())
+        .map_err(|e| io_err("create symlink", link, e.into()))
+}
+
+/// After `ELOOP` on `p`: a link at the final component, or in the chain?
+fn loop_error(root: &RootHandle, p: &Located) -> Error {
+    if p.is_root() {
+        return link_in_chain(p);
+    }
+    match open_parent(root, p) {
+        Ok(_) => {
+            Error::FailedPrecondition(format!("path {} is a link, not a directory", p.shown()))
+        }
+        Err(e) => e,
+    }
+}
+
+pub fn open_parent_dir(root: &RootHandle, p: &Located) -> Result<Dir> {
+    match open_parent(root, p)?.0 {
+        Parent::Root(fd) => fd
+            .try_clone_to_owned()
+            .map(Dir)
+            .map_err(|e| io_err("open parent of", p, e)),
+        Parent::Open(fd) => Ok(Dir(fd)),
+    }
+}
+
+pub fn open_dir(root: &RootHandle, p: &Located) -> Result<Dir> {
+    match beneath(
+        root.0.as_fd(),
+        rel_of(p),
+        OFlag::O_PATH | OFlag::O_DIRECTORY,
+        ResolveFlag::empty(),
+    ) {
+        Ok(fd) => Ok(Dir(fd)),
+        Err(Errno::ELOOP) => Err(loop_error(root, p)),
+        Err(Errno::ENOENT) => Err(Error::NotFound(format!(
+            "path {} does not exist",
+            p.shown()
+        ))),
+        Err(Errno::ENOTDIR) => Err(Error::FailedPrecondition(format!(
+            "path {} is not a directory",
+            p.shown()
+        ))),
+        Err(e) => Err(io_err("open", p, e.into())),
+    }
+}
+
+pub fn create_dir(root: &RootHandle, p: &Located) -> Result<Dir> {
+    let (parent, name) = open_parent(root, p)?;
+    match mkdirat(
+        parent.as_fd(),
+        name.as_c_str(),
+        Mode::from_bits_truncate(MOUNT_DIR_MODE),
+    ) {
+        Ok(()) | Err(Errno::EEXIST) => {}
+        Err(e) => return Err(io_err("mkdir", p, e.into())),
+    }
+    match beneath(
+        parent.as_fd(),
+        name.as_c_str(),
+        OFlag::O_PATH | OFlag::O_DIRECTORY,
+        ResolveFlag::empty(),
+    ) {
+        Ok(fd) => Ok(Dir(fd)),
+        Err(Errno::ELOOP) => Err(Error::FailedPrecondition(format!(
+            "path {} is a link, not a directory",
+            p.shown()
+        ))),
+        Err(Errno::ENOTDIR) => Err(Error::FailedPrecondition(format!(
+            "path {} is not a directory",
+            p.shown()
+        ))),
+        Err(e) => Err(io_err("open", p, e.into())),
+    }
+}
+
+/// Up to `max` entries of the directory `fd`, from its start.
+fn list(fd: BorrowedFd<'_>, out: &mut Vec<(CString, Hint)>, max: usize) -> io::Result<()> {
+    nix::unistd::lseek(fd, 0, nix::unistd::Whence::SeekSet)?;
+    let mut buf = vec![0u8; 16 * 1024];
+    while out.len() < max {
+        // SAFETY: `buf` is writable memory of `buf.len()` bytes for the whole
+        // call and `fd` is an open directory descriptor.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                fd.as_raw_fd(),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if n == 0 {
+            break;
+        }
+        for e in parse_dirents(&buf[..n as usize]) {
+            if e.name == b"." || e.name == b".." {
+                continue;
+            }
+            let hint = match e.kind {
+                libc::DT_DIR => Hint::Dir,
+                libc::DT_UNKNOWN => Hint::Unknown,
+                _ => Hint::NotDir,
+            };
+            out.push((CString::new(e.name).expect("names have no NUL"), hint));
+            if out.len() == max {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One `linux_dirent64` record.
+struct Dirent<'a> {
+    kind: u8,
+    name: &'a [u8],
+}
+
+/// The records of a `getdents64` buffer (malformed tails are dropped).
+fn parse_dirents(buf: &[u8]) -> impl Iterator<Item = Dirent<'_>> {
+    let mut off = 0usize;
+    std::iter::from_fn(move || {
+        // d_ino u64, d_off i64, d_reclen u16, d_type u8, d_name[].
+        let rec = buf.get(off..)?;
+        if rec.len() < 19 {
+            return None;
+        }
+        let reclen = u16::from_ne_bytes([rec[16], rec[17]]) as usize;
+        if reclen < 20 || reclen > rec.len() {
+            return None;
+        }
+        let raw = &rec[19..reclen];
+        let len = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+        off += reclen;
+        Some(Dirent {
+            kind: rec[18],
+            name: &raw[..len],
+        })
+    })
+}
+
+/// [`TreeOps`] over directory descriptors.
+struct LinuxTree;
+
+impl TreeOps for LinuxTree {
+    type Dir = OwnedFd;
+    type Name = CString;
+    const WINDOW: Option<usize> = Some(TREE_WINDOW);
+
+    fn id(&self, dir: &OwnedFd) -> io::Result<(u64, u64)> {
+        let st = fstat(dir.as_fd())?;
+        Ok((st.st_dev, st.st_ino))
+    }
+
+    fn list(
+        &self,
+        dir: &mut OwnedFd,
+        out: &mut Vec<(CString, Hint)>,
+        max: usize,
+    ) -> io::Result<()> {
+        list(dir.as_fd(), out, max)
+    }
+
+    fn unlink(&self, dir: &OwnedFd, name: &CString) -> io::Result<bool> {
+        match unlinkat(dir.as_fd(), name.as_c_str(), UnlinkatFlags::NoRemoveDir) {
+            Ok(()) | Err(Errno::ENOENT) => Ok(true),
+            Err(Errno::EISDIR) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn open_subdir(&self, dir: &OwnedFd, name: &CString) -> io::Result<Sub<OwnedFd>> {
+        let fd = beneath(
+            dir.as_fd(),
+            name.as_c_str(),
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY,
+            ResolveFlag::RESOLVE_NO_XDEV,
+        );
+        Ok(match fd {
+            Ok(fd) => Sub::Dir(fd),
+            Err(Errno::ENOENT) => Sub::Gone,
+            Err(Errno::ENOTDIR) | Err(Errno::ELOOP) => Sub::NotADir,
+            Err(Errno::EXDEV) => Sub::MountPoint,
+            Err(e) => return Err(e.into()),
+        })
+    }
+
+    fn rmdir(&self, dir: &OwnedFd, name: &CString) -> io::Result<()> {
+        unlinkat(dir.as_fd(), name.as_c_str(), UnlinkatFlags::RemoveDir).map_err(Into::into)
+    }
+
+    fn parent(&self, dir: &OwnedFd) -> io::Result<OwnedFd> {
+        openat(
+            dir.as_fd(),
+            "..",
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
+            Mode::empty(),
+        )
+        .map_err(Into::into)
+    }
+
+    fn name_len(name: &CString) -> usize {
+        name.as_bytes().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dirent_records() {
+        let mut buf = Vec::new();
+        for (kind, name) in [
+            (libc::DT_DIR, &b"."[..]),
+            (libc::DT_REG, b"file"),
+            (libc::DT_LNK, b"l"),
+        ] {
+            let reclen = (19 + name.len() + 1).div_ceil(8) * 8;
+            let mut rec = vec![0u8; reclen];
+            rec[16..18].copy_from_slice(&(reclen as u16).to_ne_bytes());
+            rec[18] = kind;
+            rec[19..19 + name.len()].copy_from_slice(name);
+            buf.extend(rec);
+        }
+        let got: Vec<(u8, Vec<u8>)> = parse_dirents(&buf)
+            .map(|d| (d.kind, d.name.to_vec()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (libc::DT_DIR, b".".to_vec()),
+                (libc::DT_REG, b"file".to_vec()),
+                (libc::DT_LNK, b"l".to_vec())
+            ]
+        );
+        // A truncated or lying record ends the walk instead of reading past.
+        assert_eq!(parse_dirents(&buf[..30]).count(), 1);
+        let mut bad = buf.clone();
+        bad[16..18].copy_from_slice(&5000u16.to_ne_bytes());
+        assert_eq!(parse_dirents(&bad).count(), 0);
+    }
+}

@@ -1,0 +1,329 @@
+//! The Win32/NT calls of the Windows confined filesystem: every `unsafe`
+//! block of it lives here, behind safe functions over `OwnedHandle`.
+
+use std::io;
+use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
+
+use windows_sys::Wdk::Foundation::OBJECT_ATTRIBUTES;
+use windows_sys::Wdk::Storage::FileSystem::{
+    FileFullDirectoryInformation, NtCreateFile, NtQueryDirectoryFile, FILE_OPEN_FOR_BACKUP_INTENT,
+    FILE_SYNCHRONOUS_IO_NONALERT, NTCREATEFILE_CREATE_DISPOSITION, NTCREATEFILE_CREATE_OPTIONS,
+};
+use windows_sys::Win32::Foundation::{
+    RtlNtStatusToDosError, HANDLE, INVALID_HANDLE_VALUE, NTSTATUS, OBJ_CASE_INSENSITIVE,
+    OBJ_DONT_REPARSE, UNICODE_STRING,
+};
+use windows_sys::Win32::Storage::FileSystem::{
+    CreateFileW, CreateSymbolicLinkW, FileAttributeTagInfo, FileDispositionInfo,
+    FileDispositionInfoEx, GetFileInformationByHandle, GetFileInformationByHandleEx,
+    GetFinalPathNameByHandleW, SetFileInformationByHandle, BY_HANDLE_FILE_INFORMATION,
+    FILE_ATTRIBUTE_TAG_INFO, FILE_DISPOSITION_FLAG_DELETE,
+    FILE_DISPOSITION_FLAG_IGNORE_READONLY_ATTRIBUTE, FILE_DISPOSITION_FLAG_POSIX_SEMANTICS,
+    FILE_DISPOSITION_INFO, FILE_DISPOSITION_INFO_EX, FILE_FLAG_BACKUP_SEMANTICS, FILE_SHARE_DELETE,
+    FILE_SHARE_READ, FILE_SHARE_WRITE, MAXIMUM_REPARSE_DATA_BUFFER_SIZE, OPEN_EXISTING,
+    SYMBOLIC_LINK_FLAG_ALLOW_UNPRIVILEGED_CREATE, SYMBOLIC_LINK_FLAG_DIRECTORY,
+};
+use windows_sys::Win32::System::Ioctl::FSCTL_GET_REPARSE_POINT;
+use windows_sys::Win32::System::IO::{DeviceIoControl, IO_STATUS_BLOCK};
+
+/// An NT status as an `io::Error` (through its Win32 error code).
+pub fn status_error(status: NTSTATUS) -> io::Error {
+    // SAFETY: a pure conversion function without preconditions.
+    let code = unsafe { RtlNtStatusToDosError(status) };
+    io::Error::from_raw_os_error(code as i32)
+}
+
+fn wide(s: &str) -> Vec<u16> {
+    s.encode_utf16().collect()
+}
+
+fn wide_z(s: &str) -> Vec<u16> {
+    s.encode_utf16().chain(std::iter::once(0)).collect()
+}
+
+/// How a relative open is made.
+#[derive(Clone, Copy)]
+pub struct Open {
+    pub access: u32,
+    pub share: u32,
+    pub disposition: NTCREATEFILE_CREATE_DISPOSITION,
+    pub options: NTCREATEFILE_CREATE_OPTIONS,
+    /// `OBJ_DONT_REPARSE`: fail with `STATUS_REPARSE_POINT_ENCOUNTERED`
+    /// instead of following any reparse point on the way.
+    pub dont_reparse: bool,
+}
+
+/// Sharing that lets others read and write but not rename or delete: a
+/// directory held with it keeps its name while the handle lives.
+pub const SHARE_PIN: u32 = FILE_SHARE_READ | FILE_SHARE_WRITE;
+/// Full sharing.
+pub const SHARE_ALL: u32 = FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE;
+
+/// `NtCreateFile` of `name` (one or more components separated by `\`)
+/// relative to the directory `parent`. Synchronous I/O, backup intent.
+pub fn open_relative(parent: HANDLE, name: &str, how: &Open) -> Result<OwnedHandle, NTSTATUS> {
+    open_relative_units(parent, &wide(name), how)
+}
+
+/// [`open_relative`] with a name as UTF-16 units (as a listing returns it).
+pub fn open_relative_units(
+    parent: HANDLE,
+    units: &[u16],
+    how: &Open,
+) -> Result<OwnedHandle, NTSTATUS> {
+    let bytes = u16::try_from(units.len() * 2).map_err(|_| STATUS_NAME_TOO_LONG)?;
+    let us = UNICODE_STRING {
+        Length: bytes,
+        MaximumLength: bytes,
+        Buffer: units.as_ptr() as *mut u16,
+    };
+    let mut attributes = OBJ_CASE_INSENSITIVE;
+    if how.dont_reparse {
+        attributes |= OBJ_DONT_REPARSE;
+    }
+    let oa = OBJECT_ATTRIBUTES {
+        Length: std::mem::size_of::<OBJECT_ATTRIBUTES>() as u32,
+        RootDirectory: parent,
+        ObjectName: &us,
+        Attributes: attributes,
+        SecurityDescriptor: std::ptr::null(),
+        SecurityQualityOfService: std::ptr::null(),
+    };
+    let mut handle: HANDLE = std::ptr::null_mut();
+    // SAFETY: an all-zero IO_STATUS_BLOCK is a valid initial value.
+    let mut iosb: IO_STATUS_BLOCK = unsafe { std::mem::zeroed() };
+    // SAFETY: `oa` points to `us`, whose buffer `units` outlives the call;
+    // `parent` is a directory handle owned by the caller for the call;
+    // `handle` and `iosb` are writable; no allocation size and no extended
+    // attributes are passed.
+    let status = unsafe {
+        NtCreateFile(
+            &mut handle,
+            how.access | SYNCHRONIZE,
+            &oa,
+            &mut iosb,
+            std::ptr::null(),
+            0,
+            how.share,
+            how.disposition,
+            how.options | FILE_SYNCHRONOUS_IO_NONALERT | FILE_OPEN_FOR_BACKUP_INTENT,
+            std::ptr::null(),
+            0,
+        )
+    };
+    if status < 0 {
+        return Err(status);
+    }
+    // SAFETY: NtCreateFile succeeded, so `handle` is a new handle owned by
+    // nobody else.
+    Ok(unsafe { OwnedHandle::from_raw_handle(handle as _) })
+}
+
+const SYNCHRONIZE: u32 = 0x0010_0000;
+const STATUS_NAME_TOO_LONG: NTSTATUS = 0xC000_0106_u32 as i32;
+
+/// Opens an allowed root (its configured path: reparse points in it are
+/// followed) for relative opens and listing.
+pub fn open_root(path: &str) -> io::Result<OwnedHandle> {
+    let name = wide_z(path);
+    // SAFETY: `name` is NUL-terminated and alive for the call; no security
+    // attributes, no template.
+    let h = unsafe {
+        CreateFileW(
+            name.as_ptr(),
+            super::DIR_ACCESS,
+            SHARE_ALL,
+            std::ptr::null(),
+            OPEN_EXISTING,
+            FILE_FLAG_BACKUP_SEMANTICS,
+            std::ptr::null_mut(),
+        )
+    };
+    if h == INVALID_HANDLE_VALUE {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new, valid handle owned by nobody else.
+    Ok(unsafe { OwnedHandle::from_raw_handle(h as _) })
+}
+
+fn raw(h: &OwnedHandle) -> HANDLE {
+    h.as_raw_handle() as HANDLE
+}
+
+/// Attributes and reparse tag of an open file.
+pub fn attr_tag(h: &OwnedHandle) -> io::Result<(u32, u32)> {
+    let mut info = FILE_ATTRIBUTE_TAG_INFO {
+        FileAttributes: 0,
+        ReparseTag: 0,
+    };
+    // SAFETY: `info` is a writable FILE_ATTRIBUTE_TAG_INFO of the size passed.
+    let ok = unsafe {
+        GetFileInformationByHandleEx(
+            raw(h),
+            FileAttributeTagInfo,
+            &mut info as *mut _ as *mut _,
+            std::mem::size_of::<FILE_ATTRIBUTE_TAG_INFO>() as u32,
+        )
+    };
+    if ok == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((info.FileAttributes, info.ReparseTag))
+}
+
+/// Volume serial number and file index: the identity of an open file.
+pub fn file_id(h: &OwnedHandle) -> io::Result<(u64, u64)> {
+    // SAFETY: all-zero is a valid BY_HANDLE_FILE_INFORMATION.
+    let mut info: BY_HANDLE_FILE_INFORMATION = unsafe { std::mem::zeroed() };
+    // SAFETY: `info` is writable and of the expected type.
+    if unsafe { GetFileInformationByHandle(raw(h), &mut info) } == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((
+        u64::from(info.dwVolumeSerialNumber),
+        (u64::from(info.nFileIndexHigh) << 32) | u64::from(info.nFileIndexLow),
+    ))
+}
+
+/// `GetFinalPathNameByHandleW` with `flags` (`VOLUME_NAME_DOS` or
+/// `VOLUME_NAME_GUID`).
+pub fn final_path(h: &OwnedHandle, flags: u32) -> io::Result<String> {
+    let mut buf = vec![0u16; 512];
+    loop {
+        // SAFETY: `buf` is writable for `buf.len()` units.
+        let n =
+            unsafe { GetFinalPathNameByHandleW(raw(h), buf.as_mut_ptr(), buf.len() as u32, flags) }
+                as usize;
+        if n == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if n < buf.len() {
+            buf.truncate(n);
+            return String::from_utf16(&buf)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "final path"));
+        }
+        if buf.len() >= 1 << 16 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "final path too long",
+            ));
+        }
+        buf.resize(n + 1, 0);
+    }
+}
+
+/// The raw reparse data of an open reparse point (`FSCTL_GET_REPARSE_POINT`).
+pub fn reparse_data(h: &OwnedHandle) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; MAXIMUM_REPARSE_DATA_BUFFER_SIZE as usize];
+    let mut got = 0u32;
+    // SAFETY: no input; `buf` is writable for its length; `got` is writable;
+    // synchronous call (no OVERLAPPED).
+    let ok = unsafe {
+        DeviceIoControl(
+            raw(h),
+            FSCTL_GET_REPARSE_POINT,
+            std::ptr::null(),
+            0,
+            buf.as_mut_ptr() as *mut _,
+            buf.len() as u32,
+            &mut got,
+            std::ptr::null_mut(),
+        )
+    };
+    if ok == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    buf.truncate(got as usize);
+    Ok(buf)
+}
+
+/// One batch of `FILE_FULL_DIR_INFORMATION` records into `buf`; `Ok(0)`
+/// when the listing is done.
+pub fn query_dir(h: &OwnedHandle, buf: &mut [u8], restart: bool) -> io::Result<usize> {
+    // SAFETY: an all-zero IO_STATUS_BLOCK is a valid initial value.
+    let mut iosb: IO_STATUS_BLOCK = unsafe { std::mem::zeroed() };
+    // SAFETY: synchronous handle (no event, no APC); `buf` is writable for
+    // its length; no file name filter.
+    let status = unsafe {
+        NtQueryDirectoryFile(
+            raw(h),
+            std::ptr::null_mut(),
+            None,
+            std::ptr::null(),
+            &mut iosb,
+            buf.as_mut_ptr() as *mut _,
+            buf.len() as u32,
+            FileFullDirectoryInformation,
+            false,
+            std::ptr::null(),
+            restart,
+        )
+    };
+    const STATUS_NO_MORE_FILES: NTSTATUS = 0x8000_0006_u32 as i32;
+    const STATUS_NO_SUCH_FILE: NTSTATUS = 0xC000_000F_u32 as i32;
+    match status {
+        STATUS_NO_MORE_FILES | STATUS_NO_SUCH_FILE => Ok(0),
+        s if s < 0 => Err(status_error(s)),
+        _ => Ok(iosb.Information),
+    }
+}
+
+/// Marks an open file for deletion: POSIX semantics (the name goes at once)
+/// where the filesystem has them, the classic disposition otherwise.
+pub fn delete(h: &OwnedHandle) -> io::Result<()> {
+    let ex = FILE_DISPOSITION_INFO_EX {
+        Flags: FILE_DISPOSITION_FLAG_DELETE
+            | FILE_DISPOSITION_FLAG_POSIX_SEMANTICS
+            | FILE_DISPOSITION_FLAG_IGNORE_READONLY_ATTRIBUTE,
+    };
+    // SAFETY: `ex` is a readable FILE_DISPOSITION_INFO_EX of the size passed.
+    let ok = unsafe {
+        SetFileInformationByHandle(
+            raw(h),
+            FileDispositionInfoEx,
+            &ex as *const _ as *const _,
+            std::mem::size_of::<FILE_DISPOSITION_INFO_EX>() as u32,
+        )
+    };
+    if ok != 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    // ERROR_INVALID_PARAMETER, ERROR_INVALID_FUNCTION, ERROR_NOT_SUPPORTED:
+    // an older system or another filesystem.
+    if !matches!(e.raw_os_error(), Some(87) | Some(1) | Some(50)) {
+        return Err(e);
+    }
+    let classic = FILE_DISPOSITION_INFO { DeleteFile: true };
+    // SAFETY: as above, with FILE_DISPOSITION_INFO.
+    let ok = unsafe {
+        SetFileInformationByHandle(
+            raw(h),
+            FileDispositionInfo,
+            &classic as *const _ as *const _,
+            std::mem::size_of::<FILE_DISPOSITION_INFO>() as u32,
+        )
+    };
+    if ok == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `CreateSymbolicLinkW(link, target, DIRECTORY)`; `link` is a full path
+/// whose parents the caller holds open (so none can be renamed meanwhile).
+pub fn create_dir_symlink(link: &str, target: &str) -> io::Result<()> {
+    let (l, t) = (wide_z(link), wide_z(target));
+    // SAFETY: both strings are NUL-terminated and alive for the call.
+    let ok = unsafe {
+        CreateSymbolicLinkW(
+            l.as_ptr(),
+            t.as_ptr(),
+            SYMBOLIC_LINK_FLAG_DIRECTORY | SYMBOLIC_LINK_FLAG_ALLOW_UNPRIVILEGED_CREATE,
+        )
+    };
+    if !ok {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

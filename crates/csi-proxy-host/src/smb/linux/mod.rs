@@ -1,0 +1,251 @@
+//! SMB "global mappings" on Linux: the share root `//host/share` is mounted
+//! once by the kernel's CIFS client on a directory owned by csi-proxy
+//! (`/run/csi-proxy-smb/<host>/<share>`, outside the kubelet dir), and
+//! `local_path` links below it, as on Windows it links to the UNC path.
+//!
+//! The mount goes through `fsopen("cifs")` and one `fsconfig` call per
+//! option (source, ip, username, domain, password, `seal` for
+//! `-require-privacy`), so the password is never on a command line, in an
+//! option string or in a file, and our copies are wiped. No helper is
+//! spawned (`mount.cifs` is not needed): the host name is resolved here and
+//! handed over as `ip`. A kernel without CIFS support answers
+//! `FailedPrecondition`.
+
+mod sys;
+
+use super::api::{MappingState, SmbBackend};
+use super::validate::{Credential, Host, RemotePath, ShareRoot, SmbLinkTarget};
+use crate::storage::linux::mountinfo;
+use crate::{Error, Result};
+use std::io;
+use std::net::{IpAddr, ToSocketAddrs};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use zeroize::Zeroizing;
+
+/// Where share roots are mounted.
+pub const DEFAULT_MOUNT_BASE: &str = "/run/csi-proxy-smb";
+
+/// Filesystem types a CIFS mount shows in mountinfo.
+const CIFS_TYPES: [&str; 2] = ["cifs", "smb3"];
+
+/// The kernel-CIFS SMB backend.
+#[derive(Clone, Debug)]
+pub struct LinuxSmb {
+    base: PathBuf,
+}
+
+impl Default for LinuxSmb {
+    fn default() -> Self {
+        LinuxSmb {
+            base: PathBuf::from(DEFAULT_MOUNT_BASE),
+        }
+    }
+}
+
+impl LinuxSmb {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Mount share roots below `base` instead of [`DEFAULT_MOUNT_BASE`].
+    pub fn with_mount_base(mut self, base: impl Into<PathBuf>) -> Self {
+        self.base = base.into();
+        self
+    }
+
+    /// The directory the share root is mounted on.
+    pub fn mount_dir(&self, root: &ShareRoot) -> PathBuf {
+        self.base.join(root.host()).join(root.share())
+    }
+}
+
+/// The CIFS options of a mount, in the order they are handed to the kernel
+/// (pure, so it is tested without a CIFS-capable kernel). Secret values are
+/// marked; every value is wiped when dropped.
+/// One CIFS option: key, value (`None` for a flag), secret?
+pub type Opt = (&'static str, Option<Zeroizing<String>>, bool);
+
+pub fn cifs_options(
+    root: &ShareRoot,
+    ip: IpAddr,
+    credential: Option<&Credential>,
+    require_privacy: bool,
+) -> Vec<Opt> {
+    let z = |s: String| Some(Zeroizing::new(s));
+    let mut o: Vec<Opt> = vec![
+        ("source", z(root.slashed()), false),
+        ("ip", z(ip.to_string()), false),
+    ];
+    match credential {
+        Some(c) => {
+            let (domain, user) = c.domain_and_user();
+            o.push(("username", z(user.to_string()), false));
+            if let Some(d) = domain {
+                o.push(("domain", z(d.to_string()), false));
+            }
+            o.push(("password", z(c.password().to_string()), true));
+        }
+        None => o.push(("guest", None, false)),
+    }
+    if require_privacy {
+        o.push(("seal", None, false));
+    }
+    o
+}
+
+fn resolve(root: &ShareRoot, host: &Host) -> Result<IpAddr> {
+    match host {
+        Host::V4(a) => Ok(IpAddr::V4(*a)),
+        Host::V6(a) => Ok(IpAddr::V6(*a)),
+        Host::Dns(name) => (name.as_str(), 445)
+            .to_socket_addrs()
+            .map_err(|e| {
+                Error::FailedPrecondition(format!("map {root}: cannot resolve host {name:?}: {e}"))
+            })?
+            .map(|a| a.ip())
+            .next()
+            .ok_or_else(|| {
+                Error::FailedPrecondition(format!("map {root}: host {name:?} has no address"))
+            }),
+    }
+}
+
+fn cifs_mount_at(dir: &Path) -> io::Result<bool> {
+    let d = dir.to_string_lossy();
+    Ok(mountinfo::read()?
+        .iter()
+        .any(|m| m.mount_point == d && CIFS_TYPES.contains(&m.fs_type.as_str())))
+}
+
+fn fail(root: &ShareRoot, step: &str, e: io::Error) -> Error {
+    let text = e.to_string();
+    match e.raw_os_error() {
+        Some(libc::ENODEV) => Error::FailedPrecondition(format!(
+            "map {root}: this kernel has no CIFS support (the cifs module is not loaded or not available): {text}"
+        )),
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            Error::PermissionDenied(format!("map {root}: {step}: {text}"))
+        }
+        Some(libc::ENOSYS) => Error::FailedPrecondition(format!(
+            "map {root}: this kernel lacks the mount API (fsopen): {text}"
+        )),
+        _ => Error::FailedPrecondition(format!("map {root}: {step}: {text}")),
+    }
+}
+
+impl SmbBackend for LinuxSmb {
+    fn mapping(&self, root: &ShareRoot) -> Result<Option<MappingState>> {
+        let dir = self.mount_dir(root);
+        if !cifs_mount_at(&dir).map_err(|e| Error::io("read", "/proc/self/mountinfo", e))? {
+            return Ok(None);
+        }
+        Ok(Some(match nix::sys::statfs::statfs(&dir) {
+            Ok(_) => MappingState::Ok,
+            Err(_) => MappingState::Unreachable,
+        }))
+    }
+
+    fn map(
+        &self,
+        root: &ShareRoot,
+        credential: Option<&Credential>,
+        require_privacy: bool,
+    ) -> Result<()> {
+        // The kernel's CIFS support first: nothing is created without it.
+        let ctx = sys::fsopen("cifs").map_err(|e| fail(root, "fsopen(cifs)", e))?;
+        let host = RemotePath::parse(&root.unc())?;
+        let ip = resolve(root, host.host())?;
+        for (key, value, _secret) in cifs_options(root, ip, credential, require_privacy) {
+            match &value {
+                Some(v) => sys::set_string(&ctx, key, v),
+                None => sys::set_flag(&ctx, key),
+            }
+            .map_err(|e| fail(root, &format!("option {key}"), e))?;
+        }
+        let mnt = sys::create_and_mount(&ctx).map_err(|e| fail(root, "mount", e))?;
+        let dir = self.mount_dir(root);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(&dir)
+            .map_err(|e| Error::io("create", dir.display().to_string(), e))?;
+        let dirfd: OwnedFd = std::fs::File::open(&dir)
+            .map_err(|e| Error::io("open", dir.display().to_string(), e))?
+            .into();
+        sys::attach(&mnt, &dirfd).map_err(|e| fail(root, "attach the mount", e))
+    }
+
+    fn unmap(&self, root: &ShareRoot) -> Result<()> {
+        let dir = self.mount_dir(root);
+        if cifs_mount_at(&dir).map_err(|e| Error::io("read", "/proc/self/mountinfo", e))? {
+            nix::mount::umount2(&dir, nix::mount::MntFlags::MNT_DETACH)
+                .map_err(|e| Error::FailedPrecondition(format!("unmap {root}: umount: {e}")))?;
+        }
+        let _ = std::fs::remove_dir(&dir);
+        Ok(())
+    }
+
+    fn link_target(&self, remote: &RemotePath) -> Result<SmbLinkTarget> {
+        let dir = self.mount_dir(&remote.root());
+        Ok(remote.mounted_link_target(&dir.to_string_lossy()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_carry_each_value_separately() {
+        let root = RemotePath::parse(r"\\Srv.Example\Share\x").unwrap().root();
+        let c = Credential::parse(r"DOM\user", Zeroizing::new("p,w=d".into()))
+            .unwrap()
+            .unwrap();
+        let o = cifs_options(&root, "10.0.0.5".parse().unwrap(), Some(&c), true);
+        let keys: Vec<_> = o.iter().map(|(k, _, _)| *k).collect();
+        assert_eq!(
+            keys,
+            ["source", "ip", "username", "domain", "password", "seal"]
+        );
+        assert_eq!(
+            o[0].1.as_deref().map(String::as_str),
+            Some("//srv.example/share")
+        );
+        assert_eq!(o[4].1.as_deref().map(String::as_str), Some("p,w=d"));
+        assert!(o[4].2 && !o[2].2);
+        let o = cifs_options(&root, "::1".parse().unwrap(), None, false);
+        let keys: Vec<_> = o.iter().map(|(k, _, _)| *k).collect();
+        assert_eq!(keys, ["source", "ip", "guest"]);
+    }
+
+    #[test]
+    fn mount_dirs_and_link_targets() {
+        let s = LinuxSmb::new().with_mount_base("/run/x");
+        let r = RemotePath::parse(r"\\Srv\Share\a\b").unwrap();
+        assert_eq!(s.mount_dir(&r.root()), PathBuf::from("/run/x/srv/share"));
+        assert_eq!(s.link_target(&r).unwrap().as_str(), "/run/x/srv/share/a/b");
+    }
+
+    #[test]
+    fn without_cifs_in_the_kernel_nothing_is_created() {
+        let t = tempfile::tempdir().unwrap();
+        let s = LinuxSmb::new().with_mount_base(t.path().join("base"));
+        let root = RemotePath::parse(r"\\127.0.0.1\share").unwrap().root();
+        assert_eq!(s.mapping(&root).unwrap(), None);
+        let have_cifs = std::fs::read_to_string("/proc/filesystems")
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.ends_with("\tcifs"));
+        if !have_cifs {
+            let e = s.map(&root, None, true).unwrap_err();
+            assert!(
+                matches!(e, Error::FailedPrecondition(_) | Error::PermissionDenied(_)),
+                "{e}"
+            );
+            assert!(!t.path().join("base").exists());
+        }
+        s.unmap(&root).unwrap();
+    }
+}

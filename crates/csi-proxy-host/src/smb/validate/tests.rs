@@ -1,0 +1,190 @@
+use super::*;
+
+/// Hostile or malformed remote paths: every one is InvalidArgument.
+pub(crate) const HOSTILE_REMOTE: &[&str] = &[
+    "",
+    "server",
+    r"\\",
+    r"\\server",
+    r"\\server\",
+    r"\server\share",
+    r"C:\share",
+    r"\\?\C:\Windows",
+    r"\\?\UNC\server\share",
+    r"\\.\PhysicalDrive0",
+    r"\\.\pipe\csi-proxy-disk-v1",
+    r"\\server\share\..\..\x",
+    r"\\server\..",
+    r"\\server\.",
+    r"\\server\share\.",
+    r"\\server\share\\x",
+    r"\\server\\share",
+    r"\\server\sha:re",
+    r"\\server\share*",
+    r"\\server\share?",
+    r"\\server\sh<are",
+    r"\\server\sh>are",
+    r"\\server\sh|are",
+    "\\\\server\\sh\"are",
+    "\\\\server\\share\0",
+    "\\\\server\\share\nx",
+    "\\\\ser\tver\\share",
+    r"\\server\share.",
+    r"\\server\share ",
+    r"\\-server\share",
+    r"\\server-\share",
+    r"\\ser_ver\share",
+    r"\\ser ver\share",
+    r"\\server;reboot\share",
+    r"\\$(id)\share",
+    r"\\`id`\share",
+    r"\\server'\share",
+    r"\\[::1]\share",
+    r"\\fe80::1%eth0\share",
+    r"\\1.2.3.999\share",
+    r"\\1.2.3\share",
+    r"\\a..b\share",
+    r"\\sérver\share",
+    "\\\\server\\share\u{202e}",
+    r"\\server:445\share",
+    r"\\user@server\share",
+    r"//server/share/../../x",
+];
+
+#[test]
+fn hostile_remote_paths_are_refused() {
+    let long_label = format!(r"\\{}\share", "a".repeat(64));
+    let long_host = format!(r"\\{}\share", ["a"; 130].join("."));
+    let long_share = format!(r"\\server\{}", "s".repeat(81));
+    let long_path = format!(r"\\server\share\{}", "x\\".repeat(600));
+    let mut all: Vec<&str> = HOSTILE_REMOTE.to_vec();
+    all.extend([
+        long_label.as_str(),
+        long_host.as_str(),
+        long_share.as_str(),
+        long_path.as_str(),
+    ]);
+    assert!(all.len() >= 30, "{}", all.len());
+    for p in all {
+        let e = RemotePath::parse(p).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{p:?}: {e:?}");
+        assert!(e.to_string().starts_with("remote_path: "), "{p:?}: {e}");
+    }
+}
+
+#[test]
+fn good_remote_paths_reduce_to_their_root() {
+    for (p, root, link) in [
+        (
+            r"\\Server\Share",
+            r"\\server\share",
+            r"\\?\UNC\Server\Share\",
+        ),
+        (
+            r"\\server\share\",
+            r"\\server\share",
+            r"\\?\UNC\server\share\",
+        ),
+        (
+            r"\\srv.example.com\share\pvc-1\sub dir",
+            r"\\srv.example.com\share",
+            r"\\?\UNC\srv.example.com\share\pvc-1\sub dir\",
+        ),
+        (
+            "//10.0.0.4/data/x",
+            r"\\10.0.0.4\data",
+            r"\\?\UNC\10.0.0.4\data\x\",
+        ),
+        (
+            r"\\fd00::4\data",
+            r"\\fd00::4\data",
+            r"\\?\UNC\fd00::4\data\",
+        ),
+        (
+            r"\\acct.file.core.windows.net\pvc-2c$",
+            r"\\acct.file.core.windows.net\pvc-2c$",
+            r"\\?\UNC\acct.file.core.windows.net\pvc-2c$\",
+        ),
+    ] {
+        let r = RemotePath::parse(p).unwrap();
+        assert_eq!(r.root().unc(), root, "{p}");
+        assert_eq!(r.unc_link_target().as_str(), link, "{p}");
+    }
+    let r = RemotePath::parse(r"\\srv\share\a\b").unwrap();
+    assert_eq!(r.root().slashed(), "//srv/share");
+    assert_eq!(
+        r.mounted_link_target("/run/csi-proxy-smb/srv/share/")
+            .as_str(),
+        "/run/csi-proxy-smb/srv/share/a/b"
+    );
+    assert_eq!(
+        RemotePath::parse(r"\\10.1.2.3\s").unwrap().host(),
+        &Host::V4("10.1.2.3".parse().unwrap())
+    );
+}
+
+fn pw(s: &str) -> Zeroizing<String> {
+    Zeroizing::new(s.to_string())
+}
+
+#[test]
+fn usernames_and_passwords() {
+    for u in [
+        r"DOMAIN\user",
+        "user@example.com",
+        "user",
+        r"AZURE\acct123",
+        "first.last",
+    ] {
+        let c = Credential::parse(u, pw("p@ss:w\\ord")).unwrap().unwrap();
+        assert_eq!(c.user(), u);
+        assert_eq!(c.password(), "p@ss:w\\ord");
+    }
+    let c = Credential::parse(r"DOM\u", pw("x")).unwrap().unwrap();
+    assert_eq!(c.domain_and_user(), (Some("DOM"), "u"));
+    let c = Credential::parse("u@dom.example", pw("x"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(c.domain_and_user(), (Some("dom.example"), "u"));
+    assert!(Credential::parse("", pw("")).unwrap().is_none());
+    let long_user = "u".repeat(MAX_USERNAME + 1);
+    for u in [
+        r"a\b\c",
+        "a@b@c",
+        r"a\b@c",
+        "user:x",
+        "us\"er",
+        "us/er",
+        "u;x",
+        "u|x",
+        "u\0",
+        "u\nx",
+        r"DOM\",
+        r"\user",
+        "@dom",
+        "user@",
+        " user",
+        r"DO M\user",
+        "u%PATH%",
+        long_user.as_str(),
+    ] {
+        let e = Credential::parse(u, pw("secret-pw-1")).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{u:?}: {e}");
+        assert!(!e.to_string().contains("secret-pw-1"), "{e}");
+    }
+    let long_pw = "p".repeat(MAX_PASSWORD + 1);
+    for p in ["pass\0word-secret", "pass\nword-secret", long_pw.as_str()] {
+        let e = Credential::parse("user", pw(p)).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        assert!(
+            !e.to_string().contains("word-secret") && !e.to_string().contains("ppppp"),
+            "{e}"
+        );
+    }
+    let e = Credential::parse("", pw("orphan-secret")).unwrap_err();
+    assert!(!e.to_string().contains("orphan-secret"), "{e}");
+    let c = Credential::parse("user", pw("dbg-secret"))
+        .unwrap()
+        .unwrap();
+    assert!(!format!("{c:?}").contains("dbg-secret"));
+}

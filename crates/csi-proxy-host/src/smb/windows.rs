@@ -1,0 +1,118 @@
+//! SMB global mappings on Windows: `MSFT_SmbGlobalMapping` in
+//! `root\Microsoft\Windows\SMB` on the shared WMI worker (no Win32 API
+//! creates *global* mappings; `WNetAddConnection2W` is per logon session).
+//! The credential travels only as a method parameter ([`Value::Secret`]):
+//! never in a query, a log line or an error.
+
+use super::api::{MappingState, SmbBackend};
+use super::validate::{Credential, RemotePath, ShareRoot, SmbLinkTarget};
+use super::wmi_params::{credential_string, mapping_query, mapping_state, CLASS};
+use crate::win::wmi::{Value, WmiWorker, SMB_NAMESPACE};
+use crate::{Error, Result};
+use std::sync::Arc;
+
+/// The WMI-backed SMB backend.
+pub struct WindowsSmb {
+    wmi: Arc<WmiWorker>,
+}
+
+impl WindowsSmb {
+    pub fn new(wmi: Arc<WmiWorker>) -> Self {
+        WindowsSmb { wmi }
+    }
+}
+
+/// A missing SMB namespace or class (wine, Server Core without the SMB
+/// client's WMI provider) is a host that cannot do this.
+fn unavailable(e: Error) -> Error {
+    match e {
+        Error::NotFound(m) => Error::FailedPrecondition(format!(
+            "SMB global mappings are not available on this host (WMI {SMB_NAMESPACE}\\{CLASS}): {m}"
+        )),
+        other => other,
+    }
+}
+
+impl SmbBackend for WindowsSmb {
+    fn mapping(&self, root: &ShareRoot) -> Result<Option<MappingState>> {
+        let query = mapping_query(root)?;
+        let unc = root.unc();
+        let state = self
+            .wmi
+            .call(move |w| {
+                let rows = w.query_in(SMB_NAMESPACE, &query)?;
+                match rows.first() {
+                    None => Ok(None),
+                    Some(r) => Ok(Some(mapping_state(r.u32("Status")?))),
+                }
+            })
+            .map_err(unavailable)?;
+        // Mapped and OK per WMI: is the share itself reachable (a rotated
+        // password leaves an "OK" mapping that cannot open the share)?
+        Ok(match state {
+            Some(MappingState::Ok) if std::fs::metadata(format!(r"{unc}\")).is_err() => {
+                Some(MappingState::Unreachable)
+            }
+            s => s,
+        })
+    }
+
+    fn map(
+        &self,
+        root: &ShareRoot,
+        credential: Option<&Credential>,
+        require_privacy: bool,
+    ) -> Result<()> {
+        let mut args = vec![
+            ("RemotePath", Value::Str(root.unc())),
+            ("RequirePrivacy", Value::Bool(require_privacy)),
+        ];
+        if let Some(c) = credential {
+            args.push(("Credential", Value::Secret(credential_string(c))));
+        }
+        let what = format!("create the SMB global mapping of {root}");
+        self.wmi
+            .call(move |w| {
+                let out = w.exec_method_in(SMB_NAMESPACE, CLASS, CLASS, "Create", &args)?;
+                drop(args);
+                match out.u32("ReturnValue")? {
+                    None | Some(0) => Ok(()),
+                    Some(code) => Err(Error::FailedPrecondition(format!(
+                        "{what}: MSFT_SmbGlobalMapping.Create returned {code}"
+                    ))),
+                }
+            })
+            .map_err(unavailable)
+    }
+
+    fn unmap(&self, root: &ShareRoot) -> Result<()> {
+        let query = mapping_query(root)?;
+        let what = format!("remove the SMB global mapping of {root}");
+        self.wmi
+            .call(move |w| {
+                let rows = w.query_in(SMB_NAMESPACE, &query)?;
+                let Some(row) = rows.first() else {
+                    return Ok(());
+                };
+                let path = row.path()?;
+                let out = w.exec_method_in(
+                    SMB_NAMESPACE,
+                    &path,
+                    CLASS,
+                    "Remove",
+                    &[("Force", Value::Bool(true))],
+                )?;
+                match out.u32("ReturnValue")? {
+                    None | Some(0) => Ok(()),
+                    Some(code) => Err(Error::FailedPrecondition(format!(
+                        "{what}: MSFT_SmbGlobalMapping.Remove returned {code}"
+                    ))),
+                }
+            })
+            .map_err(unavailable)
+    }
+
+    fn link_target(&self, remote: &RemotePath) -> Result<SmbLinkTarget> {
+        Ok(remote.unc_link_target())
+    }
+}

@@ -1,0 +1,186 @@
+//! The Windows backend's inventory: disk numbers (SetupDi or
+//! `PhysicalDriveN` probing) with their identifiers read on first use, and
+//! every volume's place (`IOCTL_STORAGE_GET_DEVICE_NUMBER`, else its disk
+//! extents), scanned in full whenever a disk or volume interface arrives or
+//! goes (`CM_Register_Notification`), and the WMI disk locations kept per
+//! inventory generation. Without notifications (wine) every call scans, as
+//! before.
+
+use super::{disk, volume, WindowsStorage};
+use crate::disk::{DiskIds, DiskLocation};
+use crate::inline;
+use crate::storage::inventory::notify::DeviceEvents;
+use crate::storage::inventory::{DiskVolume, Inventory, Scan, Scanned, View};
+use crate::storage::VolumeId;
+use crate::{Error, Result};
+use std::collections::BTreeMap;
+use std::sync::{Mutex, OnceLock};
+
+/// What the inventory keeps of one Windows disk.
+#[derive(Debug, Default)]
+pub struct WinDisk {
+    ids: OnceLock<DiskIds>,
+}
+
+/// The Windows scanner.
+pub struct WinScan;
+
+pub type WinInventory = Inventory<WinScan, DeviceEvents>;
+type WinView<'a> = View<'a, WinScan, DeviceEvents>;
+
+impl Scan for WinScan {
+    type Key = u32;
+    type Disk = WinDisk;
+
+    fn scan_all(&self) -> Result<Vec<Scanned<u32, WinDisk>>> {
+        let mut disks: BTreeMap<u32, Vec<DiskVolume>> = disk::disk_numbers()?
+            .into_iter()
+            .map(|n| (n, Vec::new()))
+            .collect();
+        for v in volume::all_volumes()? {
+            let places: Vec<(u32, Option<u32>)> = match volume::placement(&v) {
+                volume::Placement::Partition { disk, partition } => {
+                    vec![(disk, Some(partition))]
+                }
+                volume::Placement::Extents(on) => on.into_iter().map(|d| (d, None)).collect(),
+                volume::Placement::Elsewhere => Vec::new(),
+            };
+            for (extent, (disk, partition)) in places.into_iter().enumerate() {
+                // A disk that appeared after the disk list was taken is
+                // scanned with the next notification.
+                if let Some(vols) = disks.get_mut(&disk) {
+                    vols.push(DiskVolume {
+                        id: v.clone(),
+                        partition,
+                        extent: extent as u32,
+                    });
+                }
+            }
+        }
+        Ok(disks
+            .into_iter()
+            .map(|(n, volumes)| Scanned {
+                key: n,
+                number: n,
+                disk: WinDisk::default(),
+                volumes,
+            })
+            .collect())
+    }
+
+    /// Notifications do not say which disk changed: every change scans
+    /// everything, so this is never asked for (and an error makes the
+    /// inventory scan everything anyway).
+    fn scan_one(&self, disk: &u32) -> Result<Option<Scanned<u32, WinDisk>>> {
+        Err(Error::Internal(format!(
+            "disk {disk}: the Windows inventory scans only in full"
+        )))
+    }
+}
+
+/// The inventory, listening for notifications first.
+pub fn new_inventory() -> WinInventory {
+    Inventory::new(WinScan, DeviceEvents::register())
+}
+
+/// The WMI disk locations of one inventory generation.
+#[derive(Default)]
+pub struct Locations(Mutex<Option<(u64, BTreeMap<u32, DiskLocation>)>>);
+
+impl WindowsStorage {
+    fn view(&self) -> Result<WinView<'_>> {
+        self.inventory.view()
+    }
+
+    /// The identifiers of every disk, read where not yet known (an inline
+    /// attempt would block instead: they are IOCTLs).
+    fn with_ids<T>(&self, f: impl FnOnce(Vec<(u32, &DiskIds)>) -> T) -> Result<T> {
+        let view = self.view()?;
+        for (n, d) in view.disks() {
+            if d.ids.get().is_some() {
+                continue;
+            }
+            if inline::active() {
+                return Err(inline::would_block("reading disk identifiers"));
+            }
+            match disk::disk_ids(n) {
+                Ok(ids) => {
+                    let _ = d.ids.set(ids);
+                }
+                // Removed since it was listed: the notification follows.
+                Err(Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let known = view
+            .disks()
+            .filter_map(|(n, d)| d.ids.get().map(|ids| (n, ids)))
+            .collect();
+        Ok(f(known))
+    }
+
+    /// Page-0x83 id and serial number of every disk.
+    pub(super) fn inventory_disk_ids(&self) -> Result<BTreeMap<u32, DiskIds>> {
+        self.with_ids(|all| all.into_iter().map(|(n, ids)| (n, ids.clone())).collect())
+    }
+
+    /// The disk whose page-0x83 id is `page83`.
+    pub(super) fn inventory_disk_by_page83(&self, page83: &str) -> Result<Option<u32>> {
+        self.with_ids(|all| {
+            all.into_iter()
+                .find(|(_, ids)| ids.page83 == page83)
+                .map(|(n, _)| n)
+        })
+    }
+
+    /// The volumes on `disk` (on `partition` only, when given). An unknown
+    /// disk, or a partition number with no volume, is [`Error::NotFound`]. A
+    /// volume spanning several disks is listed for each of them when no
+    /// partition is asked for.
+    pub(super) fn inventory_volumes_on_disk(
+        &self,
+        disk: u32,
+        partition: Option<u32>,
+    ) -> Result<Vec<VolumeId>> {
+        let mut view = self.view()?;
+        let vols = view
+            .volumes_on(disk)?
+            .ok_or_else(|| Error::NotFound(format!("disk {disk} does not exist")))?;
+        let out: Vec<VolumeId> = vols
+            .iter()
+            .filter(|v| partition.is_none_or(|p| v.partition == Some(p)))
+            .map(|v| v.id.clone())
+            .collect();
+        match partition {
+            Some(p) if out.is_empty() => Err(Error::NotFound(format!(
+                "disk {disk} has no volume on partition {p}"
+            ))),
+            _ => Ok(out),
+        }
+    }
+
+    /// The location of every disk: WMI once per inventory generation.
+    pub(super) fn inventory_disk_locations(&self) -> Result<BTreeMap<u32, DiskLocation>> {
+        let generation = self.view()?.generation();
+        let mut cache = self.locations.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((g, locs)) = &*cache {
+            if *g == generation {
+                return Ok(locs.clone());
+            }
+        }
+        if inline::active() {
+            return Err(inline::would_block("asking WMI for the disk locations"));
+        }
+        let locs = super::stor::disk_locations(&self.wmi)?;
+        *cache = Some((generation, locs.clone()));
+        Ok(locs)
+    }
+
+    /// The inventory generation, when notifications keep it current.
+    pub(super) fn generation(&self) -> Result<Option<u64>> {
+        if !self.inventory.has_events() {
+            return Ok(None);
+        }
+        Ok(Some(self.view()?.generation()))
+    }
+}

@@ -1,0 +1,354 @@
+//! Volume mount points on Windows, through the confined filesystem, and
+//! the rule that keeps host volumes out of the roots.
+//!
+//! The target directory is reached beneath its root with every directory
+//! above it held open without delete sharing (see `confined::windows`), so
+//! the path handed to `SetVolumeMountPointW`/`DeleteVolumeMountPointW`
+//! names that very directory; the effect is then checked through the
+//! directory's own handle, and a mount that landed anywhere else is undone.
+//!
+//! A volume the host uses outside the roots (a drive letter such as `C:`,
+//! or a mount folder elsewhere) is never mounted inside them, formatted,
+//! or taken offline with its disk; neither is the disk of the Windows
+//! directory.
+
+use std::io;
+use std::sync::Mutex;
+
+use super::errors::{self, win32};
+use super::volume::{self, no_volume};
+use super::win32 as w;
+use crate::confined::{Confined, Located};
+use crate::path::PathPolicy;
+use crate::storage::parse::multi_sz;
+use crate::storage::VolumeId;
+use crate::{Error, Result};
+
+/// ERROR_DIR_NOT_EMPTY.
+const ERROR_DIR_NOT_EMPTY: u32 = 145;
+/// Steps [`closest_volume`] takes up a path at most.
+const MAX_WALK: usize = 256;
+
+/// Every path where a volume is reachable: drive roots (`E:\`) and mount
+/// folders (`C:\dir\`).
+pub fn access_paths(v: &VolumeId) -> Result<Vec<String>> {
+    let raw = w::volume_path_names_raw(v.as_str()).map_err(|e| {
+        errors::win32_or_missing(
+            "GetVolumePathNamesForVolumeNameW",
+            v.as_str(),
+            e,
+            &no_volume(v),
+        )
+    })?;
+    multi_sz::parse_multi_sz(&raw)
+        .map_err(|e| super::disk::bad_answer("GetVolumePathNamesForVolumeNameW", v.as_str(), e))
+}
+
+/// The access paths that are not strictly below an allowed root (`roots`
+/// absent: all of them).
+pub fn outside(paths: &[String], roots: Option<&PathPolicy>) -> Vec<String> {
+    paths
+        .iter()
+        .filter(|p| {
+            let trimmed = if p.len() > 3 {
+                p.trim_end_matches('\\')
+            } else {
+                p.as_str()
+            };
+            match roots.map(|r| r.check(trimmed)) {
+                Some(Ok(c)) => c.is_root(),
+                _ => true,
+            }
+        })
+        .cloned()
+        .collect()
+}
+
+/// Refuses `what` for a volume reachable outside the roots.
+pub fn refuse_host_volume(v: &VolumeId, roots: Option<&PathPolicy>, what: &str) -> Result<()> {
+    let out = outside(&access_paths(v)?, roots);
+    if out.is_empty() {
+        return Ok(());
+    }
+    Err(Error::FailedPrecondition(format!(
+        "cannot {what}: volume {v} is in use by the host outside the allowed roots (reachable at {}); \
+         remove that drive letter or mount folder first (e.g. mountvol <path> /D)",
+        out.join(", ")
+    )))
+}
+
+/// The disks that hold the volume of the Windows directory.
+pub fn system_disks() -> Vec<u32> {
+    let Some(windir) = w::windows_directory() else {
+        return Vec::new();
+    };
+    let Ok(mp) = w::volume_path_name(&windir) else {
+        return Vec::new();
+    };
+    let Ok(name) = w::volume_name_for_mount_point(&mp) else {
+        return Vec::new();
+    };
+    VolumeId::parse(&name)
+        .ok()
+        .and_then(|v| volume::volume_disks(&v).ok())
+        .unwrap_or_default()
+}
+
+/// Refuses `what` on a disk that holds the Windows directory or one of
+/// `volumes` (the disk's) that the host uses outside the roots.
+pub fn refuse_host_disk(
+    disk: u32,
+    volumes: &[VolumeId],
+    roots: Option<&PathPolicy>,
+    what: &str,
+) -> Result<()> {
+    if system_disks().contains(&disk) {
+        return Err(Error::FailedPrecondition(format!(
+            "cannot {what}: disk {disk} holds the Windows system volume"
+        )));
+    }
+    for v in volumes {
+        refuse_host_volume(v, roots, what)?;
+    }
+    Ok(())
+}
+
+/// `dir` with one trailing backslash: the form mount-point calls want.
+fn mount_point(dir: &str) -> String {
+    let mut s = dir.trim_end_matches('\\').to_string();
+    s.push('\\');
+    s
+}
+
+fn parse_volume(api: &str, name: String) -> Result<VolumeId> {
+    VolumeId::parse(&name)
+        .map_err(|_| Error::Internal(format!("{api}: unexpected volume name {name:?}")))
+}
+
+/// Mounts and unmounts are serialised: each is a check followed by a change.
+#[derive(Default)]
+pub struct Mounts {
+    lock: Mutex<()>,
+}
+
+impl Mounts {
+    fn guard(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.lock.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Mounts `v` at the directory `target` (created if missing; an existing
+    /// one must be an empty plain directory). The same volume again is a
+    /// no-op; another volume there is [`Error::AlreadyExists`].
+    pub fn mount(&self, v: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
+        let _g = self.guard();
+        refuse_host_volume(v, Some(fs.policy()), "mount it inside the allowed roots")?;
+        let dir = fs.create_dir(target)?;
+        let t = target.shown();
+        let here = |dir: &crate::confined::Dir| {
+            dir.mounted_volume()
+                .map_err(|e| Error::io("read the mount point", target.path(), e))?
+                .map(|n| parse_volume("FSCTL_GET_REPARSE_POINT", n))
+                .transpose()
+        };
+        if dir.is_mount_point() {
+            return match here(&dir)? {
+                Some(m) if &m == v => Ok(()),
+                Some(m) => Err(Error::AlreadyExists(format!(
+                    "target {t} is the mount point of another volume ({m})"
+                ))),
+                None => Err(Error::FailedPrecondition(format!(
+                    "target {t} is a mount point whose volume cannot be read"
+                ))),
+            };
+        }
+        if !dir
+            .is_empty()
+            .map_err(|e| Error::io("list", target.path(), e))?
+        {
+            return Err(Error::FailedPrecondition(format!(
+                "target directory {t} is not empty; a volume is mounted on an empty directory"
+            )));
+        }
+        // Every directory above the target is held open: this path is the
+        // one reached beneath the root.
+        let mp = mount_point(
+            &dir.final_path()
+                .map_err(|e| Error::io("GetFinalPathNameByHandleW", target.path(), e))?,
+        );
+        let set = w::set_volume_mount_point(&mp, v.as_str());
+        // Whatever the call said, the handle says what happened to our
+        // directory.
+        match (set, here(&dir)?) {
+            (Ok(()), Some(m)) if &m == v => Ok(()),
+            (Ok(()), other) => {
+                // The mount went somewhere else (or nowhere): undo it there.
+                let undo = w::delete_volume_mount_point(&mp);
+                Err(Error::Internal(format!(
+                    "SetVolumeMountPointW {mp:?} {v} reported success, but the target directory holds {other:?}; \
+                     the mount point was removed again ({undo:?})"
+                )))
+            }
+            (Err(e), _) if w::code(&e) == Some(ERROR_DIR_NOT_EMPTY) => {
+                Err(Error::FailedPrecondition(format!(
+                    "target directory {t} is not empty; a volume is mounted on an empty directory"
+                )))
+            }
+            (Err(e), _) => Err(errors::win32_or_missing(
+                "SetVolumeMountPointW",
+                &format!("{mp:?} {v}"),
+                e,
+                &no_volume(v),
+            )),
+        }
+    }
+
+    /// Flushes `v`, then removes its mount at `target` (the directory
+    /// stays). A target that is not a mount point (or does not exist) is
+    /// already unmounted: Ok. Another volume there is
+    /// [`Error::FailedPrecondition`].
+    pub fn unmount(&self, v: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
+        let _g = self.guard();
+        let t = target.shown();
+        let dir = match fs.open_dir(target) {
+            Ok(d) => d,
+            // Nothing there, a link or a file: no mount point to remove.
+            Err(Error::NotFound(_)) | Err(Error::FailedPrecondition(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if !dir.is_mount_point() {
+            return Ok(());
+        }
+        let mounted = dir
+            .mounted_volume()
+            .map_err(|e| Error::io("read the mount point", target.path(), e))?;
+        match mounted
+            .map(|n| parse_volume("FSCTL_GET_REPARSE_POINT", n))
+            .transpose()?
+        {
+            Some(m) if &m == v => {}
+            Some(m) => {
+                return Err(Error::FailedPrecondition(format!(
+                    "target {t} is the mount point of volume {m}, not of {v}"
+                )))
+            }
+            None => return Ok(()),
+        }
+        match volume::flush(v) {
+            Ok(()) => {}
+            // A device without a flush still unmounts.
+            Err(Error::Unimplemented(m)) => tracing::warn!("unmount of {v}: {m}"),
+            Err(e) => return Err(e),
+        }
+        let mp = mount_point(
+            &dir.final_path()
+                .map_err(|e| Error::io("GetFinalPathNameByHandleW", target.path(), e))?,
+        );
+        w::delete_volume_mount_point(&mp)
+            .map_err(|e| win32("DeleteVolumeMountPointW", &format!("{mp:?}"), e))?;
+        match dir.mounted_volume() {
+            Ok(None) => Ok(()),
+            other => Err(Error::Internal(format!(
+                "DeleteVolumeMountPointW {mp:?} reported success, but the target still holds {other:?}"
+            ))),
+        }
+    }
+}
+
+/// The volume mounted at `target`, which must be a volume mount point;
+/// anything else is [`Error::NotFound`].
+pub fn volume_at(fs: &Confined, target: &Located) -> Result<VolumeId> {
+    let t = target.shown();
+    let dir = match fs.open_dir(target) {
+        Err(Error::FailedPrecondition(_)) => {
+            return Err(Error::NotFound(format!("{t} is not a volume mount point")))
+        }
+        other => other?,
+    };
+    if !dir.is_mount_point() {
+        return Err(Error::NotFound(format!("{t} is not a volume mount point")));
+    }
+    let name = dir
+        .mounted_volume()
+        .map_err(|e| Error::io("read the mount point", target.path(), e))?
+        .ok_or_else(|| {
+            Error::NotFound(format!("{t} is a mount point without a readable volume"))
+        })?;
+    parse_volume("FSCTL_GET_REPARSE_POINT", name)
+}
+
+/// The parent directory of an absolute Windows path (`None` at a drive
+/// root).
+fn parent(p: &str) -> Option<String> {
+    std::path::Path::new(p)
+        .parent()
+        .map(|d| d.to_string_lossy().into_owned())
+}
+
+/// The volume whose filesystem holds `target`: the nearest existing
+/// directory at or above it, reached beneath its root and held open; a
+/// mount point there answers with its volume, otherwise the volume that
+/// holds that directory (`GetVolumePathNameW`, then the volume mounted
+/// there, walking up past mount points that are not volumes').
+pub fn closest_volume(fs: &Confined, target: &Located) -> Result<VolumeId> {
+    let dir = fs.open_nearest_dir(target)?;
+    if dir.is_mount_point() {
+        if let Ok(Some(n)) = dir.mounted_volume() {
+            return parse_volume("FSCTL_GET_REPARSE_POINT", n);
+        }
+    }
+    let mut path = dir
+        .final_path()
+        .map_err(|e| Error::io("GetFinalPathNameByHandleW", target.path(), e))?;
+    let mut last: Option<io::Error> = None;
+    for _ in 0..MAX_WALK {
+        match w::volume_path_name(&path) {
+            Ok(mp) => {
+                if let Ok(name) = w::volume_name_for_mount_point(&mount_point(&mp)) {
+                    return parse_volume("GetVolumeNameForVolumeMountPointW", name);
+                }
+                match parent(&mp) {
+                    Some(p) => path = p,
+                    None => break,
+                }
+            }
+            Err(e) => {
+                last = Some(e);
+                match parent(&path) {
+                    Some(p) => path = p,
+                    None => break,
+                }
+            }
+        }
+    }
+    let why = last.map(|e| format!(": {e}")).unwrap_or_default();
+    Err(Error::NotFound(format!(
+        "no volume found for {}{why}",
+        target.shown()
+    )))
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+    use crate::path::Flavor;
+
+    #[test]
+    fn access_paths_outside_the_roots() {
+        let roots = PathPolicy::new(Flavor::Windows, [r"C:\var\lib\kubelet"]).unwrap();
+        let paths: Vec<String> = [
+            r"C:\",
+            r"E:\",
+            r"C:\var\lib\kubelet\plugins\x\globalmount\",
+            r"C:\var\lib\kubelet\",
+            r"C:\mnt\data\",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            outside(&paths, Some(&roots)),
+            vec![r"C:\", r"E:\", r"C:\var\lib\kubelet\", r"C:\mnt\data\"]
+        );
+        assert_eq!(outside(&paths, None).len(), 5);
+        assert!(outside(&[], Some(&roots)).is_empty());
+    }
+}

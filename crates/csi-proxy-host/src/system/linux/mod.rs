@@ -1,0 +1,177 @@
+//! The Linux System backend: services are systemd units, reached through
+//! systemd's D-Bus API (`org.freedesktop.systemd1` on the system bus; no
+//! `systemctl` is spawned), and the BIOS serial is the SMBIOS system serial
+//! the kernel exposes in `/sys/class/dmi/id/product_serial`.
+
+pub mod dbus;
+mod systemd;
+
+use super::validate::ServiceName;
+use super::{GetServiceResponse, SystemBackend};
+use crate::{Error, Result};
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use systemd::{service_status, start_type};
+
+/// The systemd-backed System backend. One idle D-Bus connection is kept
+/// for the next call (a call that finds it taken opens its own).
+#[derive(Debug)]
+pub struct LinuxSystem {
+    /// Where the DMI attributes are (`/sys/class/dmi/id`).
+    dmi_dir: PathBuf,
+    /// The bus address; `None`: the system bus of the environment.
+    bus: Option<String>,
+    /// Overall limit of StartService/StopService.
+    limit: Duration,
+    idle: std::sync::Mutex<Option<systemd::Systemd>>,
+}
+
+impl Default for LinuxSystem {
+    fn default() -> Self {
+        LinuxSystem {
+            dmi_dir: PathBuf::from("/sys/class/dmi/id"),
+            bus: None,
+            limit: super::wait::DEFAULT_LIMIT,
+            idle: std::sync::Mutex::new(None),
+        }
+    }
+}
+
+impl LinuxSystem {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Read DMI attributes from `dir` instead of `/sys/class/dmi/id`.
+    pub fn with_dmi_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.dmi_dir = dir.into();
+        self
+    }
+
+    /// Talk to the bus at `address` instead of the system bus.
+    pub fn with_bus(mut self, address: impl Into<String>) -> Self {
+        self.bus = Some(address.into());
+        self
+    }
+
+    /// The overall limit of StartService and StopService.
+    pub fn with_limit(mut self, limit: Duration) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    fn systemd(&self) -> Result<systemd::Systemd> {
+        let address = self.bus.clone().unwrap_or_else(dbus::system_bus_address);
+        systemd::Systemd::connect(&address)
+    }
+
+    /// Run `f` on the idle connection (or a new one) and keep the
+    /// connection for the next call. A kept connection that broke (systemd
+    /// or the bus restarted) is replaced and `f` run once more.
+    fn with<T>(&self, f: impl Fn(&mut systemd::Systemd) -> Result<T>) -> Result<T> {
+        let kept = self.idle.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let (mut conn, reused) = match kept {
+            Some(c) => (c, true),
+            None => (self.systemd()?, false),
+        };
+        let mut r = f(&mut conn);
+        if reused && matches!(r, Err(Error::Internal(_))) {
+            conn = self.systemd()?;
+            r = f(&mut conn);
+        }
+        if !matches!(r, Err(Error::Internal(_))) {
+            *self.idle.lock().unwrap_or_else(|p| p.into_inner()) = Some(conn);
+        }
+        r
+    }
+}
+
+/// The SMBIOS system serial from a DMI directory.
+pub fn bios_serial(dmi_dir: &std::path::Path) -> Result<String> {
+    let file = dmi_dir.join("product_serial");
+    match std::fs::read(&file) {
+        Ok(bytes) => {
+            let s = String::from_utf8_lossy(&bytes);
+            Ok(s.trim_end_matches(['\n', '\0', ' ']).to_string())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if dmi_dir.exists() {
+                Err(Error::NotFound(format!(
+                    "the firmware reports no system serial number ({} does not exist)",
+                    file.display()
+                )))
+            } else {
+                Err(Error::NotFound(format!(
+                    "this machine has no SMBIOS/DMI information ({} does not exist): no BIOS serial number",
+                    dmi_dir.display()
+                )))
+            }
+        }
+        Err(e) => Err(Error::io("read", file.display().to_string(), e)),
+    }
+}
+
+impl SystemBackend for LinuxSystem {
+    fn bios_serial(&self) -> Result<String> {
+        bios_serial(&self.dmi_dir)
+    }
+
+    fn get_service(&self, name: &ServiceName) -> Result<GetServiceResponse> {
+        self.with(|s| s.get_service(name))
+    }
+
+    fn start_service(&self, name: &ServiceName) -> Result<()> {
+        self.with(|s| s.start(name, self.limit))
+    }
+
+    fn stop_service(&self, name: &ServiceName, force: bool) -> Result<()> {
+        self.with(|s| s.stop(name, force, self.limit))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::path::Flavor;
+
+    #[test]
+    fn bios_serial_from_dmi() {
+        let t = tempfile::tempdir().unwrap();
+        let e = bios_serial(&t.path().join("none")).unwrap_err();
+        assert!(matches!(e, Error::NotFound(_)), "{e}");
+        assert!(e.to_string().contains("no SMBIOS/DMI"), "{e}");
+        let e = bios_serial(t.path()).unwrap_err();
+        assert!(e.to_string().contains("no system serial"), "{e}");
+        std::fs::write(t.path().join("product_serial"), "VMware-56 4d 12\n").unwrap();
+        assert_eq!(bios_serial(t.path()).unwrap(), "VMware-56 4d 12");
+    }
+
+    #[test]
+    fn this_machine_answers_not_found_or_a_serial() {
+        match bios_serial(std::path::Path::new("/sys/class/dmi/id")) {
+            Ok(s) => assert!(!s.contains('\n')),
+            Err(e) => assert!(
+                matches!(
+                    e,
+                    Error::NotFound(_) | Error::PermissionDenied(_) | Error::Io { .. }
+                ),
+                "{e}"
+            ),
+        }
+    }
+
+    #[test]
+    fn no_bus_is_failed_precondition() {
+        let s = LinuxSystem::new().with_bus("unix:path=/nonexistent/csi-proxy-no-bus");
+        let n = ServiceName::parse("kubelet", Flavor::Unix).unwrap();
+        for e in [
+            s.get_service(&n).unwrap_err(),
+            s.start_service(&n).unwrap_err(),
+            s.stop_service(&n, true).unwrap_err(),
+        ] {
+            assert!(matches!(e, Error::FailedPrecondition(_)), "{e}");
+            assert!(e.to_string().contains("systemd is not reachable"), "{e}");
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! The Windows System backend: services through the Service Control
+//! Manager API (no `sc.exe`, no PowerShell, no WMI), the BIOS serial from
+//! `Win32_BIOS` over the shared WMI worker.
+
+mod scm;
+#[cfg(test)]
+mod tests;
+
+use super::codes;
+use super::validate::ServiceName;
+use super::wait::{wait_for, Progress, DEFAULT_LIMIT};
+use super::{GetServiceResponse, ServiceStatus, SystemBackend};
+use crate::win::errors;
+use crate::win::wmi::{WmiWorker, CIMV2_NAMESPACE};
+use crate::{Error, Result};
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use windows_sys::Win32::System::Services::{
+    SERVICE_ENUMERATE_DEPENDENTS, SERVICE_QUERY_CONFIG, SERVICE_QUERY_STATUS, SERVICE_START,
+    SERVICE_STOP,
+};
+
+/// How long the state before a start or stop may still show.
+const GRACE: Duration = Duration::from_secs(3);
+
+/// The SCM-backed System backend.
+pub struct WindowsSystem {
+    wmi: Arc<WmiWorker>,
+    limit: Duration,
+}
+
+impl WindowsSystem {
+    /// Services through the SCM; WMI queries on `wmi` (started on first
+    /// use).
+    pub fn new(wmi: Arc<WmiWorker>) -> Self {
+        WindowsSystem {
+            wmi,
+            limit: DEFAULT_LIMIT,
+        }
+    }
+
+    /// The overall limit of StartService and StopService.
+    pub fn with_limit(mut self, limit: Duration) -> Self {
+        self.limit = limit;
+        self
+    }
+}
+
+fn scm_err(op: &str, name: &str, e: io::Error) -> Error {
+    if let Some(code) = e.raw_os_error() {
+        if let Some(err) = codes::service_error(code, op, name, &e.to_string()) {
+            return err;
+        }
+    }
+    errors::win32(op, &format!("service {name:?}"), e)
+}
+
+fn open(name: &str, access: u32, op: &str) -> Result<scm::Handle> {
+    let manager = scm::open_manager().map_err(|e| errors::win32("OpenSCManagerW", "", e))?;
+    scm::open_service(&manager, name, access).map_err(|e| scm_err(op, name, e))
+}
+
+fn progress(svc: &scm::Handle, name: &str, op: &str) -> Result<Progress> {
+    let (state, checkpoint, wait_hint_ms) = scm::status(svc).map_err(|e| scm_err(op, name, e))?;
+    Ok(Progress {
+        state: codes::state(state)?,
+        checkpoint,
+        wait_hint_ms,
+    })
+}
+
+fn wait(
+    svc: &scm::Handle,
+    name: &str,
+    op: &str,
+    target: ServiceStatus,
+    limit: Duration,
+) -> Result<()> {
+    let pending = if target == ServiceStatus::Running {
+        ServiceStatus::StartPending
+    } else {
+        ServiceStatus::StopPending
+    };
+    // The state before the request may still show for a moment after the
+    // control was accepted (the service reports the pending state itself):
+    // it counts as pending for a short grace period.
+    let before = if target == ServiceStatus::Running {
+        ServiceStatus::Stopped
+    } else {
+        ServiceStatus::Running
+    };
+    let start = Instant::now();
+    wait_for(
+        &format!("{op} service {}", name),
+        target,
+        pending,
+        limit,
+        || {
+            let mut p = progress(svc, name, op)?;
+            if p.state == before && start.elapsed() < GRACE {
+                p.state = pending;
+            }
+            Ok(p)
+        },
+        || start.elapsed(),
+        std::thread::sleep,
+    )
+}
+
+/// Stop one service (no dependents check) and wait until it is stopped.
+fn stop_one(name: &str, limit: Duration) -> Result<()> {
+    let op = "stop";
+    let svc = open(name, SERVICE_STOP | SERVICE_QUERY_STATUS, op)?;
+    match scm::stop(&svc) {
+        Ok(()) => {}
+        Err(e)
+            if e.raw_os_error()
+                .is_some_and(|c| codes::already_done(c, false)) =>
+        {
+            return Ok(())
+        }
+        // Starting or stopping already: wait for the outcome below.
+        Err(e) if e.raw_os_error() == Some(codes::CANNOT_ACCEPT_CTRL) => {
+            if progress(&svc, name, op)?.state == ServiceStatus::StartPending {
+                wait(&svc, name, op, ServiceStatus::Running, limit)?;
+                scm::stop(&svc).map_err(|e| scm_err(op, name, e))?;
+            }
+        }
+        Err(e) => return Err(scm_err(op, name, e)),
+    }
+    wait(&svc, name, op, ServiceStatus::Stopped, limit)
+}
+
+/// The running services that depend on `name`, directly or not, found by
+/// reading every service's dependency list; dependents of dependents come
+/// first (the order to stop them in).
+fn scanned_dependents(name: &str) -> Result<Vec<String>> {
+    let manager = scm::open_manager().map_err(|e| errors::win32("OpenSCManagerW", "", e))?;
+    let all =
+        scm::all_services(&manager).map_err(|e| errors::win32("EnumServicesStatusExW", "", e))?;
+    // service -> the services it depends on
+    let mut deps: Vec<(String, Vec<String>)> = Vec::new();
+    for s in &all {
+        let Ok(h) = scm::open_service(&manager, s, SERVICE_QUERY_CONFIG | SERVICE_QUERY_STATUS)
+        else {
+            continue;
+        };
+        let mut d = scm::config(&h).map(|(_, _, d)| d).unwrap_or_default();
+        for r in scm::registry_dependencies(s) {
+            if !d.iter().any(|x| x.eq_ignore_ascii_case(&r)) {
+                d.push(r);
+            }
+        }
+        if !d.is_empty() {
+            deps.push((s.clone(), d));
+        }
+    }
+    let running = |s: &str| -> bool {
+        scm::open_service(&manager, s, SERVICE_QUERY_STATUS)
+            .and_then(|h| scm::status(&h))
+            .is_ok_and(|(state, _, _)| state != 1)
+    };
+    let mut order = Vec::new();
+    collect_dependents(name, &deps, &mut order, 0);
+    Ok(order.into_iter().filter(|s| running(s)).collect())
+}
+
+/// Post-order walk: the dependents of `name`'s dependents before them.
+fn collect_dependents(
+    name: &str,
+    deps: &[(String, Vec<String>)],
+    out: &mut Vec<String>,
+    depth: usize,
+) {
+    if depth > 32 {
+        return;
+    }
+    for (svc, on) in deps {
+        if on.iter().any(|d| d.eq_ignore_ascii_case(name))
+            && !out.iter().any(|o: &String| o.eq_ignore_ascii_case(svc))
+        {
+            collect_dependents(svc, deps, out, depth + 1);
+            if !out.iter().any(|o: &String| o.eq_ignore_ascii_case(svc)) {
+                out.push(svc.clone());
+            }
+        }
+    }
+}
+
+impl SystemBackend for WindowsSystem {
+    fn bios_serial(&self) -> Result<String> {
+        let rows = self.wmi.call(|w| {
+            let rows = w.query_in(CIMV2_NAMESPACE, "SELECT SerialNumber FROM Win32_BIOS")?;
+            rows.iter()
+                .map(|r| r.string("SerialNumber"))
+                .collect::<Result<Vec<_>>>()
+        })?;
+        rows.into_iter()
+            .next()
+            .map(|s| s.unwrap_or_default().trim().to_string())
+            .ok_or_else(|| {
+                Error::NotFound("Win32_BIOS has no instance: no BIOS serial number".into())
+            })
+    }
+
+    fn get_service(&self, name: &ServiceName) -> Result<GetServiceResponse> {
+        let op = "get";
+        let svc = open(
+            name.os_name(),
+            SERVICE_QUERY_CONFIG | SERVICE_QUERY_STATUS,
+            op,
+        )?;
+        let (start_type, display_name, _) =
+            scm::config(&svc).map_err(|e| scm_err(op, name.as_str(), e))?;
+        let status = progress(&svc, name.os_name(), op)?.state;
+        Ok(GetServiceResponse {
+            display_name,
+            start_type: codes::start_type(start_type)?,
+            status,
+        })
+    }
+
+    fn start_service(&self, name: &ServiceName) -> Result<()> {
+        let op = "start";
+        let svc = open(name.os_name(), SERVICE_START | SERVICE_QUERY_STATUS, op)?;
+        match scm::start(&svc) {
+            Ok(()) => {}
+            Err(e)
+                if e.raw_os_error()
+                    .is_some_and(|c| codes::already_done(c, true)) => {}
+            Err(e) => return Err(scm_err(op, name.as_str(), e)),
+        }
+        wait(&svc, name.os_name(), op, ServiceStatus::Running, self.limit)
+    }
+
+    fn stop_service(&self, name: &ServiceName, force: bool) -> Result<()> {
+        let op = "stop";
+        let svc = open(
+            name.os_name(),
+            SERVICE_STOP | SERVICE_QUERY_STATUS | SERVICE_ENUMERATE_DEPENDENTS,
+            op,
+        )?;
+        if progress(&svc, name.os_name(), op)?.state == ServiceStatus::Stopped {
+            return Ok(());
+        }
+        let mut dependents =
+            scm::active_dependents(&svc).map_err(|e| scm_err(op, name.as_str(), e))?;
+        if dependents.is_empty() {
+            // Wine's EnumDependentServicesW lists nothing: ask every service
+            // what it depends on instead (StopService is no hot path).
+            dependents = scanned_dependents(name.os_name())?;
+        }
+        if !dependents.is_empty() {
+            if !force {
+                return Err(Error::FailedPrecondition(format!(
+                    "stop service {:?}: dependent services are running ({}); stop them first or set force",
+                    name.as_str(),
+                    dependents.join(", ")
+                )));
+            }
+            // In the SCM's order: dependents of dependents come first.
+            for d in &dependents {
+                stop_one(d, self.limit)?;
+            }
+        }
+        drop(svc);
+        stop_one(name.os_name(), self.limit)
+    }
+}

@@ -1,0 +1,81 @@
+//! The SMB API, every version (v1alpha1, v1beta1, v1beta2, v1), over the
+//! real `csi-proxy.exe`'s named pipes (Windows build; CI runs it under
+//! wine); one test body run against each version through `versions::smb::Smb`.
+//!
+//! Wine has no SMB WMI provider (`root\Microsoft\Windows\SMB`): hostile
+//! inputs must be refused with nothing changed, and valid requests must
+//! fail with the clear FailedPrecondition, leaving no link. The password
+//! never shows up in an answer or the log. A real mapping needs Windows
+//! (docs/windows-storage.md).
+#![cfg(windows)]
+
+mod pipes;
+mod versions;
+
+use csi_proxy_api::Group;
+use pipes::Proxy;
+use versions::smb::{Mapping, Smb};
+
+const PASSWORD: &str = "Wine-Smb-Secret-9";
+
+/// Local paths outside the kubelet dir or otherwise unusable.
+fn hostile_locals(p: &Proxy) -> Vec<String> {
+    let k = p.kubelet.display().to_string();
+    let o = p.outside.display().to_string();
+    vec![
+        format!(r"{o}\v"),
+        k.clone(),
+        r"C:\Windows\x".to_string(),
+        format!(r"{k}\..\outside\v"),
+        r"relative\x".to_string(),
+        format!(r"{k}\v:stream"),
+    ]
+}
+
+async fn hostile_refused_and_valid_fail_clearly_without_the_smb_provider<C: Smb>() {
+    let v = C::VERSION;
+    let p = Proxy::start_unique(&format!("smb-{v}"), "smb", &["-v=10"]);
+    let mut c = C::new(p.channel(Group::Smb, v).await);
+    let local = p.kubelet.join("smb-vol").display().to_string();
+
+    // Hostile: refused, the tree unchanged.
+    let before = p.snapshot();
+    let cases = versions::smb::hostile_mappings(&local, &hostile_locals(&p), PASSWORD);
+    let n = versions::smb::refuses_hostile(&mut c, &cases, PASSWORD).await;
+    assert!(n >= 30, "{n}");
+    assert_eq!(
+        p.snapshot(),
+        before,
+        "{v}: a refused request changed the tree"
+    );
+
+    // Valid: the clear FailedPrecondition, no link.
+    let remote = r"\\127.0.0.1\share\pvc";
+    let m = Mapping::new(remote, &local, r"DOM\user", PASSWORD);
+    for (rpc, r) in [
+        ("NewSmbGlobalMapping", c.new_smb_global_mapping(&m).await),
+        (
+            "RemoveSmbGlobalMapping",
+            c.remove_smb_global_mapping(remote).await,
+        ),
+    ] {
+        pipes::assert_unavailable(&format!("{v} {rpc}"), r, PASSWORD);
+    }
+    assert!(
+        std::fs::symlink_metadata(&local).is_err(),
+        "{v}: a link at {local}"
+    );
+    assert_eq!(
+        p.snapshot(),
+        before,
+        "{v}: a failed mapping changed the tree"
+    );
+
+    let log = p.log_text();
+    assert!(log.contains("NewSmbGlobalMapping"), "{v}: nothing logged");
+    assert!(!log.contains(PASSWORD), "{v}: the password is in the log");
+}
+
+versions::every_version!(smb:
+    hostile_refused_and_valid_fail_clearly_without_the_smb_provider,
+);

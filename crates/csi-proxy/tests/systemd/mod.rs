@@ -1,0 +1,179 @@
+//! A real systemd on a private D-Bus bus, for the System API tests and
+//! benchmark: `dbus-daemon` with a minimal configuration plus
+//! `systemd --user` in a private mount namespace (where
+//! `/run/systemd/system` exists, so systemd agrees to run; nothing of the
+//! host's is touched), with throwaway units written here. Needs root.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SYSTEMD: &str = "/lib/systemd/systemd";
+
+/// A private bus with a systemd user manager on it.
+pub struct Systemd {
+    dir: tempfile::TempDir,
+    dbus: Child,
+    systemd: Child,
+    prefix: String,
+}
+
+impl Systemd {
+    pub fn address(&self) -> String {
+        format!("unix:path={}", self.dir.path().join("run/bus").display())
+    }
+
+    pub fn unit(&self, name: &str) -> String {
+        format!("{}-{name}", self.prefix)
+    }
+
+    pub fn start() -> Systemd {
+        assert!(
+            Path::new(SYSTEMD).exists(),
+            "{SYSTEMD} is missing: scripts/setup.sh installs systemd"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        let units = dir.path().join("conf/systemd/user");
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::create_dir_all(&units).unwrap();
+        let prefix = format!("csi-test-{}", std::process::id());
+        let unit = |name: &str, body: &str| {
+            std::fs::write(units.join(format!("{prefix}-{name}.service")), body).unwrap();
+        };
+        unit(
+            "base",
+            "[Unit]\nDescription=csi-proxy test base service\n[Service]\nExecStart=/bin/sleep 1000\n",
+        );
+        unit(
+            "dep",
+            &format!(
+                "[Unit]\nDescription=csi-proxy test dependent service\nRequires={prefix}-base.service\nAfter={prefix}-base.service\n[Service]\nExecStart=/bin/sleep 1000\n"
+            ),
+        );
+        unit(
+            "broken",
+            "[Unit]\nDescription=csi-proxy test broken service\n[Service]\nType=exec\nExecStart=/nonexistent/csi-proxy-test-binary\n",
+        );
+        let dbus = start_bus(dir.path(), &run.join("bus"));
+        let address = format!("unix:path={}", run.join("bus").display());
+        let systemd = Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg(format!(
+                "mkdir -p /run/systemd && mount -t tmpfs csi-proxy-test /run/systemd && mkdir /run/systemd/system && exec {SYSTEMD} --user"
+            ))
+            .env("XDG_RUNTIME_DIR", &run)
+            .env("XDG_CONFIG_HOME", dir.path().join("conf"))
+            .env("DBUS_SESSION_BUS_ADDRESS", &address)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("systemd.log")).unwrap())
+            .spawn()
+            .expect("unshare");
+        let s = Systemd {
+            dir,
+            dbus,
+            systemd,
+            prefix,
+        };
+        let addr = s.address();
+        wait_for(
+            || {
+                Command::new("busctl")
+                    .arg(format!("--address={addr}"))
+                    .args(["status", "org.freedesktop.systemd1"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            },
+            "systemd --user on the private bus",
+        );
+        s
+    }
+}
+
+impl Drop for Systemd {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) with pids of children we own.
+        unsafe { libc::kill(self.systemd.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.systemd.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.systemd.kill();
+        let _ = self.systemd.wait();
+        let _ = self.dbus.kill();
+        let _ = self.dbus.wait();
+    }
+}
+
+/// A dbus-daemon with a minimal configuration: no service activation (a
+/// session bus would try to start `systemd --user` itself), everything
+/// allowed, listening on `socket`.
+pub fn start_bus(dir: &Path, socket: &Path) -> Child {
+    let config = dir.join("bus.conf");
+    std::fs::write(
+        &config,
+        format!(
+            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN" "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path={}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"#,
+            socket.display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new("dbus-daemon")
+        .arg(format!("--config-file={}", config.display()))
+        .arg("--nofork")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("dbus.log")).unwrap())
+        .spawn()
+        .expect("dbus-daemon (package dbus-daemon)");
+    wait_for(|| socket.exists(), "the bus socket");
+    child
+}
+
+pub fn wait_for(mut ok: impl FnMut() -> bool, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl Systemd {
+    /// Only a bus (no systemd): (the daemon, its address).
+    pub fn bus_only() -> (BusOnly, String) {
+        let s = Systemd::start_bus_only();
+        let a = format!("unix:path={}", s.0.path().join("bus").display());
+        (s, a)
+    }
+
+    fn start_bus_only() -> BusOnly {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("bus");
+        let child = start_bus(dir.path(), &sock);
+        BusOnly(dir, child)
+    }
+}
+
+pub struct BusOnly(tempfile::TempDir, Child);
+
+impl Drop for BusOnly {
+    fn drop(&mut self) {
+        let _ = self.1.kill();
+        let _ = self.1.wait();
+    }
+}
