@@ -1,14 +1,17 @@
 //! Fuzz the HTTP/2 connection state machine (frame parsing, HPACK decoding,
-//! flow control, stream states): arbitrary bytes after a valid preface,
-//! delivered in arbitrary chunks, with every request answered. It must
-//! never panic, every byte it emits must be whole, well-formed frames, and
-//! once it reports itself done it must stay done.
+//! header checks, flow control, stream states, bounds): arbitrary bytes
+//! after a valid preface, delivered in arbitrary chunks, taken in batches as
+//! the driver takes them, with every request answered and, on request, the
+//! clock moved past every receive deadline. It must never panic; every byte
+//! it emits must be whole, well-formed frames; once it reports itself done
+//! it must stay done; and once it is dropped it must hold no request bytes
+//! against the shared budget.
 #![no_main]
 
-use csi_proxy_server::dispatch::Reply;
-use csi_proxy_server::http2::frame;
-use csi_proxy_server::http2::{Connection, Limits};
+use csi_proxy_http2::frame;
+use csi_proxy_http2::{BodyBudget, Code, Connection, Limits, Reply};
 use libfuzzer_sys::fuzz_target;
+use std::time::{Duration, Instant};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&ctl, body)) = data.split_first() else {
@@ -18,9 +21,17 @@ fuzz_target!(|data: &[u8]| {
         max_streams: 4,
         max_request: 256,
         max_header_block: 2048,
+        max_continuations: 8,
         conn_window: 65_535 * 2,
+        max_output: 4096,
+        batch_frames: 16,
+        batch_bytes: 4096,
+        receive_timeout: Duration::from_secs(30),
     };
-    let mut conn = Connection::new(limits);
+    let budget = BodyBudget::new(1024);
+    let mut conn = Connection::with_budget(limits, budget.clone());
+    let start = Instant::now();
+    conn.advance_clock(start);
     // Usually a valid start, so the fuzzer spends its time on frames.
     let mut input = Vec::new();
     if ctl & 0x80 == 0 {
@@ -32,17 +43,23 @@ fuzz_target!(|data: &[u8]| {
     let mut pending: Vec<u8> = Vec::new();
     let mut out: Vec<u8> = Vec::new();
     let mut answered = 0u32;
-    for piece in input.chunks(chunk) {
+    for (i, piece) in input.chunks(chunk).enumerate() {
         pending.extend_from_slice(piece);
         let was_done = conn.is_done();
-        match conn.receive(&pending) {
-            Ok(used) => {
-                assert!(used <= pending.len());
-                pending.drain(..used);
+        loop {
+            match conn.receive(&pending) {
+                Ok(used) => {
+                    assert!(used <= pending.len());
+                    pending.drain(..used);
+                }
+                Err(_) => {
+                    pending.clear();
+                    assert!(conn.is_done(), "an error must end the connection");
+                }
             }
-            Err(_) => {
-                pending.clear();
-                assert!(conn.is_done(), "an error must end the connection");
+            out.extend(conn.output().take());
+            if !conn.paused() {
+                break;
             }
         }
         if was_done {
@@ -51,7 +68,7 @@ fuzz_target!(|data: &[u8]| {
         while let Some(req) = conn.next_request() {
             answered += 1;
             let reply = match answered % 3 {
-                0 => Reply::error(tonic_code(answered), "nope \u{e9}%"),
+                0 => Reply::error(code(answered), "nope \u{e9}%"),
                 1 => Reply::ok(req.message.clone()),
                 _ => Reply::ok(vec![0xab; 40_000]),
             };
@@ -60,7 +77,11 @@ fuzz_target!(|data: &[u8]| {
         if ctl & 0x40 != 0 && answered > 0 {
             conn.go_away();
         }
-        out.append(conn.output());
+        if ctl & 0x20 != 0 && i % 7 == 6 {
+            conn.advance_clock(start + Duration::from_secs(3600));
+            conn.expire_receives();
+        }
+        out.extend(conn.output().take());
     }
     // Everything emitted parses as frames of legal size.
     let mut rest = &out[..];
@@ -70,13 +91,15 @@ fuzz_target!(|data: &[u8]| {
         rest = &rest[used..];
     }
     assert!(rest.is_empty(), "a partial frame was emitted");
+    drop(conn);
+    assert_eq!(budget.held(), 0, "request bytes still counted after the connection");
 });
 
-fn tonic_code(n: u32) -> csi_proxy_server::dispatch::Code {
+fn code(n: u32) -> Code {
     match n % 4 {
-        0 => csi_proxy_server::dispatch::Code::NotFound,
-        1 => csi_proxy_server::dispatch::Code::Internal,
-        2 => csi_proxy_server::dispatch::Code::InvalidArgument,
-        _ => csi_proxy_server::dispatch::Code::PermissionDenied,
+        0 => Code::NotFound,
+        1 => Code::Internal,
+        2 => Code::InvalidArgument,
+        _ => Code::PermissionDenied,
     }
 }

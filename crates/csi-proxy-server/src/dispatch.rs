@@ -27,64 +27,10 @@ use crate::metrics::{HostTimer, MethodMetrics, Metrics};
 use crate::status;
 use crate::wire::Wire;
 use csi_proxy_api::ApiVersion;
+pub use csi_proxy_http2::{Code, Job, Outcome, Reply};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-pub use tonic::Code;
-use tonic::Status;
-
-/// The result of one call: a status and, when the status is OK, the encoded
-/// response message (without the gRPC length prefix).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reply {
-    pub code: Code,
-    pub message: String,
-    pub body: Vec<u8>,
-}
-
-impl Reply {
-    pub fn ok(body: Vec<u8>) -> Self {
-        Reply {
-            code: Code::Ok,
-            message: String::new(),
-            body,
-        }
-    }
-
-    pub fn error(code: Code, message: impl Into<String>) -> Self {
-        Reply {
-            code,
-            message: message.into(),
-            body: Vec::new(),
-        }
-    }
-}
-
-impl From<Status> for Reply {
-    fn from(s: Status) -> Self {
-        Reply::error(s.code(), s.message())
-    }
-}
-
-/// A job for the blocking pool.
-pub type Job = Box<dyn FnOnce() -> Reply + Send + 'static>;
-
-/// What a handler gives back.
-pub enum Outcome {
-    /// The reply, computed on the calling thread.
-    Done(Reply),
-    /// Work to run on the blocking pool; it yields the reply.
-    Blocking(Job),
-}
-
-impl Outcome {
-    /// Run a blocking job on the current thread (tests, library use).
-    pub fn wait(self) -> Reply {
-        match self {
-            Outcome::Done(r) => r,
-            Outcome::Blocking(job) => job(),
-        }
-    }
-}
+use std::time::Duration;
 
 /// A method's handler; it times the host operation with the timer when
 /// metrics are on.
@@ -371,10 +317,12 @@ impl VersionedService {
             if let Some(reply) = crate::health::answer(path, message, &self.inner.service) {
                 return Outcome::Done(reply);
             }
+            // The path is the client's: shown capped, never echoed whole.
             return Outcome::Done(Reply::error(
                 Code::Unimplemented,
                 format!(
-                    "unknown method {path}: this endpoint serves only {}",
+                    "unknown method {}: this endpoint serves only {}",
+                    csi_proxy_http2::hpack::quote(path.as_bytes()),
                     self.inner.service
                 ),
             ));
@@ -420,6 +368,23 @@ impl VersionedService {
                 handlers,
                 log_requests: inner.log_requests,
             }),
+        }
+    }
+}
+
+impl csi_proxy_http2::Service for VersionedService {
+    fn call(&self, path: &str, message: &[u8]) -> Outcome {
+        VersionedService::call(self, path, message)
+    }
+
+    fn answered(&self, path: &str, elapsed: Duration, code: Code) {
+        if self.inner.log_requests {
+            tracing::info!(
+                method = %csi_proxy_http2::hpack::quote(path.as_bytes()),
+                duration_us = elapsed.as_micros() as u64,
+                code = ?code,
+                "request"
+            );
         }
     }
 }

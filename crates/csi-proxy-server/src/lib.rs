@@ -7,8 +7,8 @@
 //! - [`status`]: host errors → gRPC status, in one place;
 //! - `health`: `grpc.health.v1.Health/Check`, answered on every endpoint;
 //! - [`metrics`]: Prometheus metrics and the `/metrics` endpoint;
-//! - [`http2`]: our own HTTP/2 server for unary gRPC (accepts the
-//!   `:authority` values real clients send);
+//! - the HTTP/2 server for unary gRPC is the `csi-proxy-http2` crate; a
+//!   [`dispatch::VersionedService`] is its [`csi_proxy_http2::Service`];
 //! - [`transport`]: Unix sockets and named pipes;
 //! - [`server`]: binding every endpoint, serving, graceful shutdown;
 //! - `accept`: the per-endpoint connection cap and the accept back-off.
@@ -17,7 +17,6 @@ mod accept;
 pub mod dispatch;
 mod groups;
 mod health;
-pub mod http2;
 pub mod metrics;
 pub mod server;
 pub mod status;

@@ -3,11 +3,11 @@
 use crate::accept::{Backoff, Cap};
 use crate::dispatch::VersionedService;
 use crate::groups;
-use crate::http2;
 use crate::metrics::{ConnectionGauge, Metrics};
 use crate::transport::Listener;
 use csi_proxy_api::ApiVersion;
 use csi_proxy_host::Host;
+use csi_proxy_http2 as http2;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinSet;
@@ -37,6 +37,13 @@ pub struct Config {
     /// How long a connection may stay open without sending the HTTP/2
     /// preface (grpc-go opens one such connection to probe a pipe).
     pub preface_timeout: Duration,
+    /// After the preface, how long a connection may have no call open
+    /// before it is sent GOAWAY and closed (zero: never).
+    pub idle_timeout: Duration,
+    /// Ping a client not heard from for this long (zero: never), and close
+    /// its connection if it stays silent for `keepalive_timeout` more.
+    pub keepalive_time: Duration,
+    pub keepalive_timeout: Duration,
     /// At most this many open connections per endpoint; past it a new
     /// connection is closed as soon as it is accepted (see `accept.rs`).
     pub max_connections_per_endpoint: usize,
@@ -47,7 +54,13 @@ pub struct Config {
 impl Config {
     /// The default preface timeout: generous, since an idle connection costs
     /// only a parked task.
-    pub const DEFAULT_PREFACE_TIMEOUT: Duration = Duration::from_secs(120);
+    pub const DEFAULT_PREFACE_TIMEOUT: Duration = http2::Options::DEFAULT_PREFACE_TIMEOUT;
+    /// The default idle timeout: grpc-go clients keep a connection idle for
+    /// hours and reconnect transparently after GOAWAY.
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = http2::Options::DEFAULT_IDLE_TIMEOUT;
+    /// The default keepalive: grpc-go servers' own defaults.
+    pub const DEFAULT_KEEPALIVE_TIME: Duration = http2::Options::DEFAULT_KEEPALIVE_TIME;
+    pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = http2::Options::DEFAULT_KEEPALIVE_TIMEOUT;
     /// The default connection cap per endpoint: far above what kubelet and
     /// a node plugin use (a few connections each), low enough that 23
     /// endpoints fit a common 64Ki descriptor limit.
@@ -81,6 +94,9 @@ type PlatformListener = crate::transport::windows::PipeListener;
 struct Timing {
     drain: Duration,
     preface: Duration,
+    idle: Duration,
+    keepalive_time: Duration,
+    keepalive_timeout: Duration,
     max_connections: usize,
 }
 
@@ -156,6 +172,9 @@ pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
         timing: Timing {
             drain: config.shutdown_timeout,
             preface: config.preface_timeout,
+            idle: config.idle_timeout,
+            keepalive_time: config.keepalive_time,
+            keepalive_timeout: config.keepalive_timeout,
             max_connections: config.max_connections_per_endpoint,
         },
     })
@@ -172,10 +191,21 @@ impl BoundServer {
     /// If any endpoint fails, all are stopped and the failure is returned.
     pub async fn serve(self, shutdown: CancellationToken) -> Result<(), ServeError> {
         let mut set = JoinSet::new();
+        // One set of connection options, so one request-byte budget, for
+        // the whole process.
+        let t = self.timing;
+        let options = http2::Options {
+            preface_timeout: t.preface,
+            idle_timeout: t.idle,
+            keepalive_time: t.keepalive_time,
+            keepalive_timeout: t.keepalive_timeout,
+            ..http2::Options::default()
+        };
         for ep in self.endpoints {
             let token = shutdown.clone();
             let timing = self.timing;
             let name = ep.address.clone();
+            let options = options.clone();
             set.spawn(async move {
                 let Endpoint {
                     address,
@@ -183,7 +213,16 @@ impl BoundServer {
                     listener,
                     connections,
                 } = ep;
-                accept_loop(&address, listener, service, connections, token, timing).await;
+                accept_loop(
+                    &address,
+                    listener,
+                    service,
+                    connections,
+                    token,
+                    timing,
+                    options,
+                )
+                .await;
                 name
             });
         }
@@ -213,13 +252,10 @@ async fn accept_loop<L: Listener>(
     gauge: Option<ConnectionGauge>,
     shutdown: CancellationToken,
     timing: Timing,
+    options: http2::Options,
 ) where
     L::Io: http2::Io,
 {
-    let options = http2::Options {
-        preface_timeout: timing.preface,
-        ..http2::Options::default()
-    };
     let mut connections = JoinSet::new();
     let mut cap = Cap::new(timing.max_connections);
     let mut backoff = Backoff::default();
@@ -237,7 +273,8 @@ async fn accept_loop<L: Listener>(
                 // Over the cap the connection is closed at once (dropped).
                 if let Some(slot) = cap.admit(address) {
                     let open = gauge.as_ref().map(ConnectionGauge::open);
-                    let serve = http2::serve(io, service.clone(), options, shutdown.clone());
+                    let serve =
+                        http2::serve(io, service.clone(), options.clone(), shutdown.clone());
                     connections.spawn(async move {
                         serve.await;
                         drop(open);

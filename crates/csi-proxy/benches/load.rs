@@ -20,7 +20,7 @@ fn main() {
 #[cfg(target_os = "linux")]
 mod linux {
     use csi_proxy_api::filesystem::v1::{PathExistsRequest, PathExistsResponse};
-    use csi_proxy_server::http2::client::{RawClient, Shape};
+    use csi_proxy_http2::client::{RawClient, Shape};
     use prost::Message;
     use std::os::unix::net::UnixStream;
     use std::process::{Command, Stdio};

@@ -12,7 +12,8 @@
 //! client, 1 client), and the ratio of their p50 latencies is printed.
 //!
 //! Run: `cargo bench -p csi-proxy --bench pathexists` (CALLS=n to change
-//! the number of calls per client; default 20000).
+//! the number of calls per client; default 20000; CSI_PROXY_BIN=path to
+//! measure another build of the binary).
 
 #[cfg(unix)]
 fn main() {
@@ -28,8 +29,8 @@ fn main() {
 mod unix {
     use csi_proxy_api::filesystem::v1::filesystem_client::FilesystemClient;
     use csi_proxy_api::filesystem::v1::{PathExistsRequest, PathExistsResponse};
-    use csi_proxy_server::http2::client::{RawClient, RequestEncoder, Shape};
-    use csi_proxy_server::http2::frame;
+    use csi_proxy_http2::client::{RawClient, RequestEncoder, Shape};
+    use csi_proxy_http2::frame;
     use prost::Message;
     use std::path::{Path, PathBuf};
     use std::process::{Command, Stdio};

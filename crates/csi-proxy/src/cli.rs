@@ -134,6 +134,24 @@ pub struct Cli {
           value_parser = parse_go_duration)]
     pub preface_timeout: Duration,
 
+    /// Send GOAWAY to a connection that has had no call open for this long
+    /// after its preface, and close it (Go duration; 0 never). grpc-go
+    /// clients reconnect transparently on their next call.
+    #[arg(long = "idle-timeout", value_name = "DURATION", default_value = "15m",
+          value_parser = parse_go_duration)]
+    pub idle_timeout: Duration,
+
+    /// Ping a client not heard from for this long (Go duration; 0 never).
+    #[arg(long = "keepalive-time", value_name = "DURATION", default_value = "2h",
+          value_parser = parse_go_duration)]
+    pub keepalive_time: Duration,
+
+    /// Close a connection whose client stays silent this long after a
+    /// keepalive ping (Go duration).
+    #[arg(long = "keepalive-timeout", value_name = "DURATION", default_value = "20s",
+          value_parser = parse_go_duration)]
+    pub keepalive_timeout: Duration,
+
     /// At most this many open connections per endpoint; past it a new
     /// connection is closed at once (its client sees it closed and can
     /// retry) until some end.

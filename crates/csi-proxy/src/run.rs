@@ -206,6 +206,9 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
         shutdown_timeout: cli.shutdown_timeout,
         log_requests: crate::logging::verbosity() >= 2,
         preface_timeout: cli.preface_timeout,
+        idle_timeout: cli.idle_timeout,
+        keepalive_time: cli.keepalive_time,
+        keepalive_timeout: cli.keepalive_timeout,
         max_connections_per_endpoint: cli.max_connections_per_endpoint,
         metrics: metrics.clone(),
     };

@@ -108,6 +108,8 @@ struct Run<'a> {
     target: &'a str,
     authority: &'a str,
     mkdir: PathBuf,
+    /// Extra flags of the Go program (`-pause`, `-dials`).
+    extra: &'a [&'a str],
 }
 
 /// Runs the Go program against `p` and asserts it passed and left exactly
@@ -126,6 +128,7 @@ fn run(p: &mut Proxy, r: Run) {
         .arg(format!("-missing={}", missing.display()))
         .arg(format!("-mkdir={}", r.mkdir.display()))
         .arg(format!("-outside={}", p.outside.display()))
+        .args(r.extra)
         .output()
         .expect("run csi-proxy-go-check");
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -181,6 +184,7 @@ fn go_client_every_authority_form() {
                 target,
                 authority,
                 mkdir,
+                extra: &[],
             },
         );
     }
@@ -206,9 +210,49 @@ fn go_client_other_filesystem_versions() {
                 target: &target,
                 authority: &target,
                 mkdir,
+                extra: &[],
             },
         );
     }
     let status = p.terminate();
     assert!(status.success(), "csi-proxy exit: {status}: {}", p.log());
+}
+
+/// The connection defaults must never disturb grpc-go: a client idle past
+/// the idle timeout gets GOAWAY and redials transparently on its next call;
+/// a client idle under keepalive answers every PING and keeps its one
+/// connection.
+#[test]
+fn go_client_after_idle_timeout_and_under_keepalive() {
+    go_check();
+    let target = r"\\.\pipe\csi-proxy-filesystem-v1";
+    for (flags, extra) in [
+        (
+            &["-idle-timeout=1s"][..],
+            &["-pause=2500ms", "-dials=2"][..],
+        ),
+        (
+            &[
+                "-idle-timeout=0",
+                "-keepalive-time=200ms",
+                "-keepalive-timeout=1s",
+            ][..],
+            &["-pause=2500ms", "-dials=1"][..],
+        ),
+    ] {
+        let mut p = Proxy::start(flags);
+        let mkdir = p.kubelet.join("pods/uid/volumes/go-check-idle");
+        run(
+            &mut p,
+            Run {
+                version: "v1",
+                target,
+                authority: target,
+                mkdir,
+                extra,
+            },
+        );
+        let status = p.terminate();
+        assert!(status.success(), "csi-proxy exit: {status}: {}", p.log());
+    }
 }

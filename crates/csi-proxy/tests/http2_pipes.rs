@@ -1,14 +1,16 @@
 //! Raw HTTP/2 against the real binary over named pipes (Windows build; CI
 //! runs it under wine): every `:authority` form real clients send, repeated
-//! requests on one connection, framing variants, and idle connections that
-//! never send the preface. One proxy for the whole file, because pipe names
+//! requests on one connection, framing variants, idle connections that
+//! never send the preface, and the conformance cases h2spec found
+//! (`csi_proxy_http2::conformance`). One proxy for the whole file, because pipe names
 //! are machine-global.
 #![cfg(windows)]
 
 mod pipes;
 mod raw;
 
-use csi_proxy_server::http2::client::{RawClient, Shape};
+use csi_proxy_http2::client::{RawClient, Shape};
+use csi_proxy_http2::conformance;
 use pipes::Proxy;
 use std::fs::{File, OpenOptions};
 use std::time::{Duration, Instant};
@@ -79,6 +81,9 @@ fn raw_http2_over_named_pipes() {
     // client's fault.
     let mut c = RawClient::new(open(pipe), Shape::default()).unwrap();
     raw::undecodable_requests(&mut c, "v1.Filesystem", &existing);
+    let target = raw::path_exists_target(&existing);
+    let failures = conformance::run_all(|| Box::new(open(pipe)), &target);
+    raw::assert_no_failures(&failures);
     drop(idle);
     assert!(!p.log_text().contains("panicked"), "{}", p.log_text());
 }

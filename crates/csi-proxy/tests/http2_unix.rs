@@ -1,14 +1,16 @@
 //! Raw HTTP/2 against the real binary over Unix sockets: every `:authority`
 //! form real clients send, repeated requests on one connection, legal but
-//! unusual framing, garbage, and connections that never send the preface.
+//! unusual framing, garbage, connections that never send the preface, the
+//! conformance cases h2spec found (`csi_proxy_http2::conformance`), idle
+//! connections after the preface, and stalled request bodies.
 #![cfg(unix)]
 
 mod common;
 mod raw;
 
 use common::Proxy;
-use csi_proxy_server::http2::client::{RawClient, Shape};
-use csi_proxy_server::http2::frame;
+use csi_proxy_http2::client::{RawClient, Shape};
+use csi_proxy_http2::{conformance, frame};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
@@ -76,6 +78,24 @@ fn unusual_framing_and_mixed_authorities_on_one_connection() {
             }
         }
     }
+}
+
+#[test]
+fn conformance_cases_against_the_real_binary() {
+    let p = Proxy::start(&["-api-groups=filesystem-v1"]);
+    let (existing, _, _) = paths(&p);
+    let socket = p.socket("filesystem-v1");
+    let target = raw::path_exists_target(&existing);
+    let failures = conformance::run_all(
+        || {
+            let s = UnixStream::connect(&socket).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            Box::new(s)
+        },
+        &target,
+    );
+    raw::assert_no_failures(&failures);
+    assert!(!p.log().contains("panicked"));
 }
 
 #[test]

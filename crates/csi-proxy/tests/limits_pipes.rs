@@ -6,7 +6,7 @@
 mod pipes;
 
 use csi_proxy_api::filesystem::v1::{PathExistsRequest, PathExistsResponse};
-use csi_proxy_server::http2::client::{RawClient, Shape};
+use csi_proxy_http2::client::{RawClient, Shape};
 use pipes::Proxy;
 use prost::Message;
 use std::fs::{File, OpenOptions};

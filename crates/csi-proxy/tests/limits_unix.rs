@@ -6,7 +6,7 @@ mod common;
 
 use common::Proxy;
 use csi_proxy_api::filesystem::v1::{PathExistsRequest, PathExistsResponse};
-use csi_proxy_server::http2::client::{RawClient, Shape};
+use csi_proxy_http2::client::{RawClient, Shape};
 use prost::Message;
 use std::io::{ErrorKind, Read};
 use std::os::unix::net::UnixStream;

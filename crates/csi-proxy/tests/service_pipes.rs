@@ -12,8 +12,8 @@
 
 use csi_proxy_api::filesystem::v1::{MkdirRequest, PathExistsRequest, PathExistsResponse};
 use csi_proxy_client::Client;
-use csi_proxy_server::http2::client::{RequestEncoder, Shape};
-use csi_proxy_server::http2::frame;
+use csi_proxy_http2::client::{RequestEncoder, Shape};
+use csi_proxy_http2::frame;
 use prost::Message;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};

@@ -8,7 +8,7 @@ use csi_proxy_host::disk::{self, DiskApi};
 use csi_proxy_host::storage::linux::LinuxStorage;
 use csi_proxy_host::storage::Storage;
 use csi_proxy_host::volume::{self, VolumeApi};
-use csi_proxy_server::http2::client::{RawClient, Shape};
+use csi_proxy_http2::client::{RawClient, Shape};
 use prost::Message;
 use std::os::unix::net::UnixStream;
 use std::path::Path;

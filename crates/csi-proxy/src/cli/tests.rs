@@ -26,6 +26,9 @@ fn defaults() {
     assert_eq!(cli.api_group_list(), None);
     assert_eq!(cli.shutdown_timeout, Duration::from_secs(10));
     assert_eq!(cli.preface_timeout, Duration::from_secs(120));
+    assert_eq!(cli.idle_timeout, Duration::from_secs(900));
+    assert_eq!(cli.keepalive_time, Duration::from_secs(7200));
+    assert_eq!(cli.keepalive_timeout, Duration::from_secs(20));
     assert_eq!(cli.max_connections_per_endpoint, 1024);
     assert_eq!(cli.pipe_prefix, r"\\.\pipe\csi-proxy-");
     assert_eq!(cli.service_name, "csiproxy");
@@ -157,6 +160,10 @@ fn other_flags() {
         "-api-groups= filesystem, disk-v1,,",
         "-shutdown-timeout=1m30s",
         "-preface-timeout=1500ms",
+        "-idle-timeout=0",
+        "-keepalive-time=1m",
+        "-keepalive-timeout",
+        "5s",
         "-max-connections-per-endpoint",
         "16",
         "-log_dir",
@@ -182,6 +189,9 @@ fn other_flags() {
     );
     assert_eq!(cli.shutdown_timeout, Duration::from_secs(90));
     assert_eq!(cli.preface_timeout, Duration::from_millis(1500));
+    assert_eq!(cli.idle_timeout, Duration::ZERO);
+    assert_eq!(cli.keepalive_time, Duration::from_secs(60));
+    assert_eq!(cli.keepalive_timeout, Duration::from_secs(5));
     assert_eq!(cli.max_connections_per_endpoint, 16);
     assert!(parse(&["-max-connections-per-endpoint=0"]).is_err());
     assert_eq!(cli.log_dir, Some(PathBuf::from("/var/log")));
@@ -273,7 +283,7 @@ fn help_mentions_every_flag() {
             "help lacks --{long}:\n{help}"
         );
     }
-    assert_eq!(count, 34, "flag count changed; update the help checks");
+    assert_eq!(count, 37, "flag count changed; update the help checks");
     for flag in [
         "kubelet-path",
         "kubelet-csi-plugins-path",
@@ -290,6 +300,9 @@ fn help_mentions_every_flag() {
         "api-groups",
         "shutdown-timeout",
         "preface-timeout",
+        "idle-timeout",
+        "keepalive-time",
+        "keepalive-timeout",
         "max-connections-per-endpoint",
         "pipe-prefix",
         "service-name",

@@ -6,7 +6,8 @@
 
 use csi_proxy_api::filesystem::v1::{PathExistsRequest, PathExistsResponse};
 use csi_proxy_api::filesystem::v1alpha1::PathExistsResponse as OldPathExistsResponse;
-use csi_proxy_server::http2::client::{RawClient, Shape};
+use csi_proxy_http2::client::{RawClient, Shape};
+use csi_proxy_http2::conformance::{Target, CASES};
 use prost::Message;
 use std::io::{Read, Write};
 
@@ -92,6 +93,30 @@ pub fn exercise<S: Read + Write>(
     assert!(
         resp.grpc_message.contains("outside the allowed roots"),
         "{resp:?}"
+    );
+}
+
+/// A PathExists call of `path` on `v1.Filesystem`, for the conformance
+/// cases.
+pub fn path_exists_target(path: &str) -> Target {
+    Target {
+        path: "/v1.Filesystem/PathExists".into(),
+        message: PathExistsRequest { path: path.into() }.encode_to_vec(),
+    }
+}
+
+/// Fail with every failed conformance case, by id.
+pub fn assert_no_failures(failures: &[(&str, String)]) {
+    assert!(
+        failures.is_empty(),
+        "{} of {} conformance cases failed:\n{}",
+        failures.len(),
+        CASES.len(),
+        failures
+            .iter()
+            .map(|(id, e)| format!("{id}: {e}"))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }
 

@@ -57,7 +57,8 @@ pub enum ErrorCode {
 }
 
 /// A fatal connection error: the connection sends GOAWAY with `code` and closes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("HTTP/2 {code:?} error: {reason}")]
 pub struct ConnError {
     pub code: ErrorCode,
     pub reason: String,
@@ -72,19 +73,11 @@ impl ConnError {
     }
 }
 
-impl std::fmt::Display for ConnError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "HTTP/2 {:?} error: {}", self.code, self.reason)
-    }
-}
-
-impl std::error::Error for ConnError {}
-
-fn protocol(reason: &str) -> ConnError {
+pub(crate) fn protocol(reason: &str) -> ConnError {
     ConnError::new(ErrorCode::Protocol, reason)
 }
 
-fn frame_size(reason: &str) -> ConnError {
+pub(crate) fn frame_size(reason: &str) -> ConnError {
     ConnError::new(ErrorCode::FrameSize, reason)
 }
 

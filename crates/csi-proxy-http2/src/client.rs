@@ -254,9 +254,16 @@ impl<S: Read + Write> RawClient<S> {
         self.call_with_block(&block, message)
     }
 
+    /// Take the next stream id for frames a test sends itself.
+    pub fn reserve_stream(&mut self) -> u32 {
+        let id = self.enc.next_stream;
+        self.enc.next_stream += 2;
+        id
+    }
+
     /// Read frames until stream `id` is complete, answering SETTINGS and
     /// PING and keeping the connection window open.
-    fn response(&mut self, id: u32) -> io::Result<Response> {
+    pub fn response(&mut self, id: u32) -> io::Result<Response> {
         let mut resp = Response::default();
         let mut body = Vec::new();
         let mut block: Vec<u8> = Vec::new();

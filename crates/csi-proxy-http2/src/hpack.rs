@@ -6,7 +6,6 @@
 //! used, so the encoder keeps no state and any decoder understands it,
 //! whatever table size the peer announced.
 
-use std::borrow::Cow;
 use std::time::Duration;
 
 /// Append an HPACK integer with an `n`-bit prefix; `first` holds the bits
@@ -58,33 +57,107 @@ pub fn put_response_head(out: &mut Vec<u8>) {
     put_field_static_name(out, NAME_CONTENT_TYPE, b"application/grpc");
 }
 
+/// The longest grpc-message text sent (before percent-encoding); longer
+/// messages are cut on a character boundary. Messages name operations and
+/// host paths, never anything near this long.
+pub const MAX_MESSAGE: usize = 2048;
+
 /// The gRPC status fields: `grpc-status` and, if not empty, the
-/// percent-encoded `grpc-message`.
+/// percent-encoded `grpc-message` (at most [`MAX_MESSAGE`] bytes of text).
 pub fn put_grpc_status(out: &mut Vec<u8>, code: i32, message: &str) {
-    put_field(out, b"grpc-status", code.to_string().as_bytes());
+    let mut digits = [0u8; 11];
+    put_field(out, b"grpc-status", format_int(code, &mut digits));
     if !message.is_empty() {
-        put_field(out, b"grpc-message", &percent_encode(message));
+        let mut end = message.len().min(MAX_MESSAGE);
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        let text = &message[..end];
+        out.push(0x00);
+        put_str(out, b"grpc-message");
+        let escaped = text.bytes().filter(|&b| needs_escape(b)).count();
+        put_int(out, 0, 7, text.len() + 2 * escaped);
+        percent_encode_into(out, text);
     }
 }
 
 /// A plain HTTP response head with status `status` (for requests that are
 /// not gRPC at all).
 pub fn put_http_status(out: &mut Vec<u8>, status: u16) {
-    put_field_static_name(out, NAME_STATUS, status.to_string().as_bytes());
+    let mut digits = [0u8; 11];
+    put_field_static_name(out, NAME_STATUS, format_int(i32::from(status), &mut digits));
+}
+
+/// The decimal digits of `n` in `buf`, without allocating.
+fn format_int(n: i32, buf: &mut [u8; 11]) -> &[u8] {
+    let mut v = n.unsigned_abs();
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    &buf[i..]
 }
 
 /// Percent-encode a grpc-message value as the gRPC spec asks: every byte
 /// outside printable ASCII, and `%` itself.
 pub fn percent_encode(message: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(message.len());
-    for &b in message.as_bytes() {
-        if (0x20..=0x7e).contains(&b) && b != b'%' {
-            out.push(b);
-        } else {
-            out.extend_from_slice(format!("%{b:02X}").as_bytes());
-        }
-    }
+    percent_encode_into(&mut out, message);
     out
+}
+
+fn percent_encode_into(out: &mut Vec<u8>, message: &str) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let bytes = message.as_bytes();
+    let mut plain = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if !needs_escape(b) {
+            continue;
+        }
+        out.extend_from_slice(&bytes[plain..i]);
+        out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]);
+        plain = i + 1;
+    }
+    out.extend_from_slice(&bytes[plain..]);
+}
+
+fn needs_escape(b: u8) -> bool {
+    !(0x20..=0x7e).contains(&b) || b == b'%'
+}
+
+/// The most of a client-supplied value that [`quote`] shows.
+pub const QUOTE_MAX: usize = 64;
+
+/// A client-supplied value made safe to put in a message: at most
+/// [`QUOTE_MAX`] bytes of it, printable ASCII kept and every other byte
+/// shown as `?`, with `...` when cut. Replies must never grow with what a
+/// client can make the server repeat (a header value stored once in the
+/// HPACK table can be referred to by one byte).
+pub fn quote(value: &[u8]) -> String {
+    let shown = &value[..value.len().min(QUOTE_MAX)];
+    let mut s: String = shown
+        .iter()
+        .map(|&b| {
+            if (0x20..=0x7e).contains(&b) {
+                b as char
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    if value.len() > QUOTE_MAX {
+        s.push_str("...");
+    }
+    s
 }
 
 /// Decode a percent-encoded grpc-message (for clients and tests); invalid
@@ -107,40 +180,6 @@ pub fn percent_decode(value: &[u8]) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The request fields the server looks at. Everything else, `:authority`
-/// above all, is decoded (the HPACK state must stay in step with the
-/// client's) and then ignored: a pipe path or socket path there is as good
-/// as a host name.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RequestHead {
-    pub method: Option<Vec<u8>>,
-    pub path: Option<Vec<u8>>,
-    pub content_type: Option<Vec<u8>>,
-    pub timeout: Option<Vec<u8>>,
-    pub encoding: Option<Vec<u8>>,
-    /// Decoded size as SETTINGS_MAX_HEADER_LIST_SIZE counts it.
-    pub list_size: usize,
-}
-
-impl RequestHead {
-    /// Take one decoded field.
-    pub fn add(&mut self, name: Cow<[u8]>, value: Cow<[u8]>) {
-        self.list_size = self.list_size.saturating_add(name.len() + value.len() + 32);
-        let slot = match &*name {
-            b":method" => &mut self.method,
-            b":path" => &mut self.path,
-            b"content-type" => &mut self.content_type,
-            b"grpc-timeout" => &mut self.timeout,
-            b"grpc-encoding" => &mut self.encoding,
-            _ => return,
-        };
-        // Bounded by the header block limit; the first occurrence wins.
-        if slot.is_none() {
-            *slot = Some(value.into_owned());
-        }
-    }
 }
 
 /// Parse a `grpc-timeout` value: at most 8 digits and a unit
@@ -221,6 +260,22 @@ mod tests {
     }
 
     #[test]
+    fn messages_are_capped_and_client_values_quoted_short() {
+        let mut b = Vec::new();
+        put_grpc_status(&mut b, 13, &"é".repeat(5000));
+        let got = decode(&b);
+        assert_eq!(got[0], (b"grpc-status".to_vec(), b"13".to_vec()));
+        let text = percent_decode(&got[1].1);
+        assert_eq!(text, "é".repeat(MAX_MESSAGE / 2));
+        assert!(b.len() < 3 * MAX_MESSAGE + 64, "{}", b.len());
+        assert_eq!(quote(b"/v1.Disk/X"), "/v1.Disk/X");
+        assert_eq!(quote(b"a\0\n\xffb"), "a???b");
+        let long = quote(&[b'x'; 4000]);
+        assert_eq!(long.len(), QUOTE_MAX + 3);
+        assert!(long.ends_with("..."));
+    }
+
+    #[test]
     fn timeouts() {
         assert_eq!(parse_timeout(b"1S"), Some(Duration::from_secs(1)));
         assert_eq!(parse_timeout(b"2H"), Some(Duration::from_secs(7200)));
@@ -232,26 +287,5 @@ mod tests {
         for bad in [&b""[..], b"S", b"1", b"123456789S", b"1x", b"-1S", b"1 S"] {
             assert_eq!(parse_timeout(bad), None, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn request_head_keeps_what_it_needs() {
-        let mut h = RequestHead::default();
-        for (n, v) in [
-            (":method", "POST"),
-            (":authority", r"\\.\pipe\csi-proxy-disk-v1"),
-            (":path", "/v1.Disk/ListDiskIDs"),
-            (":path", "/second"),
-            ("content-type", "application/grpc"),
-        ] {
-            h.add(Cow::Borrowed(n.as_bytes()), Cow::Borrowed(v.as_bytes()));
-        }
-        assert_eq!(h.path.as_deref(), Some(&b"/v1.Disk/ListDiskIDs"[..]));
-        assert_eq!(h.method.as_deref(), Some(&b"POST"[..]));
-        assert!(h.timeout.is_none());
-        assert_eq!(
-            h.list_size,
-            5 * 32 + 7 + 4 + 10 + 26 + 5 + 20 + 5 + 7 + 12 + 16
-        );
     }
 }

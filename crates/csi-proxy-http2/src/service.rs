@@ -1,0 +1,78 @@
+//! The boundary between the HTTP/2 layer and whoever answers calls: a
+//! [`Service`] takes a method path and the request message bytes (the gRPC
+//! length prefix removed) and gives back a [`Reply`], at once or as a job
+//! for the blocking pool. The HTTP/2 layer knows nothing of protobuf or of
+//! the API; the service knows nothing of frames, streams or windows.
+
+use std::time::Duration;
+pub use tonic::Code;
+
+/// The result of one call: a status and, when the status is OK, the encoded
+/// response message (without the gRPC length prefix).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reply {
+    pub code: Code,
+    pub message: String,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn ok(body: Vec<u8>) -> Self {
+        Reply {
+            code: Code::Ok,
+            message: String::new(),
+            body,
+        }
+    }
+
+    pub fn error(code: Code, message: impl Into<String>) -> Self {
+        Reply {
+            code,
+            message: message.into(),
+            body: Vec::new(),
+        }
+    }
+}
+
+impl From<tonic::Status> for Reply {
+    fn from(s: tonic::Status) -> Self {
+        Reply::error(s.code(), s.message())
+    }
+}
+
+/// A job for the blocking pool.
+pub type Job = Box<dyn FnOnce() -> Reply + Send + 'static>;
+
+/// What a service gives back for one call.
+pub enum Outcome {
+    /// The reply, computed on the calling thread.
+    Done(Reply),
+    /// Work to run on the blocking pool; it yields the reply.
+    Blocking(Job),
+}
+
+impl Outcome {
+    /// Run a blocking job on the current thread (tests, library use).
+    pub fn wait(self) -> Reply {
+        match self {
+            Outcome::Done(r) => r,
+            Outcome::Blocking(job) => job(),
+        }
+    }
+}
+
+/// Answers the calls of one endpoint.
+pub trait Service: Clone + Send + Sync + 'static {
+    /// Call the method at `path` (`/<package>.<Service>/<Method>`, as the
+    /// client sent it) with the request `message`. Runs on the connection's
+    /// task: cheap work is done here, anything slow goes into
+    /// [`Outcome::Blocking`].
+    fn call(&self, path: &str, message: &[u8]) -> Outcome;
+
+    /// A call was answered with `code` after `elapsed` (request logs,
+    /// metrics). Called once per call that reached [`Service::call`],
+    /// including calls answered DEADLINE_EXCEEDED while their job runs on.
+    fn answered(&self, path: &str, elapsed: Duration, code: Code) {
+        let _ = (path, elapsed, code);
+    }
+}
