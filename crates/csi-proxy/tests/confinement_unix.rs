@@ -6,14 +6,10 @@
 #![cfg(target_os = "linux")]
 
 mod common;
-mod storage;
 
-use common::{assert_code, Proxy};
-use csi_proxy_api::{disk, filesystem, volume};
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use storage::{can_run, is_mount_point, tool, LoopDisk, MIB};
+use common::Proxy;
+use csi_proxy_api::filesystem;
+use std::path::Path;
 use tonic::Code;
 
 fn s(p: &Path) -> String {
