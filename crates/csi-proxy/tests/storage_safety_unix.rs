@@ -450,7 +450,20 @@ async fn a_volume_id_on_two_disks_is_refused_naming_both() {
         .unwrap_err(),
     );
     assert!(!is_mount_point(Path::new(&target)));
+    let clone_name = clone.name.clone();
     drop(clone);
+    // The kernel detaches a loop device that is still open somewhere when
+    // its last user closes it, and only then removes its partitions (and
+    // sends their remove events): wait for that, as a CSI driver would
+    // wait for a detach to finish.
+    let start = std::time::Instant::now();
+    while Path::new(&format!("/sys/class/block/{clone_name}p1")).exists() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "{clone_name}p1 still present 10 s after losetup -d"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     // With the clone gone, the id is unique again.
     v.mount_volume(volume::v1::MountVolumeRequest {
         volume_id: id.clone(),
