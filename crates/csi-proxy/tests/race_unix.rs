@@ -15,7 +15,7 @@ mod common;
 mod storage;
 
 use common::Proxy;
-use csi_proxy_api::{disk, filesystem, volume};
+use csi_proxy_api::{filesystem, volume};
 use nix::fcntl::{renameat2, OFlag, RenameFlags};
 use nix::sys::stat::Mode;
 use std::collections::BTreeMap;
@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use storage::{can_run, LoopDisk, MIB};
+use storage::{can_run, partition_and_format, LoopDisk, MIB};
 
 const CLIENTS: usize = 4;
 
@@ -173,30 +173,7 @@ impl Tally {
 
 /// The partitioned, formatted volume of a new loop disk.
 async fn volume_of(proxy: &Proxy, disk: &LoopDisk) -> String {
-    let c = proxy.client();
-    let mut d = c.connect_disk_v1().await.unwrap();
-    let mut v = c.connect_volume_v1().await.unwrap();
-    d.partition_disk(disk::v1::PartitionDiskRequest {
-        disk_number: disk.number,
-    })
-    .await
-    .unwrap();
-    let id = v
-        .list_volumes_on_disk(volume::v1::ListVolumesOnDiskRequest {
-            disk_number: disk.number,
-            partition_number: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .volume_ids
-        .remove(0);
-    v.format_volume(volume::v1::FormatVolumeRequest {
-        volume_id: id.clone(),
-    })
-    .await
-    .unwrap();
-    id
+    partition_and_format(&proxy.client(), disk.number).await
 }
 
 /// The device node of a disk's first partition.

@@ -13,7 +13,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use storage::{can_run, is_mount_point, tool, LoopDisk, MIB};
+use storage::{can_run, is_mount_point, partition_and_format, tool, LoopDisk, MIB};
 use tonic::Code;
 
 fn s(p: &Path) -> String {
@@ -23,31 +23,7 @@ fn s(p: &Path) -> String {
 /// A partitioned and formatted disk, and its volume id.
 async fn formatted(proxy: &Proxy, size: u64) -> (LoopDisk, String) {
     let d = LoopDisk::new(proxy.root.path(), size);
-    let c = proxy.client();
-    c.connect_disk_v1()
-        .await
-        .unwrap()
-        .partition_disk(disk::v1::PartitionDiskRequest {
-            disk_number: d.number,
-        })
-        .await
-        .unwrap();
-    let mut v = c.connect_volume_v1().await.unwrap();
-    let id = v
-        .list_volumes_on_disk(volume::v1::ListVolumesOnDiskRequest {
-            disk_number: d.number,
-            partition_number: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .volume_ids
-        .remove(0);
-    v.format_volume(volume::v1::FormatVolumeRequest {
-        volume_id: id.clone(),
-    })
-    .await
-    .unwrap();
+    let id = partition_and_format(&proxy.client(), d.number).await;
     (d, id)
 }
 
