@@ -26,10 +26,10 @@ pub fn find(tool: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Runs `tool args...`; a non-zero exit is an error carrying its stderr.
-/// `ok_codes` lists other exit codes that mean success (e2fsck: 1 =
-/// errors corrected).
-pub fn run(tool: &str, args: &[&str], ok_codes: &[i32]) -> Result<()> {
+/// Runs `tool` (found in the fixed directories) with `args`, an empty
+/// environment but a fixed PATH and `LC_ALL=C`, no stdin, no shell;
+/// counted in [`spawned`].
+fn spawn(tool: &str, args: &[&str]) -> Result<std::process::Output> {
     let path = find(tool).ok_or_else(|| {
         Error::FailedPrecondition(format!(
             "{tool} is not installed (looked in {})",
@@ -38,14 +38,21 @@ pub fn run(tool: &str, args: &[&str], ok_codes: &[i32]) -> Result<()> {
     })?;
     SPAWNED.fetch_add(1, Ordering::Relaxed);
     tracing::debug!(tool, ?args, "running");
-    let out = Command::new(&path)
+    Command::new(&path)
         .args(args)
         .env_clear()
         .env("PATH", "/usr/sbin:/sbin:/usr/bin:/bin")
         .env("LC_ALL", "C")
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| Error::io("spawn", path.display().to_string(), e))?;
+        .map_err(|e| Error::io("spawn", path.display().to_string(), e))
+}
+
+/// Runs `tool args...`; a non-zero exit is an error carrying its stderr.
+/// `ok_codes` lists other exit codes that mean success (e2fsck: 1 =
+/// errors corrected).
+pub fn run(tool: &str, args: &[&str], ok_codes: &[i32]) -> Result<()> {
+    let out = spawn(tool, args)?;
     let code = out.status.code().unwrap_or(-1);
     if out.status.success() || ok_codes.contains(&code) {
         return Ok(());
@@ -66,22 +73,7 @@ pub fn run(tool: &str, args: &[&str], ok_codes: &[i32]) -> Result<()> {
 /// (`iscsiadm`). Same rules as [`run`]: fixed directories, empty
 /// environment, no shell, counted.
 pub fn capture(tool: &str, args: &[&str]) -> Result<(i32, String, String)> {
-    let path = find(tool).ok_or_else(|| {
-        Error::FailedPrecondition(format!(
-            "{tool} is not installed (looked in {})",
-            DIRS.join(", ")
-        ))
-    })?;
-    SPAWNED.fetch_add(1, Ordering::Relaxed);
-    tracing::debug!(tool, ?args, "running");
-    let out = Command::new(&path)
-        .args(args)
-        .env_clear()
-        .env("PATH", "/usr/sbin:/sbin:/usr/bin:/bin")
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| Error::io("spawn", path.display().to_string(), e))?;
+    let out = spawn(tool, args)?;
     Ok((
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
