@@ -7,7 +7,7 @@ use crate::filesystem::{fake::RecordingFilesystem, Filesystem, FilesystemApi};
 use crate::iscsi::{Iscsi, IscsiApi};
 use crate::path::PathPolicy;
 use crate::smb::{Smb, SmbApi};
-use crate::system::{ServicePolicy, System, SystemApi};
+use crate::system::{Protection, ServicePolicy, System, SystemApi};
 use crate::volume::{NoVolumeBackend, VolumeApi};
 use std::sync::Arc;
 
@@ -40,6 +40,15 @@ pub struct HostOptions {
     /// Create SMB global mappings with RequirePrivacy (SMB encryption;
     /// `-require-privacy`, default true).
     pub require_privacy: bool,
+    /// Services StopService refuses beyond the built-in node-critical set
+    /// (`-protected-services`; a trailing `*` makes a prefix).
+    pub protected_services: Vec<String>,
+    /// Names taken out of the built-in set (`-unprotect-services`).
+    pub unprotected_services: Vec<String>,
+    /// This csi-proxy's own service (`-service-name`): always protected,
+    /// with everything it depends on. On Linux the unit the process runs
+    /// under (from its cgroup) is protected too.
+    pub service_name: Option<String>,
 }
 
 impl Default for HostOptions {
@@ -48,6 +57,9 @@ impl Default for HostOptions {
             volume_fs_type: "ext4".to_string(),
             allowed_services: Vec::new(),
             require_privacy: true,
+            protected_services: Vec::new(),
+            unprotected_services: Vec::new(),
+            service_name: None,
         }
     }
 }
@@ -140,6 +152,25 @@ fn service_policy(options: &HostOptions) -> crate::Result<ServicePolicy> {
     ServicePolicy::allow_only(&options.allowed_services, crate::path::Flavor::NATIVE)
 }
 
+/// The protected services of this node: the built-in set, less the
+/// operator's removals, plus the operator's names and the own service.
+pub fn service_protection(options: &HostOptions) -> crate::Result<Protection> {
+    let mut p = Protection::builtin(crate::path::Flavor::NATIVE)
+        .unprotect(&options.unprotected_services)?
+        .protect(&options.protected_services)?;
+    if let Some(name) = &options.service_name {
+        p = p.own_service(name)?;
+    }
+    #[cfg(target_os = "linux")]
+    if let Some(unit) = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|c| crate::system::protect::unit_of_cgroup(&c))
+    {
+        p = p.own_service(&unit)?;
+    }
+    Ok(p)
+}
+
 /// What the groups of one OS host share: on Windows, the one WMI COM worker
 /// (one thread, one warm connection per namespace) of SMB, iSCSI and
 /// System.
@@ -183,21 +214,31 @@ fn os_iscsi(_: &OsShared) -> Arc<dyn IscsiApi> {
 #[cfg(target_os = "linux")]
 fn os_system(options: &HostOptions, _: &OsShared) -> crate::Result<Arc<dyn SystemApi>> {
     use crate::system::linux::LinuxSystem;
-    Ok(Arc::new(System::new(
-        LinuxSystem::new(),
-        service_policy(options)?,
-        crate::path::Flavor::Unix,
-    )))
+    let sysfs = std::path::Path::new("/sys");
+    Ok(Arc::new(
+        System::new(
+            LinuxSystem::new(),
+            service_policy(options)?,
+            crate::path::Flavor::Unix,
+        )
+        .with_protection(service_protection(options)?)
+        .with_iscsi_sessions(Arc::new(move || {
+            crate::iscsi::linux::logged_in_sessions(sysfs)
+        })),
+    ))
 }
 
 #[cfg(windows)]
 fn os_system(options: &HostOptions, shared: &OsShared) -> crate::Result<Arc<dyn SystemApi>> {
     use crate::system::windows::WindowsSystem;
-    Ok(Arc::new(System::new(
-        WindowsSystem::new(shared.wmi.clone()),
-        service_policy(options)?,
-        crate::path::Flavor::Windows,
-    )))
+    Ok(Arc::new(
+        System::new(
+            WindowsSystem::new(shared.wmi.clone()),
+            service_policy(options)?,
+            crate::path::Flavor::Windows,
+        )
+        .with_protection(service_protection(options)?),
+    ))
 }
 
 #[cfg(not(any(target_os = "linux", windows)))]

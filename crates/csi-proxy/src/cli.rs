@@ -81,6 +81,18 @@ pub struct Cli {
           value_delimiter = ',')]
     pub allowed_services: Vec<String>,
 
+    /// More services StopService refuses, beyond the built-in node-critical
+    /// set (comma-separated, repeatable; a trailing * makes a prefix).
+    #[arg(long = "protected-services", value_name = "NAMES", action = ArgAction::Append,
+          value_delimiter = ',')]
+    pub protected_services: Vec<String>,
+
+    /// Services taken out of the built-in protected set (comma-separated,
+    /// repeatable; logged at start-up). The own service stays protected.
+    #[arg(long = "unprotect-services", value_name = "NAMES", action = ArgAction::Append,
+          value_delimiter = ',')]
+    pub unprotect_services: Vec<String>,
+
     /// TCP address of the Prometheus /metrics endpoint; empty disables it.
     #[arg(
         long = "metrics-bind-address",

@@ -216,16 +216,23 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
         policy.clone(),
         &HostOptions {
             volume_fs_type: cli.volume_fs_type.clone(),
-            allowed_services: cli
-                .allowed_services
-                .iter()
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect(),
+            allowed_services: names(&cli.allowed_services),
             require_privacy: cli.require_privacy,
+            protected_services: names(&cli.protected_services),
+            unprotected_services: names(&cli.unprotect_services),
+            service_name: Some(cli.service_name.clone()),
         },
     )
-    .context("invalid -volume-fs-type or -allowed-services")?;
+    .context(
+        "invalid -volume-fs-type, -allowed-services, -protected-services, -unprotect-services or -service-name",
+    )?;
+    let unprotected = names(&cli.unprotect_services);
+    if !unprotected.is_empty() {
+        tracing::warn!(
+            services = unprotected.join(","),
+            "the operator took these services out of the protected node-critical set (-unprotect-services): StopService may stop them"
+        );
+    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -360,6 +367,14 @@ impl Signals {
         }
         token.cancel();
     }
+}
+
+/// The non-empty names of a comma-separated list flag.
+fn names(list: &[String]) -> Vec<String> {
+    list.iter()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 #[cfg(test)]

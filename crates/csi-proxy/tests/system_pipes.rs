@@ -26,24 +26,27 @@ use windows_service::service::{
 };
 use windows_service::service_manager::{ServiceManager, ServiceManagerAccess};
 
-/// Two throwaway services (`base`, and `dep` depending on it); deleted on
-/// drop.
+/// Three throwaway services (`base`, `dep` depending on it, and `free`);
+/// deleted on drop.
 struct Services {
     root: PathBuf,
     base: String,
     dep: String,
+    free: String,
 }
 
 impl Services {
-    fn create() -> Services {
+    /// `tag` keeps the services of parallel tests apart.
+    fn create(tag: &str) -> Services {
         let pid = std::process::id();
-        let root = std::env::temp_dir().join(format!("csi-proxy-system-svc-{pid}"));
+        let root = std::env::temp_dir().join(format!("csi-proxy-system-svc-{tag}-{pid}"));
         std::fs::create_dir_all(root.join("kubelet")).unwrap();
         let exe = root.join("csi-proxy.exe");
         std::fs::copy(env!("CARGO_BIN_EXE_csi-proxy"), &exe).unwrap();
         let s = Services {
-            base: format!("csiproxysysbase{pid}"),
-            dep: format!("csiproxysysdep{pid}"),
+            base: format!("csiproxy{tag}base{pid}"),
+            dep: format!("csiproxy{tag}dep{pid}"),
+            free: format!("csiproxy{tag}free{pid}"),
             root,
         };
         let m = ServiceManager::local_computer(
@@ -51,7 +54,11 @@ impl Services {
             ServiceManagerAccess::CONNECT | ServiceManagerAccess::CREATE_SERVICE,
         )
         .unwrap();
-        for (name, deps) in [(&s.base, vec![]), (&s.dep, vec![s.base.clone()])] {
+        for (name, deps) in [
+            (&s.base, vec![]),
+            (&s.dep, vec![s.base.clone()]),
+            (&s.free, vec![]),
+        ] {
             let args: Vec<OsString> = vec![
                 "-windows-service".into(),
                 format!("-service-name={name}").into(),
@@ -96,7 +103,7 @@ impl Services {
 impl Drop for Services {
     fn drop(&mut self) {
         if let Ok(m) = ServiceManager::local_computer(None::<&str>, ServiceManagerAccess::CONNECT) {
-            for name in [&self.dep, &self.base] {
+            for name in [&self.dep, &self.base, &self.free] {
                 if let Ok(s) = m.open_service(
                     name,
                     ServiceAccess::STOP | ServiceAccess::DELETE | ServiceAccess::QUERY_STATUS,
@@ -162,7 +169,7 @@ async fn system_over_named_pipes() {
     assert_eq!(serial, bios_serial(&mut c).await);
 
     // Throwaway services through the SCM.
-    let s = Services::create();
+    let s = Services::create("sys");
     let g = get(&mut c, &s.base).await.unwrap();
     assert_eq!(g.display_name, format!("csi-proxy test {}", s.base));
     assert_eq!(g.start_type, sys::StartType::Manual as i32);
@@ -211,4 +218,93 @@ async fn system_over_named_pipes() {
     }
 
     assert!(p.log_text().contains("StopService"), "nothing logged");
+}
+
+/// The protected set over the pipe (`-service-name`, what the own service
+/// depends on, `-protected-services`, `-unprotect-services`, the built-in
+/// Windows names): refused by name before the SCM is asked, existing or
+/// not, and nothing changes state.
+#[tokio::test]
+async fn protected_services_over_named_pipes() {
+    let s = Services::create("prot");
+    let own = format!("-service-name={}", s.dep);
+    let extra = format!("-protected-services={}", s.free);
+    let p = pipes::Proxy::start_unique(
+        "sysprot",
+        "system",
+        &[&own, &extra, "-unprotect-services=CalicoConfd"],
+    );
+    let mut c = SysClient::new(p.channel(Group::System, "v1alpha1").await);
+
+    // Every built-in name: Stop refused, whether or not this host has the
+    // service, and its state (or absence) unchanged.
+    let builtin = csi_proxy_host::system::protect::WINDOWS;
+    let before: Vec<_> = service_states(&mut c, builtin).await;
+    for b in builtin {
+        if b.name == "CalicoConfd" {
+            continue;
+        }
+        for force in [false, true] {
+            let e = stop(&mut c, b.name, force).await.unwrap_err();
+            assert_eq!(e.code(), Code::PermissionDenied, "{}: {e:?}", b.name);
+            assert!(e.message().contains(b.why), "{}", e.message());
+        }
+    }
+    for n in ["WinRM", "TermService", "sshd", "RemoteRegistry"] {
+        let e = start(&mut c, n).await.unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied, "{n}: {e:?}");
+    }
+    assert_eq!(service_states(&mut c, builtin).await, before);
+    // Taken out by -unprotect-services: asked of the SCM (absent here).
+    let e = stop(&mut c, "CalicoConfd", false).await.unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+
+    // The own service, what it depends on, and the operator's name.
+    for n in [&s.base, &s.dep, &s.free] {
+        start(&mut c, n).await.unwrap();
+    }
+    for (n, why) in [
+        (&s.dep, "own service"),
+        (&s.base, "depends on it"),
+        (&s.free, "-protected-services"),
+    ] {
+        let e = stop(&mut c, n, true).await.unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied, "{n}: {e:?}");
+        assert!(e.message().contains(why), "{n}: {}", e.message());
+        assert!(
+            e.message().to_lowercase().contains(n.as_str()),
+            "{}",
+            e.message()
+        );
+    }
+    for n in [&s.base, &s.dep, &s.free] {
+        assert_eq!(s.state(n), ServiceState::Running, "{n} changed");
+    }
+
+    // A forced stop that would stop a protected dependent: refused, and
+    // nothing stopped.
+    let guard = format!("-protected-services={}", s.dep);
+    let p2 = pipes::Proxy::start_unique("sysprot2", "system", &[&guard]);
+    let mut c2 = SysClient::new(p2.channel(Group::System, "v1alpha1").await);
+    let e = stop(&mut c2, &s.base, true).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    assert!(e.message().contains("dependent"), "{}", e.message());
+    assert_eq!(s.state(&s.base), ServiceState::Running);
+    assert_eq!(s.state(&s.dep), ServiceState::Running);
+    // An unprotected throwaway service still stops.
+    stop(&mut c2, &s.free, false).await.unwrap();
+    assert_eq!(s.state(&s.free), ServiceState::Stopped);
+}
+
+/// GetService of each name: its state, or the error code when it does
+/// not exist here.
+async fn service_states(
+    c: &mut SysClient,
+    names: &[csi_proxy_host::system::protect::Builtin],
+) -> Vec<Result<i32, Code>> {
+    let mut out = Vec::new();
+    for b in names {
+        out.push(get(c, b.name).await.map(|r| r.status).map_err(|e| e.code()));
+    }
+    out
 }

@@ -220,34 +220,15 @@ impl LinuxIscsi {
 
     /// The sysfs session directories logged in to `iqn` through `portal`.
     fn sessions(&self, portal: &Portal, iqn: &Iqn) -> Vec<PathBuf> {
-        let class = self.sysfs.join("class/iscsi_session");
-        let Ok(entries) = std::fs::read_dir(&class) else {
-            return Vec::new();
-        };
-        let read = |p: PathBuf| {
-            std::fs::read_to_string(p)
-                .map(|s| s.trim().to_string())
-                .unwrap_or_default()
-        };
-        let mut out = Vec::new();
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Some(n) = name.strip_prefix("session") else {
-                continue;
-            };
-            if !read(e.path().join("targetname")).eq_ignore_ascii_case(iqn.as_str()) {
-                continue;
-            }
-            let conn = self
-                .sysfs
-                .join(format!("class/iscsi_connection/connection{n}:0"));
-            let addr = read(conn.join("persistent_address"));
-            let port = read(conn.join("persistent_port"));
-            if addr == portal.address() && port == portal.port().to_string() {
-                out.push(e.path());
-            }
-        }
-        out
+        session_entries(&self.sysfs)
+            .into_iter()
+            .filter(|s| {
+                s.target.eq_ignore_ascii_case(iqn.as_str())
+                    && s.address == portal.address()
+                    && s.port == portal.port().to_string()
+            })
+            .map(|s| s.dir)
+            .collect()
     }
 
     /// The `diskseq` numbers of the disks below a session's device.
@@ -447,6 +428,59 @@ impl IscsiBackend for LinuxIscsi {
         *self.mutual.lock().unwrap_or_else(|p| p.into_inner()) = secret.cloned();
         Ok(())
     }
+}
+
+/// One iSCSI session the kernel has logged in (`/sys/class/iscsi_session`).
+struct SessionEntry {
+    dir: PathBuf,
+    target: String,
+    address: String,
+    port: String,
+}
+
+fn session_entries(sysfs: &Path) -> Vec<SessionEntry> {
+    let class = sysfs.join("class/iscsi_session");
+    let Ok(entries) = std::fs::read_dir(&class) else {
+        return Vec::new();
+    };
+    let read = |p: PathBuf| {
+        std::fs::read_to_string(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(n) = name.strip_prefix("session") else {
+            continue;
+        };
+        let conn = sysfs.join(format!("class/iscsi_connection/connection{n}:0"));
+        out.push(SessionEntry {
+            target: read(e.path().join("targetname")),
+            address: read(conn.join("persistent_address")),
+            port: read(conn.join("persistent_port")),
+            dir: e.path(),
+        });
+    }
+    out
+}
+
+/// Every iSCSI session logged in on this node, as `target at
+/// address:port` (the System API's guard of the iSCSI daemon), sorted.
+pub fn logged_in_sessions(sysfs: &Path) -> Vec<String> {
+    let mut v: Vec<String> = session_entries(sysfs)
+        .into_iter()
+        .map(|s| {
+            let target = if s.target.is_empty() {
+                "an unnamed target".to_string()
+            } else {
+                s.target
+            };
+            format!("{target} at {}:{}", s.address, s.port)
+        })
+        .collect();
+    v.sort();
+    v
 }
 
 fn same_portal(p: &TargetPortal, q: &Portal) -> bool {

@@ -1,16 +1,26 @@
-//! The validating System API: every name is checked (and the allow-list
-//! applied) before the backend sees it.
+//! The validating System API: every name is checked (protection first,
+//! then the allow-list) before the backend sees it.
 
+use super::protect::{Op, Protection, Verdict};
 use super::validate::{ServiceName, ServicePolicy};
 use super::{
     GetBiosSerialNumberRequest, GetBiosSerialNumberResponse, GetServiceRequest, GetServiceResponse,
     StartServiceRequest, StartServiceResponse, StopServiceRequest, StopServiceResponse, SystemApi,
 };
 use crate::path::Flavor;
-use crate::Result;
+use crate::{Error, Result};
+use std::sync::{Arc, Mutex};
+
+/// Asked before a forced stop stops a running dependent (by its OS name):
+/// an error refuses the whole call before anything is stopped.
+pub type DependentGuard<'a> = &'a dyn Fn(&str) -> Result<()>;
+
+/// The iSCSI sessions logged in on this node (target and portal of each),
+/// asked before the iSCSI daemon is stopped.
+pub type IscsiSessions = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
 
 /// What a host must provide for the System API; every name it gets has
-/// passed [`ServiceName::parse`] and the allow-list.
+/// passed [`ServiceName::parse`], the protection and the allow-list.
 pub trait SystemBackend: Send + Sync {
     /// The BIOS (SMBIOS system) serial number.
     fn bios_serial(&self) -> Result<String>;
@@ -22,24 +32,59 @@ pub trait SystemBackend: Send + Sync {
     fn start_service(&self, name: &ServiceName) -> Result<()>;
     /// Stop a service and wait (bounded) until it stopped; already stopped
     /// is success. Running dependent services are stopped first with
-    /// `force`, and make the call fail (`FailedPrecondition`) without.
-    fn stop_service(&self, name: &ServiceName, force: bool) -> Result<()>;
+    /// `force`, after `guard` accepted every one of them, and make the call
+    /// fail (`FailedPrecondition`) without.
+    fn stop_service(&self, name: &ServiceName, force: bool, guard: DependentGuard) -> Result<()>;
+    /// The services `name` (an OS name) depends on directly, by OS name;
+    /// `NotFound` when it does not exist.
+    fn dependencies(&self, name: &str) -> Result<Vec<String>>;
 }
+
+/// Most services whose dependencies are followed (the own service's
+/// dependency closure).
+const MAX_DEPENDENCIES: usize = 256;
 
 /// The System API over a backend.
 pub struct System<B> {
     backend: B,
     policy: ServicePolicy,
     flavor: Flavor,
+    /// The protected set; the own service's dependencies are added once
+    /// they have been read (`deps_read`).
+    protection: Mutex<Protection>,
+    deps_read: std::sync::atomic::AtomicBool,
+    iscsi_sessions: Option<IscsiSessions>,
 }
 
 impl<B: SystemBackend> System<B> {
-    /// Names follow the rules of `flavor`; `policy` limits Start/Stop.
+    /// Names follow the rules of `flavor`; `policy` limits Start/Stop; the
+    /// built-in protected set of `flavor` applies (see
+    /// [`System::with_protection`]).
     pub fn new(backend: B, policy: ServicePolicy, flavor: Flavor) -> Self {
         System {
             backend,
             policy,
             flavor,
+            protection: Mutex::new(Protection::builtin(flavor)),
+            deps_read: std::sync::atomic::AtomicBool::new(false),
+            iscsi_sessions: None,
+        }
+    }
+
+    /// Replace the protected set.
+    pub fn with_protection(self, protection: Protection) -> Self {
+        System {
+            protection: Mutex::new(protection),
+            ..self
+        }
+    }
+
+    /// Where the logged-in iSCSI sessions are read from (the stop guard of
+    /// the iSCSI daemon's entries); without it they are not guarded.
+    pub fn with_iscsi_sessions(self, sessions: IscsiSessions) -> Self {
+        System {
+            iscsi_sessions: Some(sessions),
+            ..self
         }
     }
 
@@ -50,6 +95,82 @@ impl<B: SystemBackend> System<B> {
 
     fn name(&self, name: &str) -> Result<ServiceName> {
         ServiceName::parse(name, self.flavor)
+    }
+
+    fn protection(&self) -> std::sync::MutexGuard<'_, Protection> {
+        self.protection.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reads the own services' dependency closure from the service manager
+    /// once (a failure is returned and read again next time: fail closed).
+    fn read_dependencies(&self) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        if self.deps_read.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let own: Vec<String> = self.protection().own_keys().map(str::to_string).collect();
+        let mut found: Vec<(String, String)> = Vec::new();
+        for root in &own {
+            let mut queue = vec![root.clone()];
+            let mut seen = vec![root.to_ascii_lowercase()];
+            while let Some(svc) = queue.pop() {
+                let deps = match self.backend.dependencies(&svc) {
+                    Ok(d) => d,
+                    // The own service is not installed (a foreground run),
+                    // or a dependency vanished: nothing to add.
+                    Err(Error::NotFound(_)) => continue,
+                    Err(e) => {
+                        return Err(Error::FailedPrecondition(format!(
+                            "cannot read what this csi-proxy's own service {root:?} depends on, so no service can be started or stopped: {e}"
+                        )))
+                    }
+                };
+                for d in deps {
+                    if seen.iter().any(|s| s.eq_ignore_ascii_case(&d))
+                        || seen.len() >= MAX_DEPENDENCIES
+                    {
+                        continue;
+                    }
+                    seen.push(d.to_ascii_lowercase());
+                    found.push((d.clone(), root.clone()));
+                    queue.push(d);
+                }
+            }
+        }
+        let mut p = self.protection();
+        for (d, of) in &found {
+            p.dependency(d, of);
+        }
+        self.deps_read.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Protection (by name, before any lookup of `name`), then the
+    /// allow-list, then the iSCSI session guard.
+    fn admit(&self, name: &ServiceName, op: Op) -> Result<()> {
+        let verdict = self.protection().check(name, op)?;
+        self.read_dependencies()?;
+        self.protection().check(name, op)?;
+        self.policy.check(
+            name,
+            match op {
+                Op::Start => "start",
+                Op::Stop => "stop",
+            },
+        )?;
+        if verdict == Verdict::UnlessIscsiSessions {
+            if let Some(sessions) = &self.iscsi_sessions {
+                let s = sessions();
+                if !s.is_empty() {
+                    return Err(Error::FailedPrecondition(format!(
+                        "stop service {}: iSCSI sessions are logged in ({}); stopping it would cut their disks off: log them out first (DisconnectTarget)",
+                        crate::path::shown(name.as_str()),
+                        s.join(", ")
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -65,15 +186,16 @@ impl<B: SystemBackend> SystemApi for System<B> {
 
     fn start_service(&self, req: StartServiceRequest) -> Result<StartServiceResponse> {
         let name = self.name(&req.name)?;
-        self.policy.check(&name, "start")?;
+        self.admit(&name, Op::Start)?;
         self.backend.start_service(&name)?;
         Ok(StartServiceResponse {})
     }
 
     fn stop_service(&self, req: StopServiceRequest) -> Result<StopServiceResponse> {
         let name = self.name(&req.name)?;
-        self.policy.check(&name, "stop")?;
-        self.backend.stop_service(&name, req.force)?;
+        self.admit(&name, Op::Stop)?;
+        let guard = |dependent: &str| self.protection().check_os_name(dependent, Op::Stop);
+        self.backend.stop_service(&name, req.force, &guard)?;
         Ok(StopServiceResponse {})
     }
 
@@ -82,3 +204,6 @@ impl<B: SystemBackend> SystemApi for System<B> {
         self.backend.get_service(&name)
     }
 }
+
+#[cfg(test)]
+mod tests;

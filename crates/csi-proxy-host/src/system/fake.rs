@@ -3,7 +3,7 @@
 //! calls that reached the backend (a refused request never does).
 
 use super::validate::ServiceName;
-use super::{GetServiceResponse, ServiceStatus, StartType, SystemBackend};
+use super::{DependentGuard, GetServiceResponse, ServiceStatus, StartType, SystemBackend};
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -25,6 +25,8 @@ pub enum Call {
     Get(String),
     Start(String),
     Stop(String, bool),
+    /// The dependencies of the own service were read.
+    Dependencies(String),
 }
 
 /// The recording fake.
@@ -106,7 +108,7 @@ impl SystemBackend for RecordingSystem {
         Ok(())
     }
 
-    fn stop_service(&self, name: &ServiceName, force: bool) -> Result<()> {
+    fn stop_service(&self, name: &ServiceName, force: bool, guard: DependentGuard) -> Result<()> {
         self.record(Call::Stop(name.os_name().into(), force));
         let mut s = self.services.lock().unwrap();
         let deps = s
@@ -128,6 +130,9 @@ impl SystemBackend for RecordingSystem {
                 running.join(", ")
             )));
         }
+        for d in &running {
+            guard(d)?;
+        }
         for d in running {
             if let Some(x) = s.get_mut(&d) {
                 x.status = ServiceStatus::Stopped;
@@ -135,6 +140,18 @@ impl SystemBackend for RecordingSystem {
         }
         s.get_mut(name.os_name()).expect("checked").status = ServiceStatus::Stopped;
         Ok(())
+    }
+
+    fn dependencies(&self, name: &str) -> Result<Vec<String>> {
+        self.record(Call::Dependencies(name.into()));
+        let s = self.services.lock().unwrap();
+        if !s.contains_key(name) {
+            return Err(Self::missing(name));
+        }
+        Ok(s.iter()
+            .filter(|(_, svc)| svc.dependents.iter().any(|d| d == name))
+            .map(|(n, _)| n.clone())
+            .collect())
     }
 }
 
@@ -148,8 +165,11 @@ impl SystemBackend for std::sync::Arc<RecordingSystem> {
     fn start_service(&self, name: &ServiceName) -> Result<()> {
         (**self).start_service(name)
     }
-    fn stop_service(&self, name: &ServiceName, force: bool) -> Result<()> {
-        (**self).stop_service(name, force)
+    fn stop_service(&self, name: &ServiceName, force: bool, guard: DependentGuard) -> Result<()> {
+        (**self).stop_service(name, force, guard)
+    }
+    fn dependencies(&self, name: &str) -> Result<Vec<String>> {
+        (**self).dependencies(name)
     }
 }
 

@@ -4,8 +4,9 @@
 //! and `dwStartType`), which is also the proto numbering.
 //!
 //! Layout: the types and [`SystemApi`] here; [`System`] (`api.rs`) validates
-//! every request ([`validate`]: service names, the optional allow-list)
-//! and hands typed values to a [`SystemBackend`]: `windows/` (the Service
+//! every request ([`validate`]: service names, the optional allow-list;
+//! [`protect`]: the node-critical services Start/Stop refuse, checked
+//! first) and hands typed values to a [`SystemBackend`]: `windows/` (the Service
 //! Control Manager, `Win32_BIOS` over the shared WMI worker), `linux/`
 //! (systemd over its D-Bus API, SMBIOS from sysfs), and the recording
 //! [`fake`].
@@ -17,12 +18,14 @@ pub mod codes;
 pub mod fake;
 #[cfg(target_os = "linux")]
 pub mod linux;
+pub mod protect;
 pub mod validate;
 pub mod wait;
 #[cfg(windows)]
 pub mod windows;
 
-pub use api::{System, SystemBackend};
+pub use api::{DependentGuard, IscsiSessions, System, SystemBackend};
+pub use protect::Protection;
 pub use validate::{ServiceName, ServicePolicy};
 
 /// How a Windows service starts (`dwStartType`).

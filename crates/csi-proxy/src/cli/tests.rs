@@ -283,7 +283,7 @@ fn help_mentions_every_flag() {
             "help lacks --{long}:\n{help}"
         );
     }
-    assert_eq!(count, 37, "flag count changed; update the help checks");
+    assert_eq!(count, 39, "flag count changed; update the help checks");
     for flag in [
         "kubelet-path",
         "kubelet-csi-plugins-path",
@@ -292,6 +292,8 @@ fn help_mentions_every_flag() {
         "windows-service",
         "require-privacy",
         "allowed-services",
+        "protected-services",
+        "unprotect-services",
         "metrics-bind-address",
         "volume-fs-type",
         "socket-dir",

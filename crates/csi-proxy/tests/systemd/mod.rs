@@ -29,6 +29,14 @@ impl Systemd {
     }
 
     pub fn start() -> Systemd {
+        Self::start_with_units(&[])
+    }
+
+    /// [`Systemd::start`] with more units, named exactly (`name` without
+    /// `.service`; `{prefix}` in a name or body becomes this run's unit
+    /// prefix). The manager is private: a unit named `kubelet` here is
+    /// not the host's.
+    pub fn start_with_units(extra: &[(&str, &str)]) -> Systemd {
         assert!(
             Path::new(SYSTEMD).exists(),
             "{SYSTEMD} is missing: scripts/setup.sh installs systemd"
@@ -56,6 +64,13 @@ impl Systemd {
             "broken",
             "[Unit]\nDescription=csi-proxy test broken service\n[Service]\nType=exec\nExecStart=/nonexistent/csi-proxy-test-binary\n",
         );
+        for (name, body) in extra {
+            std::fs::write(
+                units.join(format!("{}.service", name.replace("{prefix}", &prefix))),
+                body.replace("{prefix}", &prefix),
+            )
+            .unwrap();
+        }
         let dbus = start_bus(dir.path(), &run.join("bus"));
         let address = format!("unix:path={}", run.join("bus").display());
         let systemd = Command::new("unshare")

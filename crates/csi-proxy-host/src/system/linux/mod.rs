@@ -7,7 +7,7 @@ pub mod dbus;
 mod systemd;
 
 use super::validate::ServiceName;
-use super::{GetServiceResponse, SystemBackend};
+use super::{DependentGuard, GetServiceResponse, SystemBackend};
 use crate::{Error, Result};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -125,8 +125,12 @@ impl SystemBackend for LinuxSystem {
         self.with(|s| s.start(name, self.limit))
     }
 
-    fn stop_service(&self, name: &ServiceName, force: bool) -> Result<()> {
-        self.with(|s| s.stop(name, force, self.limit))
+    fn stop_service(&self, name: &ServiceName, force: bool, guard: DependentGuard) -> Result<()> {
+        self.with(|s| s.stop(name, force, self.limit, guard))
+    }
+
+    fn dependencies(&self, name: &str) -> Result<Vec<String>> {
+        self.with(|s| s.dependencies(name))
     }
 }
 
@@ -168,7 +172,7 @@ mod tests {
         for e in [
             s.get_service(&n).unwrap_err(),
             s.start_service(&n).unwrap_err(),
-            s.stop_service(&n, true).unwrap_err(),
+            s.stop_service(&n, true, &|_| Ok(())).unwrap_err(),
         ] {
             assert!(matches!(e, Error::FailedPrecondition(_)), "{e}");
             assert!(e.to_string().contains("systemd is not reachable"), "{e}");

@@ -6,7 +6,7 @@
 use super::dbus::{CallError, Connection, Value};
 use crate::system::validate::ServiceName;
 use crate::system::wait::{wait_for, Progress};
-use crate::system::{GetServiceResponse, ServiceStatus, StartType};
+use crate::system::{DependentGuard, GetServiceResponse, ServiceStatus, StartType};
 use crate::{Error, Result};
 use std::time::{Duration, Instant};
 
@@ -55,6 +55,8 @@ pub struct UnitState {
     pub unit_file_state: String,
     /// Units stopped with this one (inverse Requires=, BindsTo=, PartOf=).
     pub dependents: Vec<String>,
+    /// Units this one needs (Requires=, Requisite=, BindsTo=, Wants=).
+    pub dependencies: Vec<String>,
     /// Id of the pending job (0: none).
     pub job: u32,
 }
@@ -81,6 +83,13 @@ impl UnitState {
                     for d in v.as_strings() {
                         if !u.dependents.contains(&d) {
                             u.dependents.push(d);
+                        }
+                    }
+                }
+                "Requires" | "Requisite" | "BindsTo" | "Wants" => {
+                    for d in v.as_strings() {
+                        if !u.dependencies.contains(&d) {
+                            u.dependencies.push(d);
                         }
                     }
                 }
@@ -250,7 +259,27 @@ impl Systemd {
         self.wait(&what, name.os_name(), ServiceStatus::Running, limit)
     }
 
-    pub fn stop(&mut self, name: &ServiceName, force: bool, limit: Duration) -> Result<()> {
+    /// The services `unit` needs (`.service` units only); `NotFound` when
+    /// it does not exist.
+    pub fn dependencies(&mut self, unit: &str) -> Result<Vec<String>> {
+        let what = format!("read the dependencies of {unit}");
+        let u = self.unit(&what, unit)?;
+        if !u.exists() {
+            return Err(Error::NotFound(format!("{what}: no unit {unit}")));
+        }
+        Ok(u.dependencies
+            .into_iter()
+            .filter(|d| d.ends_with(".service"))
+            .collect())
+    }
+
+    pub fn stop(
+        &mut self,
+        name: &ServiceName,
+        force: bool,
+        limit: Duration,
+        guard: DependentGuard,
+    ) -> Result<()> {
         let what = format!("stop service {}", name.as_str());
         let u = self.existing(&what, name)?;
         if u.status() == ServiceStatus::Stopped && u.job == 0 {
@@ -268,6 +297,9 @@ impl Systemd {
                 "{what}: dependent services are running ({}); stop them first or set force",
                 running.join(", ")
             )));
+        }
+        for d in &running {
+            guard(d)?;
         }
         // Mode "replace": systemd stops the units that require this one in
         // the same transaction (the dependents, with force).

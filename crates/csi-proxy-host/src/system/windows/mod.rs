@@ -9,7 +9,7 @@ mod tests;
 use super::codes;
 use super::validate::ServiceName;
 use super::wait::{wait_for, Progress, DEFAULT_LIMIT};
-use super::{GetServiceResponse, ServiceStatus, SystemBackend};
+use super::{DependentGuard, GetServiceResponse, ServiceStatus, SystemBackend};
 use crate::win::errors;
 use crate::win::wmi::{WmiWorker, CIMV2_NAMESPACE};
 use crate::{Error, Result};
@@ -234,7 +234,7 @@ impl SystemBackend for WindowsSystem {
         wait(&svc, name.os_name(), op, ServiceStatus::Running, self.limit)
     }
 
-    fn stop_service(&self, name: &ServiceName, force: bool) -> Result<()> {
+    fn stop_service(&self, name: &ServiceName, force: bool, guard: DependentGuard) -> Result<()> {
         let op = "stop";
         let svc = open(
             name.os_name(),
@@ -259,6 +259,9 @@ impl SystemBackend for WindowsSystem {
                     dependents.join(", ")
                 )));
             }
+            for d in &dependents {
+                guard(d)?;
+            }
             // In the SCM's order: dependents of dependents come first.
             for d in &dependents {
                 stop_one(d, self.limit)?;
@@ -266,5 +269,20 @@ impl SystemBackend for WindowsSystem {
         }
         drop(svc);
         stop_one(name.os_name(), self.limit)
+    }
+
+    fn dependencies(&self, name: &str) -> Result<Vec<String>> {
+        let svc = open(name, SERVICE_QUERY_CONFIG, "read the dependencies of")?;
+        let (_, _, mut deps) =
+            scm::config(&svc).map_err(|e| scm_err("read the dependencies of", name, e))?;
+        // Wine's QueryServiceConfigW leaves lpDependencies empty.
+        for r in scm::registry_dependencies(name) {
+            if !deps.iter().any(|d| d.eq_ignore_ascii_case(&r)) {
+                deps.push(r);
+            }
+        }
+        // `+Group` entries name load-order groups, not services.
+        deps.retain(|d| !d.starts_with('+'));
+        Ok(deps)
     }
 }
