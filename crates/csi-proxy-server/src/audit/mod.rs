@@ -18,6 +18,7 @@ pub mod json;
 mod writer;
 
 use crate::caller::Caller;
+use crate::metrics::Metrics;
 use csi_proxy_api::ApiVersion;
 use csi_proxy_http2::{Code, Reply};
 use prometheus_client::metrics::counter::Counter;
@@ -147,8 +148,9 @@ impl std::fmt::Debug for AuditLog {
 
 impl AuditLog {
     /// Open the sink and start the writer thread. Dropped lines are counted
-    /// in `dropped` (register it as `csi_proxy_audit_dropped_total`).
-    pub fn open(config: &Config, dropped: Counter) -> Result<Arc<AuditLog>, OpenError> {
+    /// in `metrics`' `csi_proxy_audit_dropped_total` when given.
+    pub fn open(config: &Config, metrics: Option<&Metrics>) -> Result<Arc<AuditLog>, OpenError> {
+        let dropped = metrics.map_or_else(Counter::default, Metrics::audit_dropped);
         let sink = writer::Output::open(&config.sink).map_err(|source| OpenError {
             path: match &config.sink {
                 Sink::Stderr => "-".into(),

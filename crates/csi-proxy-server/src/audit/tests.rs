@@ -45,7 +45,7 @@ fn lines(path: &std::path::Path) -> Vec<serde_json::Value> {
 fn a_line_has_every_field() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.log");
-    let log = AuditLog::open(&config(&path, 0, 0, Mode::BestEffort), Counter::default()).unwrap();
+    let log = AuditLog::open(&config(&path, 0, 0, Mode::BestEffort), None).unwrap();
     let mut e = entry("/var/lib/kubelet/a", Code::NotFound);
     e.message = "no such directory".into();
     log.submit(e);
@@ -72,7 +72,7 @@ fn a_line_has_every_field() {
 fn rotation_keeps_max_backups() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.log");
-    let log = AuditLog::open(&config(&path, 2000, 2, Mode::Blocking), Counter::default()).unwrap();
+    let log = AuditLog::open(&config(&path, 2000, 2, Mode::Blocking), None).unwrap();
     for i in 0..60 {
         log.commit(entry(&format!("/var/lib/kubelet/{i:04}"), Code::Ok))
             .unwrap();
@@ -105,26 +105,18 @@ fn rotation_keeps_max_backups() {
 fn levels() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(&dir.path().join("a"), 0, 0, Mode::BestEffort);
-    let log = AuditLog::open(&c, Counter::default()).unwrap();
+    let log = AuditLog::open(&c, None).unwrap();
     assert!(log.records(true, false) && log.records(false, true) && !log.records(false, false));
     c.level = Level::All;
-    assert!(AuditLog::open(&c, Counter::default())
-        .unwrap()
-        .records(false, false));
+    assert!(AuditLog::open(&c, None).unwrap().records(false, false));
     c.level = Level::None;
-    assert!(!AuditLog::open(&c, Counter::default())
-        .unwrap()
-        .records(true, true));
+    assert!(!AuditLog::open(&c, None).unwrap().records(true, true));
 }
 
 #[test]
 fn a_closed_log_counts_drops_and_blocking_mode_says_unavailable() {
     let dir = tempfile::tempdir().unwrap();
-    let log = AuditLog::open(
-        &config(&dir.path().join("a"), 0, 0, Mode::Blocking),
-        Counter::default(),
-    )
-    .unwrap();
+    let log = AuditLog::open(&config(&dir.path().join("a"), 0, 0, Mode::Blocking), None).unwrap();
     log.close(Duration::from_secs(5));
     let reply = log.settle(entry("/x", Code::Ok), Reply::ok(Vec::new()));
     assert_eq!(reply.code, Code::Unavailable);
