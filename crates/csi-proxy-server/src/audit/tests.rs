@@ -125,3 +125,41 @@ fn a_closed_log_counts_drops_and_blocking_mode_says_unavailable() {
     log.submit(entry("/y", Code::Ok));
     assert_eq!(log.dropped(), 2);
 }
+
+#[test]
+fn a_message_quoting_a_secret_is_scrubbed_and_drops_reach_the_metric() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.log");
+    let metrics = Metrics::new(&crate::metrics::BuildInfo {
+        version: "v".into(),
+        commit: "c".into(),
+        target: "t".into(),
+    });
+    let log = AuditLog::open(&config(&path, 0, 0, Mode::BestEffort), Some(&metrics)).unwrap();
+    let mut e = entry("/x", Code::Internal);
+    e.api = find(Group::Smb, "v1").unwrap();
+    e.method = "NewSmbGlobalMapping";
+    e.request = csi_proxy_api::smb::v1::NewSmbGlobalMappingRequest {
+        remote_path: r"\\srv\share".into(),
+        local_path: String::new(),
+        username: "u".into(),
+        password: "Pa55-in-a-message".into(),
+    }
+    .encode_to_vec();
+    e.message = "backend said: bad password Pa55-in-a-message".into();
+    log.submit(e);
+    log.close(Duration::from_secs(5));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains("Pa55"), "{text}");
+    assert_eq!(
+        lines(&path)[0]["message"],
+        "backend said: bad password <redacted>"
+    );
+    // Closed: further lines are dropped and counted in the metric.
+    log.submit(entry("/y", Code::Ok));
+    let scrape = metrics.encode(crate::metrics::Format::Prometheus);
+    assert!(
+        scrape.contains("csi_proxy_audit_dropped_total 1"),
+        "{scrape}"
+    );
+}
