@@ -11,9 +11,15 @@
 //! is measured against the first in interleaved rounds (async minimal
 //! client, 1 client), and the ratio of their p50 latencies is printed.
 //!
+//! And the cost of the audit log: Mkdir+Rmdir through a proxy with
+//! `-audit-log` (level write, best-effort) against one without, in
+//! alternating rounds, with a second proxy without it as an A/A control
+//! (the noise floor), and the ratios of their median p50 latencies.
+//!
 //! Run: `cargo bench -p csi-proxy --bench pathexists` (CALLS=n to change
 //! the number of calls per client; default 20000; CSI_PROXY_BIN=path to
-//! measure another build of the binary).
+//! measure another build of the binary; ONLY=audit for the audit part
+//! alone).
 
 #[cfg(unix)]
 fn main() {
@@ -415,6 +421,10 @@ mod unix {
             &dir.path().join("sock-metrics"),
             &["-metrics-bind-address=127.0.0.1:0"],
         );
+        if std::env::var("ONLY").is_ok_and(|o| o == "audit") {
+            audit_cost(&kubelet, dir.path(), &target, calls);
+            return;
+        }
         let echo_sock = dir.path().join("echo.sock");
         echo_server(echo_sock.clone());
 
@@ -475,14 +485,14 @@ mod unix {
         // Mutations and refusals, one blocking client: Mkdir + Rmdir of a
         // directory inside the kubelet dir, and a PathExists refused by the
         // lexical check alone (outside the roots: nothing is touched).
-        let dir = target.join("bench-dir").display().to_string();
+        let bench_dir = target.join("bench-dir").display().to_string();
         let enc = |p: &str| PathExistsRequest { path: p.into() }.encode_to_vec();
         let mkrm = raw_sequence(
             &sock,
             calls / 4,
             vec![
-                ("/v1.Filesystem/Mkdir", enc(&dir), 0),
-                ("/v1.Filesystem/Rmdir", enc(&dir), 0),
+                ("/v1.Filesystem/Mkdir", enc(&bench_dir), 0),
+                ("/v1.Filesystem/Rmdir", enc(&bench_dir), 0),
             ],
         );
         let refused = raw_sequence(
@@ -515,6 +525,59 @@ mod unix {
             us(off),
             us(on),
             us(on) / us(off)
+        );
+        audit_cost(&kubelet, dir.path(), &target, calls);
+    }
+
+    /// Mkdir+Rmdir p50 with the audit log on vs off, same run, rounds
+    /// alternating between an unaudited proxy, an audited one and a second
+    /// unaudited one (A/A control).
+    fn audit_cost(kubelet: &Path, dir: &Path, target: &Path, calls: usize) {
+        let audit_file = dir.join("audit.log");
+        let audit_flag = format!("-audit-log={}", audit_file.display());
+        let (_off, off_sock) = start(kubelet, &dir.join("sock-audit-off"), &[]);
+        let (_on, on_sock) = start(kubelet, &dir.join("sock-audit-on"), &[&audit_flag]);
+        let (_ctl, ctl_sock) = start(kubelet, &dir.join("sock-audit-ctl"), &[]);
+        let d = target.join("audit-bench").display().to_string();
+        let enc = PathExistsRequest { path: d }.encode_to_vec();
+        let seq = vec![
+            ("/v1.Filesystem/Mkdir", enc.clone(), 0),
+            ("/v1.Filesystem/Rmdir", enc, 0),
+        ];
+        let per_round = (calls / 8).max(100);
+        let rounds = 7;
+        let (mut off, mut on, mut ctl) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            off.push(raw_sequence(&off_sock, per_round, seq.clone()).p50);
+            on.push(raw_sequence(&on_sock, per_round, seq.clone()).p50);
+            ctl.push(raw_sequence(&ctl_sock, per_round, seq.clone()).p50);
+        }
+        let raw = |v: &[Duration]| {
+            v.iter()
+                .map(|d| format!("{:.1}", us(*d)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        println!("Mkdir+Rmdir p50 per round (us), {rounds} rounds x {per_round} pairs, 1 blocking minimal client:");
+        println!("  audit off            {}", raw(&off));
+        println!("  audit on             {}", raw(&on));
+        println!("  audit off, control   {}", raw(&ctl));
+        let median = |mut v: Vec<Duration>| {
+            v.sort();
+            v[v.len() / 2]
+        };
+        let (off, on, ctl) = (median(off), median(on), median(ctl));
+        let lines = std::fs::read_to_string(&audit_file)
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        println!(
+            "Mkdir+Rmdir p50: audit off {:.1} us, on {:.1} us, control {:.1} us; \
+             ratio on/off {:.3}, control/off {:.3} ({lines} audit lines)",
+            us(off),
+            us(on),
+            us(ctl),
+            us(on) / us(off),
+            us(ctl) / us(off)
         );
     }
 
