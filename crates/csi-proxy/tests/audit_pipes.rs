@@ -9,19 +9,13 @@ mod audit;
 mod pipes;
 
 use audit::{is_call, wait_line};
-use csi_proxy_api::filesystem::v1::{filesystem_client::FilesystemClient, MkdirRequest};
 use csi_proxy_client::Group;
 use pipes::Proxy;
 use std::path::Path;
 use tonic::Code;
 
 async fn mkdir(p: &Proxy, path: &Path) -> Result<(), tonic::Status> {
-    let mut c = FilesystemClient::new(p.channel(Group::Filesystem, "v1").await);
-    c.mkdir(MkdirRequest {
-        path: path.display().to_string(),
-    })
-    .await
-    .map(|_| ())
+    audit::mkdir(p.channel(Group::Filesystem, "v1").await, path).await
 }
 
 fn file_name(p: &str) -> String {

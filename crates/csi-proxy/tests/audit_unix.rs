@@ -45,12 +45,7 @@ fn start(args: &[String]) -> Proxy {
 }
 
 async fn mkdir(p: &Proxy, path: &Path) -> Result<(), tonic::Status> {
-    let mut c = FilesystemClient::new(p.channel("filesystem-v1").await);
-    c.mkdir(MkdirRequest {
-        path: path.display().to_string(),
-    })
-    .await
-    .map(|_| ())
+    audit::mkdir(p.channel("filesystem-v1").await, path).await
 }
 
 #[tokio::test]

@@ -11,9 +11,7 @@ mod common;
 use audit::{is_call, wait_line, ClientProcess};
 use common::{bin, Proxy};
 use csi_proxy_api::disk::v1::{disk_client::DiskClient, ListDiskIDsRequest};
-use csi_proxy_api::filesystem::v1::{
-    filesystem_client::FilesystemClient, MkdirRequest, PathExistsRequest,
-};
+use csi_proxy_api::filesystem::v1::{filesystem_client::FilesystemClient, PathExistsRequest};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -58,12 +56,7 @@ fn start(policy: &str, extra: &[&str]) -> Setup {
 }
 
 async fn mkdir(p: &Proxy, path: &Path) -> Result<(), tonic::Status> {
-    let mut c = FilesystemClient::new(p.channel("filesystem-v1").await);
-    c.mkdir(MkdirRequest {
-        path: path.display().to_string(),
-    })
-    .await
-    .map(|_| ())
+    audit::mkdir(p.channel("filesystem-v1").await, path).await
 }
 
 async fn list_disks(p: &Proxy) -> Result<(), tonic::Status> {

@@ -19,7 +19,8 @@
 //! A write that fails part-way is cut back to the last whole line, so the
 //! file holds only whole lines.
 
-use super::{code_name, fields::Schemas, json, Entry, Msg, Sink};
+use super::{fields::Schemas, json, Entry, Msg, Sink};
+use crate::metrics::go_code_name;
 use prometheus_client::metrics::counter::Counter;
 use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
@@ -261,7 +262,7 @@ pub(super) fn format_line(out: &mut String, e: &Entry, schemas: &mut Schemas) {
     json::string(out, e.api.version);
     out.push_str(",\"method\":");
     json::string(out, e.method);
-    let _ = write!(out, ",\"code\":\"{}\",\"message\":", code_name(e.code));
+    let _ = write!(out, ",\"code\":\"{}\",\"message\":", go_code_name(e.code));
     let message_at = out.len();
     let _ = write!(
         out,

@@ -41,6 +41,17 @@ pub fn is_call(v: &Value, method: &str, p: &Path) -> bool {
     v["method"] == method && v["request"]["path"] == p.display().to_string()
 }
 
+/// filesystem v1 Mkdir of `path` over `channel`.
+pub async fn mkdir(
+    channel: csi_proxy_client::ProxyChannel,
+    path: &Path,
+) -> Result<(), tonic::Status> {
+    use csi_proxy_api::filesystem::v1::{filesystem_client::FilesystemClient, MkdirRequest};
+    let mut c = FilesystemClient::new(channel);
+    let path = path.display().to_string();
+    c.mkdir(MkdirRequest { path }).await.map(|_| ())
+}
+
 /// The environment variable naming the socket directory of a client run.
 pub const CLIENT_DIR: &str = "AUDIT_CLIENT_SOCKET_DIR";
 /// The directory a client run creates (filesystem v1 Mkdir).
@@ -133,7 +144,6 @@ pub fn client_main() {
         .build()
         .unwrap();
     let code = rt.block_on(async move {
-        use csi_proxy_api::filesystem::v1::{filesystem_client::FilesystemClient, MkdirRequest};
         let client = csi_proxy_client::Client::builder()
             .socket_dir(PathBuf::from(dir))
             .build()
@@ -142,13 +152,7 @@ pub fn client_main() {
             .connect_version(csi_proxy_client::Group::Filesystem, "v1")
             .await
             .expect("connect");
-        let mut c = FilesystemClient::new(channel);
-        let r = c
-            .mkdir(MkdirRequest {
-                path: target.display().to_string(),
-            })
-            .await;
-        match r {
+        match mkdir(channel, &target).await {
             Ok(_) => "OK".to_string(),
             Err(s) => format!("{:?}", s.code()),
         }
