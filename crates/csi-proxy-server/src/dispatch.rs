@@ -316,6 +316,20 @@ impl VersionedService {
         p
     }
 
+    /// The methods that can change the host (recorded at audit level
+    /// `write`), sorted.
+    pub fn write_methods(&self) -> Vec<&'static str> {
+        let mut m: Vec<&'static str> = self
+            .inner
+            .handlers
+            .values()
+            .filter(|r| r.write)
+            .map(|r| r.method)
+            .collect();
+        m.sort_unstable();
+        m
+    }
+
     /// Whether one line per request should be logged.
     pub fn log_requests(&self) -> bool {
         self.inner.log_requests

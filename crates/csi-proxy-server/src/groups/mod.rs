@@ -183,4 +183,45 @@ mod tests {
         assert_eq!(csi_proxy_api::API_VERSIONS.len(), 23);
         assert_eq!(total, 139);
     }
+
+    #[test]
+    fn the_audit_write_level_covers_exactly_the_mutating_methods() {
+        let policy = csi_proxy_host::path::PathPolicy::new(
+            csi_proxy_host::path::Flavor::NATIVE,
+            [TEST_ROOT],
+        )
+        .unwrap();
+        let (host, _) = Host::fake(policy);
+        let mut all = std::collections::BTreeSet::new();
+        for v in csi_proxy_api::API_VERSIONS {
+            all.extend(service(&host, v, false).write_methods());
+        }
+        let want = [
+            "AddTargetPortal",
+            "ConnectTarget",
+            "CreateSymlink",
+            "DisconnectTarget",
+            "DismountVolume",
+            "FormatVolume",
+            "LinkPath",
+            "Mkdir",
+            "MountVolume",
+            "NewSmbGlobalMapping",
+            "PartitionDisk",
+            "RemoveSmbGlobalMapping",
+            "RemoveTargetPortal",
+            "Rescan",
+            "ResizeVolume",
+            "Rmdir",
+            "RmdirContents",
+            "SetAttachState",
+            "SetDiskState",
+            "SetMutualChapSecret",
+            "StartService",
+            "StopService",
+            "UnmountVolume",
+            "WriteVolumeCache",
+        ];
+        assert_eq!(all.into_iter().collect::<Vec<_>>(), want);
+    }
 }
