@@ -432,3 +432,32 @@ async fn blocking_on_a_full_disk_answers_unavailable_then_recovers() {
         "{l:?}"
     );
 }
+
+#[tokio::test]
+async fn json_logs_and_audit_lines_on_stderr_are_one_json_object_per_line() {
+    let mut p = start(&["-logging-format=json".into(), "-audit-log=-".into()]);
+    let target = p.kubelet.join("json");
+    mkdir(&p, &target).await.unwrap();
+    assert!(p.terminate().success());
+    let log = p.log();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect();
+    let ready = lines
+        .iter()
+        .find(|v| v["msg"] == "csi-proxy ready")
+        .expect("ready line");
+    assert!(ready["ts"].is_f64() && ready["v"] == 0, "{ready}");
+    assert!(
+        ready["caller"].as_str().unwrap().starts_with("run.rs:"),
+        "{ready}"
+    );
+    assert_eq!(ready["endpoints"], 23);
+    let audit = lines
+        .iter()
+        .find(|v| is_call(v, "Mkdir", &target))
+        .expect("audit line");
+    assert_eq!(audit["caller"]["pid"], std::process::id());
+    assert!(lines.iter().any(|v| v["msg"] == "csi-proxy stopped"));
+}
