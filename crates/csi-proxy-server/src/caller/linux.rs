@@ -1,6 +1,13 @@
 //! Linux: peer credentials and `/proc/<pid>`.
+//!
+//! The pid-reuse window is closed where the kernel can (Linux 6.5+): a
+//! pidfd of the peer (`SO_PEERPIDFD`) is taken before `/proc/<pid>` is
+//! read, and asked afterwards whether that process still exists. A pid is
+//! reused only once its process is gone (reaped), so if it still exists,
+//! what was read is its; if not, the exe and cgroup fields are dropped.
 
 use super::{cgroup, Caller};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 
 pub(super) fn identify(stream: &tokio::net::UnixStream) -> Caller {
@@ -17,19 +24,93 @@ pub(super) fn identify(stream: &tokio::net::UnixStream) -> Caller {
         gid: Some(cred.gid()),
         ..Caller::default()
     };
-    if let Some(pid) = pid {
-        let proc = PathBuf::from(format!("/proc/{pid}"));
-        // Unreadable for another user's process when the proxy is not root.
-        caller.exe = std::fs::read_link(proc.join("exe"))
-            .ok()
-            .map(|p| p.to_string_lossy().into_owned());
-        if let Ok(text) = std::fs::read_to_string(proc.join("cgroup")) {
-            let pod = cgroup::parse(&text);
-            caller.pod_uid = pod.pod_uid;
-            caller.container_id = pod.container_id;
-        }
+    let Some(pid) = pid else {
+        return caller;
+    };
+    let pidfd = peer_pidfd(stream);
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    // Unreadable for another user's process when the proxy is not root.
+    caller.exe = std::fs::read_link(proc.join("exe"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned());
+    if let Ok(text) = std::fs::read_to_string(proc.join("cgroup")) {
+        let pod = cgroup::parse(&text);
+        caller.pod_uid = pod.pod_uid;
+        caller.container_id = pod.container_id;
+    }
+    if pidfd.as_ref().is_some_and(|fd| !exists(fd)) {
+        // Gone: the pid may already name another process.
+        caller.exe = None;
+        caller.pod_uid = None;
+        caller.container_id = None;
     }
     caller
+}
+
+/// `SO_PEERPIDFD` (the generic value; other architectures number it
+/// differently and go without).
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "arm",
+    target_arch = "riscv64"
+))]
+const SO_PEERPIDFD: libc::c_int = 77;
+
+/// A pidfd of the process that connected (`None` before Linux 6.5).
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "arm",
+    target_arch = "riscv64"
+))]
+fn peer_pidfd(stream: &tokio::net::UnixStream) -> Option<OwnedFd> {
+    let mut fd: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `fd`, an int, and
+    // updates `len`; the socket descriptor is alive (borrowed from `stream`).
+    let r = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_PEERPIDFD,
+            (&raw mut fd).cast::<libc::c_void>(),
+            &mut len,
+        )
+    };
+    // SAFETY: on success `fd` is a new descriptor that we own.
+    (r == 0 && fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+#[cfg(not(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "arm",
+    target_arch = "riscv64"
+)))]
+fn peer_pidfd(_stream: &tokio::net::UnixStream) -> Option<OwnedFd> {
+    None
+}
+
+/// Whether the process behind `pidfd` still exists (a zombie counts: its
+/// pid is not free yet).
+fn exists(pidfd: &OwnedFd) -> bool {
+    // SAFETY: pidfd_send_signal with signal 0 sends nothing, it only
+    // checks; the descriptor is alive (borrowed), the info pointer null.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            0,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    // EPERM: it exists, we may not signal it.
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 #[cfg(test)]
@@ -45,5 +126,33 @@ mod tests {
         assert_eq!(c.gid, Some(nix::unistd::getegid().as_raw()));
         let exe = std::env::current_exe().unwrap();
         assert_eq!(c.exe.as_deref(), Some(exe.to_str().unwrap()));
+        // Linux 6.5+: the peer's pidfd names a live process.
+        if let Some(fd) = peer_pidfd(&a) {
+            assert!(exists(&fd));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_client_gone_before_the_reads_keeps_only_its_credentials() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let listener = tokio::net::UnixListener::bind(&path).unwrap();
+        // A client that connects and exits (and is reaped) before accept.
+        let status = std::process::Command::new("python3")
+            .arg("-c")
+            .arg("import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])")
+            .arg(&path)
+            .status();
+        let Ok(status) = status else {
+            eprintln!("SKIPPED: needs python3 for a short-lived client");
+            return;
+        };
+        assert!(status.success());
+        let (stream, _) = listener.accept().await.unwrap();
+        let c = identify(&stream);
+        assert!(c.pid.is_some() && c.uid.is_some(), "{c:?}");
+        if peer_pidfd(&stream).is_some() {
+            assert_eq!(c.exe, None, "{c:?}");
+        }
     }
 }

@@ -13,10 +13,11 @@
 //!
 //! The pid is the one the client had when it connected. The rest is read
 //! right after accept: if the client exited in between and its pid was
-//! reused, the exe, SID and cgroup would be the new process's. The window
-//! is the time from `connect` to the end of the reads (microseconds), and
-//! a client that wants to be misattributed must hand its connection to
-//! another process and exit; see docs/security.md.
+//! reused, the exe, SID and cgroup would be the new process's. On Linux
+//! 6.5+ a pidfd of the peer closes that window (`linux.rs`); elsewhere it
+//! is the time from `connect` to the end of the reads, and a client that
+//! wants to be misattributed must hand its connection to another process
+//! and exit; see docs/security.md.
 
 pub mod cgroup;
 #[cfg(target_os = "linux")]
