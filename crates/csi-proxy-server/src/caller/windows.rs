@@ -20,7 +20,7 @@ use windows_sys::Win32::System::JobObjects::IsProcessInJob;
 use windows_sys::Win32::System::Pipes::GetNamedPipeClientProcessId;
 use windows_sys::Win32::System::Threading::{
     OpenProcess, OpenProcessToken, QueryFullProcessImageNameW, PROCESS_NAME_WIN32,
-    PROCESS_QUERY_LIMITED_INFORMATION,
+    PROCESS_QUERY_INFORMATION, PROCESS_QUERY_LIMITED_INFORMATION,
 };
 
 pub(super) fn identify(pipe: &NamedPipeServer) -> Caller {
@@ -48,8 +48,16 @@ pub(super) fn identify(pipe: &NamedPipeServer) -> Caller {
 }
 
 fn open_process(pid: u32) -> Option<OwnedHandle> {
-    // SAFETY: plain call; a null result is checked.
-    let h = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, FALSE, pid) };
+    // The full query right where we may (IsProcessInJob wants it on some
+    // systems), else the limited one (enough for the rest).
+    let open = |access| {
+        // SAFETY: plain call; a null result is checked.
+        unsafe { OpenProcess(access, FALSE, pid) }
+    };
+    let mut h = open(PROCESS_QUERY_INFORMATION | PROCESS_QUERY_LIMITED_INFORMATION);
+    if h.is_null() {
+        h = open(PROCESS_QUERY_LIMITED_INFORMATION);
+    }
     // SAFETY: a non-null handle from OpenProcess is ours to close.
     (!h.is_null()).then(|| unsafe { OwnedHandle::from_raw_handle(h) })
 }
