@@ -41,17 +41,12 @@ impl Guard {
 
     /// Run `call` under the policy and the audit log.
     pub(crate) fn run(&self, c: Call<'_>, call: impl FnOnce() -> Outcome) -> Outcome {
-        let time = SystemTime::now();
-        let start = Instant::now();
-        let entry = |reply: &Reply| Entry {
-            time,
+        let started = Started {
+            time: SystemTime::now(),
+            at: Instant::now(),
             api: c.api,
             method: c.method,
-            code: reply.code,
-            message: reply.message.clone(),
-            duration: start.elapsed(),
             caller: c.caller.clone(),
-            request: c.request.to_vec(),
         };
         let group = c.api.group.as_str();
         if let Some(p) = &self.policy {
@@ -63,7 +58,7 @@ impl Guard {
                         c.method
                     ),
                 );
-                return self.refused(entry(&reply), reply, true);
+                return self.refused(started.entry(&reply, c.request.to_vec()), reply, true);
             }
         }
         let Some(audit) = self.audit.as_ref() else {
@@ -75,31 +70,18 @@ impl Guard {
                 Code::Unavailable,
                 "the audit log cannot be written (-audit-mode=blocking): call refused before it ran",
             );
-            return self.refused(entry(&reply), reply, recorded);
+            return self.refused(started.entry(&reply, c.request.to_vec()), reply, recorded);
         }
         if !recorded {
             return call();
         }
-        let (audit, request) = (audit.clone(), c.request.to_vec());
-        let (api, method, caller) = (c.api, c.method, c.caller.clone());
-        let finish = move |reply: Reply| {
-            let e = Entry {
-                time,
-                api,
-                method,
-                code: reply.code,
-                message: reply.message.clone(),
-                duration: start.elapsed(),
-                caller,
-                request,
-            };
-            audit.settle(e, reply)
-        };
-        match (call(), self.audit.as_ref().map(|a| a.mode())) {
-            (Outcome::Done(reply), Some(Mode::Blocking)) => {
+        let (log, request) = (audit.clone(), c.request.to_vec());
+        let finish = move |reply: Reply| log.settle(started.entry(&reply, request), reply);
+        match (call(), audit.mode()) {
+            (Outcome::Done(reply), Mode::Blocking) => {
                 Outcome::Blocking(Box::new(move || finish(reply)))
             }
-            (Outcome::Done(reply), _) => Outcome::Done(finish(reply)),
+            (Outcome::Done(reply), Mode::BestEffort) => Outcome::Done(finish(reply)),
             (Outcome::Blocking(job), _) => Outcome::Blocking(Box::new(move || finish(job()))),
         }
     }
@@ -124,6 +106,30 @@ impl Guard {
                 a.submit(entry);
                 Outcome::Done(reply)
             }
+        }
+    }
+}
+
+/// What is known of a call when it starts; its audit entry once answered.
+struct Started {
+    time: SystemTime,
+    at: Instant,
+    api: ApiVersion,
+    method: &'static str,
+    caller: Arc<Caller>,
+}
+
+impl Started {
+    fn entry(self, reply: &Reply, request: Vec<u8>) -> Entry {
+        Entry {
+            time: self.time,
+            api: self.api,
+            method: self.method,
+            code: reply.code,
+            message: reply.message.clone(),
+            duration: self.at.elapsed(),
+            caller: self.caller,
+            request,
         }
     }
 }
