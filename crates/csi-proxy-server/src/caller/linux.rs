@@ -47,26 +47,23 @@ pub(super) fn identify(stream: &tokio::net::UnixStream) -> Caller {
     caller
 }
 
-/// `SO_PEERPIDFD` (the generic value; other architectures number it
-/// differently and go without).
-#[cfg(any(
+/// `SO_PEERPIDFD`: the generic value; architectures that number socket
+/// options their own way go without.
+const SO_PEERPIDFD: Option<libc::c_int> = if cfg!(any(
     target_arch = "x86_64",
     target_arch = "x86",
     target_arch = "aarch64",
     target_arch = "arm",
     target_arch = "riscv64"
-))]
-const SO_PEERPIDFD: libc::c_int = 77;
+)) {
+    Some(77)
+} else {
+    None
+};
 
 /// A pidfd of the process that connected (`None` before Linux 6.5).
-#[cfg(any(
-    target_arch = "x86_64",
-    target_arch = "x86",
-    target_arch = "aarch64",
-    target_arch = "arm",
-    target_arch = "riscv64"
-))]
 fn peer_pidfd(stream: &tokio::net::UnixStream) -> Option<OwnedFd> {
+    let option = SO_PEERPIDFD?;
     let mut fd: libc::c_int = -1;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: getsockopt writes at most `len` bytes into `fd`, an int, and
@@ -75,24 +72,13 @@ fn peer_pidfd(stream: &tokio::net::UnixStream) -> Option<OwnedFd> {
         libc::getsockopt(
             stream.as_raw_fd(),
             libc::SOL_SOCKET,
-            SO_PEERPIDFD,
+            option,
             (&raw mut fd).cast::<libc::c_void>(),
             &mut len,
         )
     };
     // SAFETY: on success `fd` is a new descriptor that we own.
     (r == 0 && fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-#[cfg(not(any(
-    target_arch = "x86_64",
-    target_arch = "x86",
-    target_arch = "aarch64",
-    target_arch = "arm",
-    target_arch = "riscv64"
-)))]
-fn peer_pidfd(_stream: &tokio::net::UnixStream) -> Option<OwnedFd> {
-    None
 }
 
 /// Whether the process behind `pidfd` still exists (a zombie counts: its

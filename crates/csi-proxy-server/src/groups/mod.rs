@@ -159,14 +159,18 @@ pub(crate) mod testing {
 mod tests {
     use super::*;
 
-    #[test]
-    fn every_version_routes_exactly_its_methods() {
+    fn fake_host() -> Host {
         let policy = csi_proxy_host::path::PathPolicy::new(
             csi_proxy_host::path::Flavor::NATIVE,
             [TEST_ROOT],
         )
         .unwrap();
-        let (host, _) = Host::fake(policy);
+        Host::fake(policy).0
+    }
+
+    #[test]
+    fn every_version_routes_exactly_its_methods() {
+        let host = fake_host();
         let mut total = 0;
         for v in csi_proxy_api::API_VERSIONS {
             let svc = service(&host, v, false);
@@ -186,12 +190,7 @@ mod tests {
 
     #[test]
     fn the_audit_write_level_covers_exactly_the_mutating_methods() {
-        let policy = csi_proxy_host::path::PathPolicy::new(
-            csi_proxy_host::path::Flavor::NATIVE,
-            [TEST_ROOT],
-        )
-        .unwrap();
-        let (host, _) = Host::fake(policy);
+        let host = fake_host();
         let mut all = std::collections::BTreeSet::new();
         for v in csi_proxy_api::API_VERSIONS {
             all.extend(service(&host, v, false).write_methods());
