@@ -1,8 +1,12 @@
 //! The message and key/value fields of one event, shared by the klog text
 //! format and the JSON format: each renders [`Body`] its own way.
 
+use super::klog::base_name;
 use std::fmt::{self, Write as _};
 use tracing::field::{Field, Visit};
+use tracing::Subscriber;
+use tracing_subscriber::fmt::{FmtContext, FormatFields, FormattedFields};
+use tracing_subscriber::registry::LookupSpan;
 
 /// One field's value, as recorded.
 pub(super) enum Value {
@@ -25,6 +29,18 @@ pub(super) struct Body {
 }
 
 impl Body {
+    /// The event's source file (base name) and line; records bridged from
+    /// the `log` crate carry their own.
+    pub fn location<'a>(&'a self, meta: &'a tracing::Metadata<'_>) -> (&'a str, u64) {
+        let file = self
+            .log_file
+            .as_deref()
+            .or(meta.file())
+            .map_or("???", base_name);
+        let line = self.log_line.or(meta.line().map(u64::from)).unwrap_or(1);
+        (file, line)
+    }
+
     fn plain(&mut self, field: &Field, text: String) {
         match field.name() {
             "message" => self.message.push_str(&text),
@@ -81,4 +97,28 @@ impl Visit for Body {
             name => self.fields.push((name, Value::Debug(format!("{value:?}")))),
         }
     }
+}
+
+/// The formatted fields of the spans around the event, outermost first,
+/// separated by spaces (empty when there are none).
+pub(super) fn span_fields<S, N>(ctx: &FmtContext<'_, S, N>) -> String
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    let mut out = String::new();
+    if let Some(scope) = ctx.event_scope() {
+        for span in scope.from_root() {
+            let ext = span.extensions();
+            if let Some(fields) = ext.get::<FormattedFields<N>>() {
+                if !fields.is_empty() {
+                    if !out.is_empty() {
+                        out.push(' ');
+                    }
+                    out.push_str(fields);
+                }
+            }
+        }
+    }
+    out
 }

@@ -5,13 +5,12 @@
 //! carry none and their `error` field is written `err`, as klog's
 //! `ErrorS` does. Span fields follow under `span`.
 
-use super::fields::{Body, Value};
-use super::klog::base_name;
+use super::fields::{span_fields, Body, Value};
 use std::fmt::{self, Write as _};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
 pub(super) struct JsonFormat;
@@ -44,12 +43,7 @@ where
             now.as_secs(),
             now.subsec_micros()
         );
-        let file = body
-            .log_file
-            .as_deref()
-            .or(meta.file())
-            .map_or("???", base_name);
-        let line = body.log_line.or(meta.line().map(u64::from)).unwrap_or(1);
+        let (file, line) = body.location(meta);
         string(&mut out, &format!("{file}:{line}"));
         out.push_str(",\"msg\":");
         string(&mut out, &body.message);
@@ -76,20 +70,7 @@ where
                 Value::Str(v) | Value::Debug(v) => string(&mut out, v),
             }
         }
-        let mut spans = String::new();
-        if let Some(scope) = ctx.event_scope() {
-            for span in scope.from_root() {
-                let ext = span.extensions();
-                if let Some(fields) = ext.get::<FormattedFields<N>>() {
-                    if !fields.is_empty() {
-                        if !spans.is_empty() {
-                            spans.push(' ');
-                        }
-                        spans.push_str(fields);
-                    }
-                }
-            }
-        }
+        let spans = span_fields(ctx);
         if !spans.is_empty() {
             out.push_str(",\"span\":");
             string(&mut out, &spans);

@@ -3,10 +3,10 @@
 use std::fmt::{self, Write as _};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::fields::{Body, Value};
+use super::fields::{span_fields, Body, Value};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
 /// klog line format:
@@ -34,12 +34,7 @@ where
             Level::WARN => 'W',
             _ => 'I',
         };
-        let file = body
-            .log_file
-            .as_deref()
-            .or(meta.file())
-            .map_or("???", base_name);
-        let line = body.log_line.or(meta.line().map(u64::from)).unwrap_or(1);
+        let (file, line) = body.location(meta);
         let t = Stamp::now();
         write!(
             writer,
@@ -54,15 +49,9 @@ where
             body.message,
             klog_fields(&body),
         )?;
-        if let Some(scope) = ctx.event_scope() {
-            for span in scope.from_root() {
-                let ext = span.extensions();
-                if let Some(fields) = ext.get::<FormattedFields<N>>() {
-                    if !fields.is_empty() {
-                        write!(writer, " {fields}")?;
-                    }
-                }
-            }
+        let spans = span_fields(ctx);
+        if !spans.is_empty() {
+            write!(writer, " {spans}")?;
         }
         writeln!(writer)
     }
