@@ -2,7 +2,8 @@
 # Idempotent set-up of everything the build and the tests need on a fresh
 # Debian 12 machine:
 #   1. apt packages (installed only if missing; needs root or sudo),
-#   2. the Rust target x86_64-pc-windows-gnu and the rustfmt/clippy components,
+#   2. the Rust targets x86_64-pc-windows-gnu (built, run under wine) and
+#      x86_64-pc-windows-msvc (type-checked only) and rustfmt/clippy,
 #   3. a wine prefix ($WINEPREFIX, default $HOME/.wine-csi-proxy) with the
 #      ProcessPrng shim (scripts/wine/processprng.c) installed as
 #      system32/bcryptprimitives.dll, without which no Rust program starts
@@ -23,6 +24,7 @@ export WINEDEBUG="${WINEDEBUG:--all}"
 export DEBIAN_FRONTEND=noninteractive
 
 windows_target=x86_64-pc-windows-gnu
+msvc_target=x86_64-pc-windows-msvc
 target_dir="${CARGO_TARGET_DIR:-$repo_root/target}"
 shim_dir="$target_dir/wine-shim"
 system32="$WINEPREFIX/drive_c/windows/system32"
@@ -124,11 +126,16 @@ install_apt_packages() {
 install_rust_parts() {
     command -v rustup >/dev/null ||
         die "rustup not found: install Rust with rustup (https://rustup.rs), then rerun"
-    if rustup target list --installed | grep -qx "$windows_target"; then
-        log "rust target $windows_target: present"
-    else
-        rustup target add "$windows_target"
-    fi
+    # The MSVC target is only type-checked here (clippy, no link: its linker
+    # is Windows-only); the real-Windows workflow builds and runs it.
+    local target
+    for target in "$windows_target" "$msvc_target"; do
+        if rustup target list --installed | grep -qx "$target"; then
+            log "rust target $target: present"
+        else
+            rustup target add "$target"
+        fi
+    done
     local component
     for component in rustfmt clippy; do
         if rustup component list --installed | grep -q "^$component-"; then
