@@ -15,7 +15,9 @@ use crate::disk::DiskLocation;
 use crate::storage::parse::guid::Guid;
 use crate::storage::parse::layout::{BASIC_DATA, MICROSOFT_RESERVED};
 use crate::storage::parse::{cim, location, msft};
-use crate::storage::{plan_resize, ResizePlan, ResizeTarget, VolumeId};
+use crate::storage::{
+    not_initialized, plan_resize, DiskLayout, PartitionStep, ResizePlan, ResizeTarget, VolumeId,
+};
 use crate::{Error, Result};
 
 /// MBR type of an NTFS/exFAT ("IFS") partition.
@@ -176,10 +178,47 @@ pub(super) fn is_msr(gpt_type: &str) -> bool {
     Guid::parse(g).is_ok_and(|g| g == MICROSOFT_RESERVED)
 }
 
-/// Initialises a raw disk as GPT and creates one basic data partition over
+/// Whether a disk has a partition table and a partition other than the
+/// Microsoft reserved one.
+pub fn disk_layout(worker: &WmiWorker, number: u32) -> Result<DiskLayout> {
+    worker.call(move |wmi| {
+        let disk = disk_object(wmi, number)?;
+        let style = disk.u32("PartitionStyle")?.unwrap_or(STYLE_RAW);
+        if style == STYLE_RAW {
+            return Ok(DiskLayout::default());
+        }
+        Ok(DiskLayout {
+            initialized: true,
+            has_data: has_data(wmi, number, style)?,
+        })
+    })
+}
+
+/// Whether disk `number` of partition style `style` has a partition other
+/// than the Microsoft reserved one.
+fn has_data(wmi: &Wmi, number: u32, style: u32) -> Result<bool> {
+    let parts = wmi.query(&format!(
+        "SELECT GptType, PartitionNumber FROM MSFT_Partition WHERE DiskNumber = {number}"
+    ))?;
+    let mut has_data = false;
+    for p in &parts {
+        match style {
+            STYLE_GPT => {
+                let t = p.string("GptType")?.unwrap_or_default();
+                has_data |= !is_msr(&t);
+            }
+            _ => has_data = true,
+        }
+    }
+    Ok(has_data)
+}
+
+/// `step` of partitioning: initialises a raw disk as GPT
+/// ([`PartitionStep::Initialize`]), creates one basic data partition over
 /// the whole disk unless it has a partition other than the Microsoft
-/// reserved one. MBR disks are kept MBR (partition type IFS). Idempotent.
-pub fn partition_disk(worker: &WmiWorker, number: u32) -> Result<()> {
+/// reserved one ([`PartitionStep::Partition`]: a raw disk is refused), or
+/// both. MBR disks are kept MBR (partition type IFS). Idempotent.
+pub fn partition_disk(worker: &WmiWorker, number: u32, step: PartitionStep) -> Result<()> {
     worker.call(move |wmi| {
         let subject = format!("disk {number}");
         let mut disk = disk_object(wmi, number)?;
@@ -194,6 +233,9 @@ pub fn partition_disk(worker: &WmiWorker, number: u32) -> Result<()> {
             )));
         }
         let mut style = disk.u32("PartitionStyle")?.unwrap_or(STYLE_RAW);
+        if style == STYLE_RAW && step == PartitionStep::Partition {
+            return Err(not_initialized(number));
+        }
         if style == STYLE_RAW {
             call_storage_method(
                 wmi,
@@ -207,20 +249,7 @@ pub fn partition_disk(worker: &WmiWorker, number: u32) -> Result<()> {
             disk = disk_object(wmi, number)?;
             style = disk.u32("PartitionStyle")?.unwrap_or(STYLE_GPT);
         }
-        let parts = wmi.query(&format!(
-            "SELECT GptType, PartitionNumber FROM MSFT_Partition WHERE DiskNumber = {number}"
-        ))?;
-        let mut has_data = false;
-        for p in &parts {
-            match style {
-                STYLE_GPT => {
-                    let t = p.string("GptType")?.unwrap_or_default();
-                    has_data |= !is_msr(&t);
-                }
-                _ => has_data = true,
-            }
-        }
-        if has_data {
+        if step == PartitionStep::Initialize || has_data(wmi, number, style)? {
             return Ok(());
         }
         let mut args = vec![
