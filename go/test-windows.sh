@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The Go library tests for Windows, under wine, against csi_proxy.dll:
+#   go/test-windows.sh [go test flags...]
+# Builds the DLL (cargo, x86_64-pc-windows-gnu), the test binary of the
+# csiproxy package (GOOS=windows CGO_ENABLED=0 go test -c; module mode with
+# no dependencies, nothing downloaded) and runs it through
+# scripts/wine-run.sh with CSI_PROXY_DLL naming the DLL. On Linux itself,
+# `go test ./...` in go/ runs the codec, error and method-set tests.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+target_dir="${CARGO_TARGET_DIR:-$repo/target}"
+cargo build --locked -q -p csi-proxy-ffi --target x86_64-pc-windows-gnu
+dll="$target_dir/x86_64-pc-windows-gnu/debug/csi_proxy.dll"
+out="$target_dir/x86_64-pc-windows-gnu/tmp/go-library"
+mkdir -p "$out"
+(cd go && GOOS=windows GOARCH=amd64 CGO_ENABLED=0 GOFLAGS=-mod=mod GOPROXY=off \
+    GOCACHE="$target_dir/tmp/go-library-cache" \
+    go test -c -o "$out/csiproxy.test.exe" ./csiproxy)
+CSI_PROXY_DLL=$(winepath -w "$dll" 2>/dev/null) \
+    scripts/wine-run.sh "$out/csiproxy.test.exe" -test.v "$@"
