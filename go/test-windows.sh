@@ -14,8 +14,12 @@ cargo build --locked -q -p csi-proxy-ffi --target x86_64-pc-windows-gnu
 dll="$target_dir/x86_64-pc-windows-gnu/debug/csi_proxy.dll"
 out="$target_dir/x86_64-pc-windows-gnu/tmp/go-library"
 mkdir -p "$out"
-(cd go && GOOS=windows GOARCH=amd64 CGO_ENABLED=0 GOFLAGS=-mod=mod GOPROXY=off \
-    GOCACHE="$target_dir/tmp/go-library-cache" \
-    go test -c -o "$out/csiproxy.test.exe" ./csiproxy)
-CSI_PROXY_DLL=$(winepath -w "$dll" 2>/dev/null) \
-    scripts/wine-run.sh "$out/csiproxy.test.exe" -test.v "$@"
+export CSI_PROXY_DLL
+CSI_PROXY_DLL=$(winepath -w "$dll" 2>/dev/null)
+for pkg in csiproxy csiproxy/upstream; do
+    exe="$out/${pkg//\//-}.test.exe"
+    (cd go && GOOS=windows GOARCH=amd64 CGO_ENABLED=0 GOFLAGS=-mod=mod GOPROXY=off \
+        GOCACHE="$target_dir/tmp/go-library-cache" \
+        go test -c -o "$exe" "./$pkg")
+    scripts/wine-run.sh "$exe" -test.v "$@"
+done
