@@ -141,6 +141,7 @@ func (s *SMB) NewSMBGlobalMapping(remotePath, username, password string) error {
 	e.str(1, remotePath)
 	e.str(3, username)
 	e.str(4, password)
+	defer e.wipe()
 	_, err := s.h.call("smb", "NewSmbGlobalMapping", e)
 	return err
 }
@@ -233,6 +234,7 @@ func (i *ISCSI) ConnectTarget(portal *TargetPortal, iqn string, authType string,
 	e.uint(3, auth)
 	e.str(4, chapUser)
 	e.str(5, chapSecret)
+	defer e.wipe()
 	_, err := i.h.call("iscsi", "ConnectTarget", e)
 	return err
 }
@@ -256,6 +258,7 @@ func (i *ISCSI) GetTargetDisks(portal *TargetPortal, iqn string) ([]string, erro
 func (i *ISCSI) SetMutualChapSecret(mutualChapSecret string) error {
 	var e encoder
 	e.str(1, mutualChapSecret)
+	defer e.wipe()
 	_, err := i.h.call("iscsi", "SetMutualChapSecret", e)
 	return err
 }

@@ -54,6 +54,15 @@ func (e *encoder) message(field int, m encoder) {
 	*e = append(*e, m...)
 }
 
+// wipe zeroes an encoded request that carried a secret (a password, a
+// CHAP secret), once the library has answered (the library wipes its own
+// copy).
+func (e encoder) wipe() {
+	for i := range e {
+		e[i] = 0
+	}
+}
+
 var errDecode = errors.New("csiproxy: the library's response does not decode")
 
 // message is a decoded message: every field by number, in order.

@@ -67,3 +67,12 @@ func TestErrorsCarryTheCode(t *testing.T) {
 		t.Fatal(err.Error())
 	}
 }
+
+func TestWipeZeroesTheRequest(t *testing.T) {
+	var e encoder
+	e.str(4, "hunter2")
+	e.wipe()
+	if len(e) != 9 || !bytes.Equal(e, make([]byte, 9)) {
+		t.Fatalf("% x", []byte(e))
+	}
+}

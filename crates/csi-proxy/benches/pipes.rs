@@ -8,8 +8,13 @@
 //! file-system work done by the bench process itself (std::fs, no RPC, no
 //! confinement) plus one refused call per RPC.
 //!
-//! Run: `compat/go/build.sh windows && cargo bench -p csi-proxy --bench
-//! pipes --target x86_64-pc-windows-gnu` (CALLS=n, default 2000;
+//! Beside them, in the same run, the same calls in-process from Go through
+//! csi_proxy.dll (library mode, `go/csiproxy`), and the pipe/in-process
+//! ratio of each.
+//!
+//! Run: `compat/go/build.sh windows && RELEASE=1 go/test-windows.sh &&
+//! cargo bench -p csi-proxy --bench pipes --target x86_64-pc-windows-gnu`
+//! (CALLS=n, default 2000;
 //! CSI_PROXY_BIN=<path to another csi-proxy.exe> to measure another build
 //! with the same client).
 
@@ -100,16 +105,21 @@ fn main() {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut figures = std::collections::BTreeMap::new();
-    for line in text.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if let ["bench", name, "p50", p50, "p99", p99] = f[..] {
-            figures.insert(
-                name.to_string(),
-                (p50.parse::<f64>().unwrap(), p99.parse::<f64>().unwrap()),
-            );
+    // `bench <name> p50 <us> p99 <us>` lines, as the Go programs print them.
+    let bench_lines = |text: &str| {
+        let mut figures = std::collections::BTreeMap::new();
+        for line in text.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if let ["bench", name, "p50", p50, "p99", p99] = f[..] {
+                figures.insert(
+                    name.to_string(),
+                    (p50.parse::<f64>().unwrap(), p99.parse::<f64>().unwrap()),
+                );
+            }
         }
-    }
+        figures
+    };
+    let figures = bench_lines(&text);
     println!("proxy binary: {}", bin.display());
     println!("grpc-go client over the named pipe, {calls} sequential calls each");
     println!("{:<24} {:>10} {:>10}", "", "p50 (us)", "p99 (us)");
@@ -119,6 +129,47 @@ fn main() {
     let refused = figures["pathexists-refused"].0;
     for name in ["pathexists-existing", "mkdir-rmdir"] {
         println!("ratio {name}/refused p50: {:.2}", figures[name].0 / refused);
+    }
+    // Library mode, same run, same paths: the Go package go/csiproxy
+    // calling csi_proxy.dll in-process (its test binary's TestBench mode,
+    // built with the DLL beside it by `RELEASE=1 go/test-windows.sh`).
+    let library = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("go-library")
+        .join("csiproxy.test.exe");
+    if library.exists() {
+        let out = Command::new(&library)
+            .args(["-test.run", "^TestBench$", "-test.v"])
+            .env("CSI_PROXY_BENCH", calls.to_string())
+            .env("CSI_PROXY_BENCH_KUBELET", &kubelet)
+            .env("CSI_PROXY_BENCH_EXISTS", &target)
+            .env("CSI_PROXY_BENCH_OUTSIDE", r"C:\Windows\win.ini")
+            .env("CSI_PROXY_BENCH_MKDIR", &target)
+            .env_remove("CSI_PROXY_DLL")
+            .output()
+            .expect("run the library's Go test binary");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lib = bench_lines(&text);
+        println!("go/csiproxy in-process through csi_proxy.dll, {calls} sequential calls each");
+        println!(
+            "{:<24} {:>10} {:>10} {:>14}",
+            "", "p50 (us)", "p99 (us)", "pipe/in-proc"
+        );
+        for (name, (p50, p99)) in &lib {
+            println!(
+                "{name:<24} {p50:>10.1} {p99:>10.1} {:>14.1}",
+                figures[name].0 / p50
+            );
+        }
+    } else {
+        println!(
+            "library mode not measured: {} is missing (run RELEASE=1 go/test-windows.sh)",
+            library.display()
+        );
     }
     // The floor, in the same run: the same file-system work done directly
     // by this process (no confinement, no RPC), added to the cost of the
