@@ -23,5 +23,8 @@ pub mod library;
 
 pub use abi::*;
 
+// The unit tests share tests/ffi (written against the crate's external name).
+#[cfg(test)]
+extern crate self as csi_proxy;
 #[cfg(test)]
 mod tests;

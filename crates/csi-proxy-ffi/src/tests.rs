@@ -1,7 +1,9 @@
 //! The boundary with hosts the options cannot make: a panic in a host
 //! operation is answered Internal through the extern functions.
 
-use crate::abi::{csi_proxy_buffer_free, csi_proxy_call, csi_proxy_host_free, CsiProxyBuffer};
+#[path = "../tests/ffi/mod.rs"]
+mod ffi;
+
 use crate::library::Library;
 use crate::CsiProxyHost;
 use csi_proxy_host::path::{Flavor, PathPolicy};
@@ -38,35 +40,6 @@ impl SystemBackend for Panicking {
     }
 }
 
-fn call(host: *const CsiProxyHost, group: &str, method: &str, req: &[u8]) -> (i32, Vec<u8>) {
-    let mut out = CsiProxyBuffer {
-        ptr: std::ptr::null_mut(),
-        len: 0,
-    };
-    // SAFETY: live host, valid slices, valid out pointer.
-    let code = unsafe {
-        csi_proxy_call(
-            host,
-            group.as_ptr(),
-            group.len(),
-            method.as_ptr(),
-            method.len(),
-            req.as_ptr(),
-            req.len(),
-            &mut out,
-        )
-    };
-    let bytes = if out.ptr.is_null() {
-        Vec::new()
-    } else {
-        // SAFETY: a buffer of the library, freed just after.
-        unsafe { std::slice::from_raw_parts(out.ptr, out.len) }.to_vec()
-    };
-    // SAFETY: the buffer just stored, freed once.
-    unsafe { csi_proxy_buffer_free(out.ptr, out.len) };
-    (code, bytes)
-}
-
 #[test]
 fn a_panicking_operation_answers_internal_and_the_host_keeps_serving() {
     let root = if cfg!(windows) { r"C:\k" } else { "/k" };
@@ -76,22 +49,21 @@ fn a_panicking_operation_answers_internal_and_the_host_keeps_serving() {
         ServicePolicy::allow_all(),
         Flavor::NATIVE,
     ));
-    let handle = CsiProxyHost::boxed(Library::over(&host));
+    // SAFETY: a fresh host of the library, freed once when dropped.
+    let handle = unsafe { ffi::Lib::from_raw(CsiProxyHost::boxed(Library::over(&host))) };
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
-    let (code, message) = call(handle, "system", "GetBIOSSerialNumber", &[]);
+    let (code, message) = handle.call("system", "GetBIOSSerialNumber", &[]);
     std::panic::set_hook(previous);
     assert_eq!(code, 13, "{}", String::from_utf8_lossy(&message));
     assert_eq!(message, b"panic in the host operation");
     // The same handle still answers (the fake filesystem group).
-    let (code, _) = call(handle, "filesystem", "PathExists", &[]);
+    let (code, _) = handle.call("filesystem", "PathExists", &[]);
     assert_eq!(code, 3, "an empty path is refused, not a panic");
-    // SAFETY: made above, freed once, no call running.
-    unsafe { csi_proxy_host_free(handle) };
 }
 
 /// A fake host whose disk group is the storage layer over fake disks.
-fn fake_storage_host() -> *mut CsiProxyHost {
+fn fake_storage_host() -> ffi::Lib {
     let root = if cfg!(windows) { r"C:\k" } else { "/k" };
     let policy = PathPolicy::new(Flavor::NATIVE, [root]).unwrap();
     let (mut host, _) = Host::fake(policy.clone());
@@ -100,7 +72,8 @@ fn fake_storage_host() -> *mut CsiProxyHost {
     let storage = Arc::new(csi_proxy_host::storage::Storage::new(policy, disks));
     host.disk = storage.clone();
     host.volume = storage;
-    CsiProxyHost::boxed(Library::over(&host))
+    // SAFETY: a fresh host of the library, freed once when dropped.
+    unsafe { ffi::Lib::from_raw(CsiProxyHost::boxed(Library::over(&host))) }
 }
 
 #[test]
@@ -110,42 +83,37 @@ fn the_finer_disk_steps_are_operations_of_the_disk_group() {
     let handle = fake_storage_host();
     let disk = |n| DiskNumberRequest { disk_number: n }.encode_to_vec();
     let ask = |method: &str, n: u32| {
-        let (code, body) = call(handle, "disk", method, &disk(n));
+        let (code, body) = handle.call("disk", method, &disk(n));
         assert_eq!(code, 0, "{method}: {}", String::from_utf8_lossy(&body));
         BoolResponse::decode(&body[..]).unwrap().value
     };
     assert!(!ask("IsDiskInitialized", 2));
     assert!(!ask("BasicPartitionsExist", 2));
     // A raw disk gets no partition: it must be initialised first.
-    let (code, message) = call(handle, "disk", "CreateBasicPartition", &disk(2));
+    let (code, message) = handle.call("disk", "CreateBasicPartition", &disk(2));
     assert_eq!(code, 9, "{}", String::from_utf8_lossy(&message));
-    assert_eq!(
-        call(handle, "disk", "InitializeDisk", &disk(2)),
-        (0, vec![])
-    );
+    assert_eq!(handle.call("disk", "InitializeDisk", &disk(2)), (0, vec![]));
     assert!(ask("IsDiskInitialized", 2));
     assert!(!ask("BasicPartitionsExist", 2));
     assert_eq!(
-        call(handle, "disk", "CreateBasicPartition", &disk(2)),
+        handle.call("disk", "CreateBasicPartition", &disk(2)),
         (0, vec![])
     );
     assert!(ask("BasicPartitionsExist", 2));
     // Again: nothing more is created.
     assert_eq!(
-        call(handle, "disk", "CreateBasicPartition", &disk(2)),
+        handle.call("disk", "CreateBasicPartition", &disk(2)),
         (0, vec![])
     );
     // The partition's volume is there (v2alpha1 ListVolumesOnDisk: disk 1).
-    let (code, body) = call(handle, "volume", "ListVolumesOnDisk", &disk(2));
+    let (code, body) = handle.call("volume", "ListVolumesOnDisk", &disk(2));
     assert_eq!(code, 0);
     let listed =
         csi_proxy_api::volume::v2alpha1::ListVolumesOnDiskResponse::decode(&body[..]).unwrap();
     assert_eq!(listed.volume_ids.len(), 1);
     // A disk that does not exist, a request that does not decode.
-    assert_eq!(call(handle, "disk", "IsDiskInitialized", &disk(9)).0, 5);
-    assert_eq!(call(handle, "disk", "InitializeDisk", b"\x08").0, 3);
+    assert_eq!(handle.call("disk", "IsDiskInitialized", &disk(9)).0, 5);
+    assert_eq!(handle.call("disk", "InitializeDisk", b"\x08").0, 3);
     // The extra operations answer under the bare group name only.
-    assert_eq!(call(handle, "disk/v1", "InitializeDisk", &disk(2)).0, 12);
-    // SAFETY: made above, freed once, no call running.
-    unsafe { csi_proxy_host_free(handle) };
+    assert_eq!(handle.call("disk/v1", "InitializeDisk", &disk(2)).0, 12);
 }

@@ -76,6 +76,15 @@ const EMPTY: CsiProxyBuffer = CsiProxyBuffer {
 };
 
 impl Lib {
+    /// Take ownership of a host made some other way (the crate's unit
+    /// tests build hosts over fakes).
+    ///
+    /// # Safety
+    /// `host` is a live host of this library that nothing else frees.
+    pub unsafe fn from_raw(host: *mut CsiProxyHost) -> Lib {
+        Lib(host)
+    }
+
     /// `csi_proxy_host_new`, or its code and message.
     pub fn open(o: &Owned) -> Result<Lib, (i32, String)> {
         let strs = |v: &[String]| v.iter().map(|x| s(x)).collect::<Vec<_>>();
