@@ -22,6 +22,7 @@ use csi_proxy_client::Client;
 use real_windows::{require, under_wine, win32};
 use scm::system::{bios_serial, get, start, stop, SysClient};
 use scm::{one_at_a_time, wait_for, Installed, Throwaway};
+use std::path::Path;
 use std::time::{Duration, Instant};
 use tonic::Code;
 use windows_service::service::{ServiceAccess, ServiceExitCode, ServiceState};
@@ -46,18 +47,24 @@ fn service_pid(status: &windows_service::service::ServiceStatus) -> u32 {
         .expect("a running service has a process id")
 }
 
-/// PathExists of the kubelet dir over the service's Filesystem pipe.
-async fn path_exists(i: &Installed) -> Result<bool, tonic::Status> {
-    let client = Client::builder().pipe_prefix(&i.prefix).build().unwrap();
+/// PathExists of `dir` over the Filesystem pipe under `prefix`; a failed
+/// connection is Unavailable.
+async fn path_exists_at(prefix: &str, dir: &Path) -> Result<bool, tonic::Status> {
+    let client = Client::builder().pipe_prefix(prefix).build().unwrap();
     let mut fs = client
         .connect_filesystem_v1()
         .await
         .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
     fs.path_exists(PathExistsRequest {
-        path: i.kubelet.display().to_string(),
+        path: dir.display().to_string(),
     })
     .await
     .map(|r| r.into_inner().exists)
+}
+
+/// PathExists of the kubelet dir over the service's Filesystem pipe.
+async fn path_exists(i: &Installed) -> Result<bool, tonic::Status> {
+    path_exists_at(&i.prefix, &i.kubelet).await
 }
 
 /// The restart-on-failure actions `install-service` sets: wine's SCM takes
@@ -373,4 +380,63 @@ fn protected_windows_services_are_refused_and_keep_running() {
     for (n, st) in ALWAYS.iter().zip(&after) {
         assert_eq!(*st, Ok(sys::ServiceStatus::Running as i32), "{n}");
     }
+}
+
+/// The pipe DACL of a service: `-pipe-sddl` as installed is the one the
+/// pipes carry (read back through a `READ_CONTROL` handle), and on Windows
+/// it is enforced: with SYSTEM alone admitted, this test (an elevated
+/// administrator, not SYSTEM) cannot open the pipe; with the default
+/// (administrators and SYSTEM) it can.
+#[test]
+fn service_pipes_admit_only_whom_the_sddl_names() {
+    use csi_proxy_server::transport::windows::pipe_dacl_ace_count;
+    let _turn = one_at_a_time();
+    let s = Installed::new("rwdacl");
+    s.install("filesystem", &["-pipe-sddl=D:P(A;;GA;;;SY)"]);
+    let svc = s.open(ALL);
+    s.start(&svc);
+    let pipe = format!("{}filesystem-v1", s.prefix);
+    let default = pipes::Proxy::start_unique("rwdacl", "filesystem", &[]);
+    let default_pipe = format!("{}filesystem-v1", default.pipe_prefix);
+    assert_eq!(pipe_dacl_ace_count(&default_pipe).unwrap(), 2);
+    assert!(block_on(path_exists_at(&default.pipe_prefix, &default.kubelet)).unwrap());
+    if under_wine() {
+        // Stored as given (an administrator may not even read it on
+        // Windows: READ_CONTROL is not granted to BA there).
+        assert_eq!(pipe_dacl_ace_count(&pipe).unwrap(), 1);
+    }
+    let Some(_win) = require("a kernel that enforces pipe DACLs (wine stores them only)") else {
+        return;
+    };
+    let e = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&pipe)
+        .unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(5), "{e}");
+    // Nor can the client library.
+    block_on(path_exists(&s)).unwrap_err();
+}
+
+/// A second proxy on pipe names another one serves: on Windows the
+/// first-instance flag makes its start fail, saying why, and the first
+/// keeps serving (wine does not enforce the flag).
+#[test]
+fn a_second_proxy_on_the_same_pipes_fails_to_start() {
+    let first = pipes::Proxy::start_unique("rwtwice", "filesystem", &[]);
+    let exists = |prefix: &str, dir: &Path| block_on(path_exists_at(prefix, dir));
+    assert!(exists(&first.pipe_prefix, &first.kubelet).unwrap());
+    let Some(_win) = require("FILE_FLAG_FIRST_PIPE_INSTANCE enforced (wine ignores it)") else {
+        return;
+    };
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_csi-proxy"))
+        .arg(format!("-kubelet-path={}", first.kubelet.display()))
+        .arg("-api-groups=filesystem")
+        .arg(format!("-pipe-prefix={}", first.pipe_prefix))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is another csi-proxy running?"), "{err}");
+    assert!(exists(&first.pipe_prefix, &first.kubelet).unwrap());
 }
