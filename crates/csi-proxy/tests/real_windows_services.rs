@@ -40,6 +40,21 @@ const ALL: ServiceAccess = ServiceAccess::QUERY_CONFIG
     .union(ServiceAccess::START)
     .union(ServiceAccess::STOP);
 
+/// `csi-proxy.exe` installed as service `tag` serving `groups` (with
+/// `extra` flags) and started: the service (all rights this file needs)
+/// and its process id.
+fn running(
+    tag: &str,
+    groups: &str,
+    extra: &[&str],
+) -> (Installed, windows_service::service::Service, u32) {
+    let s = Installed::new(tag);
+    s.install(groups, extra);
+    let svc = s.open(ALL);
+    let pid = service_pid(&s.start(&svc));
+    (s, svc, pid)
+}
+
 /// The process id the SCM reports for a running service.
 fn service_pid(status: &windows_service::service::ServiceStatus) -> u32 {
     status
@@ -95,10 +110,7 @@ fn install_service_sets_restart_on_failure() {
 #[test]
 fn restart_on_failure_after_the_process_is_killed() {
     let _turn = one_at_a_time();
-    let s = Installed::new("rwkill");
-    s.install("filesystem", &[]);
-    let svc = s.open(ALL);
-    let first = service_pid(&s.start(&svc));
+    let (s, svc, first) = running("rwkill", "filesystem", &[]);
     let pipe = format!("{}filesystem-v1", s.prefix);
     assert_eq!(win32::pipe_server_pid(&pipe).unwrap(), first);
     assert!(block_on(path_exists(&s)).unwrap());
@@ -165,10 +177,7 @@ fn clean_failure(e: &tonic::Status) -> bool {
 #[test]
 fn stop_with_calls_in_flight_answers_or_fails_cleanly() {
     let _turn = one_at_a_time();
-    let s = Installed::new("rwbusy");
-    s.install("filesystem", &["-shutdown-timeout=10s"]);
-    let svc = s.open(ALL);
-    s.start(&svc);
+    let (s, svc, _) = running("rwbusy", "filesystem", &["-shutdown-timeout=10s"]);
     let s = std::sync::Arc::new(s);
     let stop_at = Instant::now() + Duration::from_millis(800);
     let clients: Vec<_> = (0..4)
@@ -216,21 +225,9 @@ fn stop_with_calls_in_flight_answers_or_fails_cleanly() {
 #[test]
 fn uninstall_stops_a_running_service_and_deletes_it() {
     let _turn = one_at_a_time();
-    let s = Installed::new("rwuninst");
-    s.install("filesystem", &[]);
-    let svc = s.open(ALL);
-    let pid = service_pid(&s.start(&svc));
+    let (s, svc, pid) = running("rwuninst", "filesystem", &[]);
     drop(svc);
-    let out = s.uninstall();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("uninstalled service"));
-    assert!(scm::manager()
-        .open_service(&s.name, ServiceAccess::QUERY_STATUS)
-        .is_err());
+    s.uninstall_ok();
     let pipe = format!("{}filesystem-v1", s.prefix);
     assert!(
         win32::pipe_server_pid(&pipe).map_or(true, |p| p != pid),
@@ -245,10 +242,7 @@ fn uninstall_stops_a_running_service_and_deletes_it() {
 #[test]
 fn wmi_calls_are_answered_by_the_service_process() {
     let _turn = one_at_a_time();
-    let s = Installed::new("rwwmi");
-    s.install("system,disk", &["-v=4"]);
-    let svc = s.open(ALL);
-    let pid = service_pid(&s.start(&svc));
+    let (s, _svc, pid) = running("rwwmi", "system,disk", &["-v=4"]);
     let sys_pipe = format!("{}system-v1alpha1", s.prefix);
     assert_eq!(win32::pipe_server_pid(&sys_pipe).unwrap(), pid);
     let console = pipes::Proxy::start_unique("rwwmi", "system,disk", &[]);
@@ -391,10 +385,7 @@ fn protected_windows_services_are_refused_and_keep_running() {
 fn service_pipes_admit_only_whom_the_sddl_names() {
     use csi_proxy_server::transport::windows::pipe_dacl_ace_count;
     let _turn = one_at_a_time();
-    let s = Installed::new("rwdacl");
-    s.install("filesystem", &["-pipe-sddl=D:P(A;;GA;;;SY)"]);
-    let svc = s.open(ALL);
-    s.start(&svc);
+    let (s, _svc, _) = running("rwdacl", "filesystem", &["-pipe-sddl=D:P(A;;GA;;;SY)"]);
     let pipe = format!("{}filesystem-v1", s.prefix);
     let default = pipes::Proxy::start_unique("rwdacl", "filesystem", &[]);
     let default_pipe = format!("{}filesystem-v1", default.pipe_prefix);

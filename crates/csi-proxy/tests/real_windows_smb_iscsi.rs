@@ -38,17 +38,31 @@ const PASSWORD: &str = "Rw-Smb-Secret-1a!";
 const ROTATED: &str = "Rw-Smb-Rotated-2b!";
 const CONTENTS: &[u8] = b"read through the SMB link\n";
 
-/// Names of this run's SMB objects: the share, the user (at most 20
-/// characters) and the share's directory on the system drive (whose ACL
-/// lets local users read).
-fn smb_names(tag: &str) -> (String, String, std::path::PathBuf) {
+/// A proxy serving SMB v1 (`-v=10`) and its client, this host's name, and
+/// the names of this run's share, user (at most 20 characters) and shared
+/// directory (on the system drive, whose ACL lets local users read).
+struct SmbRun<C> {
+    p: Proxy,
+    c: C,
+    host: String,
+    share: String,
+    user: String,
+    dir: std::path::PathBuf,
+}
+
+async fn smb_run<C: Smb>(tag: &str) -> SmbRun<C> {
     let pid = std::process::id();
+    let p = Proxy::start_unique(&format!("rwsmb{tag}"), "smb", &["-v=10"]);
+    let c = C::new(p.channel(Group::Smb, "v1").await);
     let drive = std::env::var("SystemDrive").unwrap_or_else(|_| "C:".into());
-    (
-        format!("csiproxy{tag}{pid}"),
-        format!("csismb{tag}{pid}"),
-        std::path::PathBuf::from(format!(r"{drive}\csi-proxy-smb-{tag}-{pid}")),
-    )
+    SmbRun {
+        p,
+        c,
+        host: computer_name(),
+        share: format!("csiproxy{tag}{pid}"),
+        user: format!("csismb{tag}{pid}"),
+        dir: format!(r"{drive}\csi-proxy-smb-{tag}-{pid}").into(),
+    }
 }
 
 fn no_secret_logged(p: &Proxy, secrets: &[&str]) {
@@ -68,10 +82,14 @@ async fn smb_mapping_to_a_local_share_then_a_rotated_password() {
 }
 
 async fn smb_mapping_to_a_local_share_then_a_rotated_password_with<C: Smb>() {
-    let p = Proxy::start_unique("rwsmb", "smb", &["-v=10"]);
-    let mut c = C::new(p.channel(Group::Smb, "v1").await);
-    let host = computer_name();
-    let (share_name, user_name, dir) = smb_names("map");
+    let SmbRun {
+        p,
+        mut c,
+        host,
+        share: share_name,
+        user: user_name,
+        dir,
+    } = smb_run::<C>("map").await;
     let remote = format!(r"\\{host}\{share_name}\pvc");
     let local = p.kubelet.join("smb-vol");
     let local_s = local.display().to_string();
@@ -137,10 +155,14 @@ async fn smb_wrong_password_is_refused_without_a_link() {
 }
 
 async fn smb_wrong_password_is_refused_without_a_link_with<C: Smb>() {
-    let p = Proxy::start_unique("rwsmbbad", "smb", &["-v=10"]);
-    let mut c = C::new(p.channel(Group::Smb, "v1").await);
-    let host = computer_name();
-    let (share_name, user_name, dir) = smb_names("bad");
+    let SmbRun {
+        p,
+        mut c,
+        host,
+        share: share_name,
+        user: user_name,
+        dir,
+    } = smb_run::<C>("bad").await;
     let remote = format!(r"\\{host}\{share_name}");
     let local = p.kubelet.join("smb-bad");
     let wrong = "Rw-Wrong-Password-3c";
@@ -181,10 +203,14 @@ async fn smb_hostile_requests_for_a_real_share_are_refused() {
 }
 
 async fn smb_hostile_requests_for_a_real_share_are_refused_with<C: Smb>() {
-    let p = Proxy::start_unique("rwsmbhostile", "smb", &["-v=10"]);
-    let mut c = C::new(p.channel(Group::Smb, "v1").await);
-    let host = computer_name();
-    let (share_name, user_name, dir) = smb_names("hos");
+    let SmbRun {
+        p,
+        mut c,
+        host,
+        share: share_name,
+        user: user_name,
+        dir,
+    } = smb_run::<C>("hos").await;
     let local = p.kubelet.join("smb-vol").display().to_string();
     let (k, o) = (
         p.kubelet.display().to_string(),

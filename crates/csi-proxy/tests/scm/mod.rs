@@ -189,6 +189,19 @@ impl Installed {
         ])
     }
 
+    /// `uninstall-service`, which must succeed and leave no such service.
+    pub fn uninstall_ok(&self) {
+        let out = self.uninstall();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("uninstalled service"));
+        let gone = manager().open_service(&self.name, ServiceAccess::QUERY_STATUS);
+        assert!(gone.is_err(), "the service still exists");
+    }
+
     /// The installed service, opened with `access`.
     pub fn open(&self, access: ServiceAccess) -> Service {
         manager()
