@@ -38,16 +38,19 @@ const PASSWORD: &str = "Rw-Smb-Secret-1a!";
 const ROTATED: &str = "Rw-Smb-Rotated-2b!";
 const CONTENTS: &[u8] = b"read through the SMB link\n";
 
-/// A proxy serving SMB v1 (`-v=10`) and its client, this host's name, and
-/// the names of this run's share, user (at most 20 characters) and shared
-/// directory (on the system drive, whose ACL lets local users read).
+/// A proxy serving SMB v1 (`-v=10`) and its client, and the names of
+/// this run's share, user (at most 20 characters) and shared directory
+/// (on the system drive, whose ACL lets local users read).
 struct SmbRun<C> {
     p: Proxy,
     c: C,
-    host: String,
     share: String,
     user: String,
     dir: std::path::PathBuf,
+    /// `\\host\share`.
+    root: String,
+    /// `host\user`.
+    qualified: String,
 }
 
 async fn smb_run<C: Smb>(tag: &str) -> SmbRun<C> {
@@ -55,12 +58,18 @@ async fn smb_run<C: Smb>(tag: &str) -> SmbRun<C> {
     let p = Proxy::start_unique(&format!("rwsmb{tag}"), "smb", &["-v=10"]);
     let c = C::new(p.channel(Group::Smb, "v1").await);
     let drive = std::env::var("SystemDrive").unwrap_or_else(|_| "C:".into());
+    let (host, share, user) = (
+        computer_name(),
+        format!("csiproxy{tag}{pid}"),
+        format!("csismb{tag}{pid}"),
+    );
     SmbRun {
         p,
         c,
-        host: computer_name(),
-        share: format!("csiproxy{tag}{pid}"),
-        user: format!("csismb{tag}{pid}"),
+        root: format!(r"\\{host}\{share}"),
+        qualified: format!(r"{host}\{user}"),
+        share,
+        user,
         dir: format!(r"{drive}\csi-proxy-smb-{tag}-{pid}").into(),
     }
 }
@@ -82,68 +91,61 @@ async fn smb_mapping_to_a_local_share_then_a_rotated_password() {
 }
 
 async fn smb_mapping_to_a_local_share_then_a_rotated_password_with<C: Smb>() {
-    let SmbRun {
-        p,
-        mut c,
-        host,
-        share: share_name,
-        user: user_name,
-        dir,
-    } = smb_run::<C>("map").await;
-    let remote = format!(r"\\{host}\{share_name}\pvc");
-    let local = p.kubelet.join("smb-vol");
+    let mut r = smb_run::<C>("map").await;
+    let remote = format!(r"{}\pvc", r.root);
+    let local = r.p.kubelet.join("smb-vol");
     let local_s = local.display().to_string();
-    let qualified = format!(r"{host}\{user_name}");
+    let qualified = r.qualified.clone();
     let m = Mapping::new(&remote, &local_s, &qualified, PASSWORD);
     if under_wine() {
-        let before = p.snapshot();
+        let before = r.p.snapshot();
         assert_unavailable(
             "NewSmbGlobalMapping",
-            c.new_smb_global_mapping(&m).await,
+            r.c.new_smb_global_mapping(&m).await,
             PASSWORD,
         );
         assert!(
             std::fs::symlink_metadata(&local).is_err(),
             "a link at {local_s}"
         );
-        assert_eq!(p.snapshot(), before);
+        assert_eq!(r.p.snapshot(), before);
     }
     let Some(_win) = require("an SMB share of this host and MSFT_SmbGlobalMapping") else {
         return;
     };
-    let user = LocalUser::create(&user_name, PASSWORD).unwrap();
-    let share = Share::create(&share_name, &dir).unwrap();
+    let user = LocalUser::create(&r.user, PASSWORD).unwrap();
+    let share = Share::create(&r.share, &r.dir).unwrap();
     std::fs::create_dir_all(share.dir.join("pvc")).unwrap();
     std::fs::write(share.dir.join(r"pvc\hello.txt"), CONTENTS).unwrap();
 
-    c.new_smb_global_mapping(&m).await.unwrap();
+    r.c.new_smb_global_mapping(&m).await.unwrap();
     let meta = std::fs::symlink_metadata(&local).unwrap();
     assert!(meta.file_type().is_symlink(), "{meta:?}");
     assert_eq!(std::fs::read(local.join("hello.txt")).unwrap(), CONTENTS);
     // Again: the mapping and the link are there already.
-    c.new_smb_global_mapping(&m).await.unwrap();
+    r.c.new_smb_global_mapping(&m).await.unwrap();
 
     // Rotate the password; the server drops the user's sessions.
     user.set_password(ROTATED).unwrap();
     end_sessions(&user.name).unwrap();
     let rotated = Mapping::new(&remote, &local_s, &qualified, ROTATED);
-    c.new_smb_global_mapping(&rotated).await.unwrap();
-    assert!(p.log_text().contains("remapping"), "{}", p.log_text());
+    r.c.new_smb_global_mapping(&rotated).await.unwrap();
+    assert!(r.p.log_text().contains("remapping"), "{}", r.p.log_text());
     assert_eq!(std::fs::read(local.join("hello.txt")).unwrap(), CONTENTS);
 
-    c.remove_smb_global_mapping(&remote).await.unwrap();
-    c.remove_smb_global_mapping(&remote).await.unwrap();
+    r.c.remove_smb_global_mapping(&remote).await.unwrap();
+    r.c.remove_smb_global_mapping(&remote).await.unwrap();
     // Mapped again with the old password: refused by the server.
     std::fs::remove_file(&local)
         .or_else(|_| std::fs::remove_dir(&local))
         .unwrap();
-    let e = c.new_smb_global_mapping(&m).await.unwrap_err();
+    let e = r.c.new_smb_global_mapping(&m).await.unwrap_err();
     assert!(!e.message().contains(PASSWORD), "{e:?}");
     assert!(
         std::fs::symlink_metadata(&local).is_err(),
         "a link after a failed mapping"
     );
-    no_secret_logged(&p, &[PASSWORD, ROTATED]);
+    no_secret_logged(&r.p, &[PASSWORD, ROTATED]);
     drop(share);
 }
 
@@ -155,43 +157,31 @@ async fn smb_wrong_password_is_refused_without_a_link() {
 }
 
 async fn smb_wrong_password_is_refused_without_a_link_with<C: Smb>() {
-    let SmbRun {
-        p,
-        mut c,
-        host,
-        share: share_name,
-        user: user_name,
-        dir,
-    } = smb_run::<C>("bad").await;
-    let remote = format!(r"\\{host}\{share_name}");
-    let local = p.kubelet.join("smb-bad");
+    let mut r = smb_run::<C>("bad").await;
+    let remote = r.root.clone();
+    let local = r.p.kubelet.join("smb-bad");
     let wrong = "Rw-Wrong-Password-3c";
-    let m = Mapping::new(
-        &remote,
-        &local.display().to_string(),
-        &format!(r"{host}\{user_name}"),
-        wrong,
-    );
+    let m = Mapping::new(&remote, &local.display().to_string(), &r.qualified, wrong);
     if under_wine() {
         assert_unavailable(
             "NewSmbGlobalMapping",
-            c.new_smb_global_mapping(&m).await,
+            r.c.new_smb_global_mapping(&m).await,
             wrong,
         );
     }
     let Some(_win) = require("an SMB share of this host and MSFT_SmbGlobalMapping") else {
         return;
     };
-    let _user = LocalUser::create(&user_name, PASSWORD).unwrap();
-    let _share = Share::create(&share_name, &dir).unwrap();
-    let e = c.new_smb_global_mapping(&m).await.unwrap_err();
+    let _user = LocalUser::create(&r.user, PASSWORD).unwrap();
+    let _share = Share::create(&r.share, &r.dir).unwrap();
+    let e = r.c.new_smb_global_mapping(&m).await.unwrap_err();
     assert_ne!(e.code(), Code::Ok);
     assert!(!e.message().contains(wrong), "{e:?}");
     assert!(
         std::fs::symlink_metadata(&local).is_err(),
         "a link after a failed mapping"
     );
-    no_secret_logged(&p, &[wrong, PASSWORD]);
+    no_secret_logged(&r.p, &[wrong, PASSWORD]);
 }
 
 /// Every hostile request the SMB tiers know, aimed at a real share of this
@@ -203,18 +193,11 @@ async fn smb_hostile_requests_for_a_real_share_are_refused() {
 }
 
 async fn smb_hostile_requests_for_a_real_share_are_refused_with<C: Smb>() {
-    let SmbRun {
-        p,
-        mut c,
-        host,
-        share: share_name,
-        user: user_name,
-        dir,
-    } = smb_run::<C>("hos").await;
-    let local = p.kubelet.join("smb-vol").display().to_string();
+    let mut r = smb_run::<C>("hos").await;
+    let local = r.p.kubelet.join("smb-vol").display().to_string();
     let (k, o) = (
-        p.kubelet.display().to_string(),
-        p.outside.display().to_string(),
+        r.p.kubelet.display().to_string(),
+        r.p.outside.display().to_string(),
     );
     let hostile_locals = vec![
         format!(r"{o}\v"),
@@ -223,36 +206,36 @@ async fn smb_hostile_requests_for_a_real_share_are_refused_with<C: Smb>() {
         format!(r"{k}\v:stream"),
         r"C:\Windows\x".to_string(),
     ];
-    let before = p.snapshot();
+    let before = r.p.snapshot();
     let cases = versions::smb::hostile_mappings(&local, &hostile_locals, PASSWORD);
-    let n = versions::smb::refuses_hostile(&mut c, &cases, PASSWORD).await;
+    let n = versions::smb::refuses_hostile(&mut r.c, &cases, PASSWORD).await;
     assert!(n >= 30, "{n}");
-    assert_eq!(p.snapshot(), before, "a refused request changed the tree");
+    assert_eq!(r.p.snapshot(), before, "a refused request changed the tree");
     let Some(_win) = require("an SMB share of this host and MSFT_SmbGlobalMapping") else {
         return;
     };
-    let _user = LocalUser::create(&user_name, PASSWORD).unwrap();
-    let share = Share::create(&share_name, &dir).unwrap();
+    let _user = LocalUser::create(&r.user, PASSWORD).unwrap();
+    let share = Share::create(&r.share, &r.dir).unwrap();
     std::fs::write(share.dir.join("hello.txt"), CONTENTS).unwrap();
-    let remote = share.unc(&host);
-    let qualified = format!(r"{host}\{user_name}");
+    let remote = r.root.clone();
+    let qualified = r.qualified.clone();
     for bad in &hostile_locals {
         let m = Mapping::new(&remote, bad, &qualified, PASSWORD);
-        let e = c.new_smb_global_mapping(&m).await.unwrap_err();
+        let e = r.c.new_smb_global_mapping(&m).await.unwrap_err();
         assert!(
             matches!(e.code(), Code::InvalidArgument | Code::PermissionDenied),
             "{bad}: {e:?}"
         );
     }
-    assert_eq!(p.snapshot(), before, "a refused request changed the tree");
+    assert_eq!(r.p.snapshot(), before, "a refused request changed the tree");
     let ok = Mapping::new(&remote, &local, &qualified, PASSWORD);
-    c.new_smb_global_mapping(&ok).await.unwrap();
+    r.c.new_smb_global_mapping(&ok).await.unwrap();
     assert_eq!(
         std::fs::read(std::path::Path::new(&local).join("hello.txt")).unwrap(),
         CONTENTS
     );
-    c.remove_smb_global_mapping(&remote).await.unwrap();
-    no_secret_logged(&p, &[PASSWORD]);
+    r.c.remove_smb_global_mapping(&remote).await.unwrap();
+    no_secret_logged(&r.p, &[PASSWORD]);
 }
 
 /// The portal of this host's iSCSI Target Server.

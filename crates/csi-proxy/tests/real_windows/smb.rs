@@ -56,11 +56,6 @@ impl Share {
             dir: dir.into(),
         })
     }
-
-    /// `\\host\name`.
-    pub fn unc(&self, host: &str) -> String {
-        format!(r"\\{host}\{}", self.name)
-    }
 }
 
 impl Drop for Share {
