@@ -109,6 +109,15 @@ async fn smb_mapping_to_a_local_share_then_a_rotated_password_with<C: Smb>() {
             "a link at {local_s}"
         );
         assert_eq!(r.p.snapshot(), before);
+        // The helpers against wine's netapi32: users live in a list of its
+        // own (NetUserAdd takes the USER_INFO_1 as Windows does), and there
+        // is no SMB server: the share is refused and its directory removed
+        // again.
+        let user = LocalUser::create(&r.user, PASSWORD).unwrap();
+        let e = Share::create(&r.share, &r.dir).err().expect("wine shares");
+        assert!(e.to_string().contains("NetShareAdd"), "{e}");
+        assert!(!r.dir.exists());
+        drop(user);
     }
     let Some(_win) = require("an SMB share of this host and MSFT_SmbGlobalMapping") else {
         return;

@@ -92,7 +92,11 @@ impl Target {
                 "WT_Host",
                 "WT_Host",
                 "NewHost",
-                &[("HostName", Value::Str(name))],
+                // No cluster: an empty resource group.
+                &[
+                    ("HostName", Value::Str(name)),
+                    ("ResourceGroup", Value::Str(String::new())),
+                ],
             )
             .map(|_| ())
         })
