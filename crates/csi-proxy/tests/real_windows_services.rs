@@ -207,15 +207,17 @@ fn stop_with_calls_in_flight_answers_or_fails_cleanly() {
     svc.stop().unwrap();
     let stopped = wait_for(&svc, ServiceState::Stopped, "stop", || s.log_text());
     assert_eq!(stopped.exit_code, ServiceExitCode::Win32(0));
-    let mut answered = 0;
+    let (mut answered, mut refused) = (0, 0);
     for c in clients {
         let (ok, failed) = c.join().unwrap();
         answered += ok;
+        refused += failed.len();
         for e in failed {
             assert!(clean_failure(&e), "not a clean failure: {e:?}");
         }
     }
     assert!(answered > 0, "no call was answered before the stop");
+    eprintln!("{answered} calls answered, {refused} failed cleanly around the stop");
     let log = s.log_text();
     assert!(log.contains("service stopped"), "{log}");
 }
