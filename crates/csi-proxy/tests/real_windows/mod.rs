@@ -44,3 +44,8 @@ pub fn require(needs: &str) -> Option<RealWindows> {
         Some(RealWindows(()))
     }
 }
+
+pub mod account;
+pub mod iscsi_target;
+pub mod smb;
+pub mod win32;

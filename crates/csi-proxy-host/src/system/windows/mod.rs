@@ -246,10 +246,19 @@ impl SystemBackend for WindowsSystem {
         }
         let mut dependents =
             scm::active_dependents(&svc).map_err(|e| scm_err(op, name.as_str(), e))?;
+        let mut source = "EnumDependentServicesW";
         if dependents.is_empty() {
             // Wine's EnumDependentServicesW lists nothing: ask every service
             // what it depends on instead (StopService is no hot path).
             dependents = scanned_dependents(name.os_name())?;
+            source = "the dependency scan";
+        }
+        if !dependents.is_empty() {
+            tracing::debug!(
+                service = name.as_str(),
+                ?dependents,
+                "running dependents found by {source}"
+            );
         }
         if !dependents.is_empty() {
             if !force {
