@@ -9,8 +9,8 @@
 //! host that never needs WMI never starts COM) and ends when the worker is
 //! dropped.
 //!
-//! Query text is built by the callers from constant class and property
-//! names; values only ever enter through
+//! Query text comes from `wmi_schema::queries`, built from the checked
+//! names of `wmi_schema::names`; values only ever enter through
 //! `storage::parse::cim::wql_string_literal`.
 
 use std::cell::RefCell;
@@ -34,12 +34,8 @@ use windows::Win32::System::Wmi::{
 use crate::win::errors;
 use crate::{Error, Result};
 
-/// The Windows Storage Management API namespace.
-pub const STORAGE_NAMESPACE: &str = r"root\Microsoft\Windows\Storage";
-/// The classic Win32 provider namespace.
-pub const CIMV2_NAMESPACE: &str = r"root\cimv2";
-/// The SMB client namespace (`MSFT_SmbGlobalMapping`).
-pub const SMB_NAMESPACE: &str = r"root\Microsoft\Windows\SMB";
+// The namespaces live with the other WMI names (checked on every OS).
+pub use crate::wmi_schema::{CIMV2_NAMESPACE, SMB_NAMESPACE, STORAGE_NAMESPACE};
 
 mod variant;
 pub use variant::{Object, Value, Var};
