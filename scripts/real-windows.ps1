@@ -94,7 +94,7 @@ function Get-TestCounts([string] $Log) {
     $binary = ''; $test = ''
     $skipped = [ordered]@{}
     foreach ($line in Get-Content -LiteralPath $Log) {
-        if ($line -match '^\s*Running (\S+)') { $binary = $Matches[1]; $test = ''; continue }
+        if ($line -match '^\s*Running (.+)$') { $binary = $Matches[1]; $test = ''; continue }
         if ($line -match '^\s*Doc-tests (\S+)') { $binary = "doc $($Matches[1])"; $test = ''; continue }
         if ($line -match '^---- (.+) stdout ----$') { $test = $Matches[1]; continue }
         if ($line -match '^SKIPPED \(needs real Windows\): (.*)$') {
@@ -208,6 +208,7 @@ function Assert-NoService {
 function Step-Bench {
     Test-UpstreamCheckout
     Assert-NoService
+    New-Item -ItemType Directory -Force -Path (Join-Path $OutDir 'upstream') | Out-Null
     $exe = Join-Path $OutDir 'upstream\csi-proxy.exe'
     $log = Join-Path $OutDir 'upstream-build.log'
     Push-Location $Upstream
@@ -278,8 +279,16 @@ function Step-UpstreamTests {
             $ErrorActionPreference = 'Continue'
             $env:GOFLAGS = '-mod=vendor'
             Write-Host "==> go test -json -timeout 40m ./integrationtests/... > $report"
-            & go test -json -timeout 40m ./integrationtests/... 2>&1 | ForEach-Object { "$_" } |
-                Set-Content -LiteralPath $report
+            # The report keeps every line; the console gets one per finished test.
+            & go test -json -timeout 40m ./integrationtests/... 2>&1 | ForEach-Object {
+                $line = "$_"
+                if ($line -match '"Action":"(pass|fail|skip)".*"Test":"([^"]*)"') {
+                    Write-Host ("    {0,-4} {1}" -f $Matches[1], $Matches[2])
+                } elseif (-not $line.StartsWith('{')) {
+                    Write-Host "    $line"
+                }
+                $line
+            } | Set-Content -LiteralPath $report
             $rc = $LASTEXITCODE
         } finally {
             $ErrorActionPreference = $saved

