@@ -125,12 +125,14 @@ function Resolve-GoCheck {
     $exe = Join-Path $OutDir 'csi-proxy-go-check.exe'
     Push-Location $src
     try {
-        $log = Join-Path $OutDir 'go-check-build.log'
+        $n = 0
         foreach ($cmd in @(
                 @('mod', 'init', 'csi-proxy-go-check'),
                 @('get', 'google.golang.org/grpc@v1.33.3'),
                 @('mod', 'tidy'),
                 @('build', '-o', $exe, '.'))) {
+            $n++
+            $log = Join-Path $OutDir "go-check-build-$n.log"
             if ((Invoke-Logged -Log $log -Exe 'go' -Arguments $cmd) -ne 0) {
                 throw "building the Go client failed (go $($cmd -join ' ')); see $log"
             }
