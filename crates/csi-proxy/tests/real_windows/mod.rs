@@ -10,6 +10,11 @@
 
 use std::sync::OnceLock;
 
+pub mod calls;
+pub mod disks;
+pub mod links;
+pub mod vhd;
+
 /// True when this process runs under wine: wine's ntdll exports
 /// `wine_get_version`, Windows' never does.
 pub fn under_wine() -> bool {
