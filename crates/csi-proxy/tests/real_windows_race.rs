@@ -208,10 +208,8 @@ async fn a_parent_replaced_by_a_junction_never_leads_outside() {
         p.channel(Group::Disk, "v1").await,
         p.channel(Group::Volume, "v2alpha1").await,
     );
-    let vhd = match require("a VHDX volume to mount while racing") {
-        Some(_) => Some(Vhd::create(&p.root, "race", 128 * MIB).unwrap()),
-        None => None,
-    };
+    let vhd = require("a VHDX volume to mount while racing")
+        .map(|_| Vhd::create(&p.root, "race", 128 * MIB).unwrap());
     let volume = match &vhd {
         Some(v) => Some(calls.formatted_volume(v.disk()).await),
         None => None,
