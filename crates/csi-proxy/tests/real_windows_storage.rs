@@ -119,6 +119,9 @@ async fn partition_a_gpt_disk_with_only_an_msr() {
     let v = Vhd::create(&p.root, "msr", 256 * MIB).unwrap();
     let n = v.disk();
     disks::init_gpt_msr_only(n).unwrap();
+    // Changed behind the storage provider's back: refresh its cache, as an
+    // operator would.
+    c.rescan().await.unwrap();
     let before = disks::layout(n).unwrap();
     assert_eq!(before.partitions.len(), 1, "{before:?}");
     assert_eq!(before.partitions[0].gpt_type, Some(MSR));
@@ -151,6 +154,7 @@ async fn partition_an_mbr_disk_keeps_mbr() {
     let v = Vhd::create(&p.root, "mbr", 256 * MIB).unwrap();
     let n = v.disk();
     disks::init_mbr(n).unwrap();
+    c.rescan().await.unwrap();
     assert_eq!(disks::layout(n).unwrap().style, Style::Mbr);
     c.partitioned_volume(n).await;
     let l = disks::layout(n).unwrap();

@@ -242,7 +242,7 @@ pub fn scsi_address(disk: u32) -> io::Result<[u8; 4]> {
 /// The filesystem name of a volume (`GetVolumeInformationW`, id with its
 /// trailing backslash).
 pub fn filesystem(volume: &str) -> io::Result<String> {
-    let v: Vec<u16> = volume.encode_utf16().chain(std::iter::once(0)).collect();
+    let v = super::links::wide_z(volume);
     let mut fs = [0u16; 64];
     // SAFETY: `v` is NUL-terminated; `fs` is writable for its length; the
     // other outputs are not asked for.

@@ -20,7 +20,8 @@ use windows_sys::Win32::System::IO::DeviceIoControl;
 /// `IO_REPARSE_TAG_MOUNT_POINT` (junctions and volume mount points).
 const IO_REPARSE_TAG_MOUNT_POINT: u32 = 0xA000_0003;
 
-fn wide_z(s: &str) -> Vec<u16> {
+/// `s` as a NUL-terminated UTF-16 string.
+pub fn wide_z(s: &str) -> Vec<u16> {
     s.encode_utf16().chain(std::iter::once(0)).collect()
 }
 

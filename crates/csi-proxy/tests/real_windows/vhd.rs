@@ -22,6 +22,8 @@ use windows_sys::Win32::System::LibraryLoader::{
     GetProcAddress, LoadLibraryExW, LOAD_LIBRARY_SEARCH_SYSTEM32,
 };
 
+use super::links::wide_z;
+
 pub const MIB: u64 = 1 << 20;
 
 /// The calls this module makes.
@@ -32,10 +34,6 @@ const CALLS: [&str; 5] = [
     "GetVirtualDiskPhysicalPath",
     "ResizeVirtualDisk",
 ];
-
-fn wide_z(s: &str) -> Vec<u16> {
-    s.encode_utf16().chain(std::iter::once(0)).collect()
-}
 
 fn check(what: &str, code: u32) -> io::Result<()> {
     if code == 0 {
