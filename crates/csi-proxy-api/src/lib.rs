@@ -30,9 +30,10 @@ macro_rules! include_proto {
     };
 }
 
-/// Table written by build.rs from the compiled descriptors.
 mod redact;
+pub mod secrets;
 
+/// Table written by build.rs from the compiled descriptors.
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/api_table.rs"));
 }

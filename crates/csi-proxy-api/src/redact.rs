@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-const REDACTED: &str = "<redacted>";
+use crate::secrets::REDACTED;
 
 macro_rules! redacting_debug {
     ($ty:path { $($field:ident),* ; secret $($secret:ident),+ }) => {

@@ -21,8 +21,14 @@
 //!
 //! This is also the one place calls are measured: a service built
 //! [`VersionedService::with_metrics`] records every call of its table
-//! ([`crate::metrics`]); without metrics nothing is recorded.
+//! ([`crate::metrics`]); without metrics nothing is recorded. And the one
+//! place calls are guarded: a service built [`VersionedService::with_guard`]
+//! asks the caller policy and writes the audit log for every call
+//! ([`crate::guard`]), with the identity of the connection's client
+//! ([`VersionedService::for_caller`]).
 
+use crate::caller::Caller;
+use crate::guard::{Call, Guard};
 use crate::metrics::{HostTimer, MethodMetrics, Metrics};
 use crate::status;
 use crate::wire::Wire;
@@ -45,6 +51,8 @@ struct Route {
     /// The version-free operation, e.g. `path_exists`.
     operation: &'static str,
     metrics: Option<MethodMetrics>,
+    /// Whether the operation can change the host (audit level `write`).
+    write: bool,
 }
 
 /// Asked before each call of a cached operation: a number that changes
@@ -179,6 +187,7 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
                     method,
                     operation,
                     metrics: None,
+                    write: crate::audit::WRITE_OPERATIONS.contains(&operation),
                 };
                 (format!("/{service}/{method}"), route)
             })
@@ -186,9 +195,10 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
         VersionedService {
             inner: Arc::new(Inner {
                 service,
-                group: version.group.as_str(),
+                api: version,
                 handlers,
                 log_requests,
+                guard: None,
             }),
         }
     }
@@ -280,9 +290,10 @@ fn finish<Resp: prost::Message, AResp: Wire<Resp>>(r: csi_proxy_host::Result<ARe
 
 struct Inner {
     service: String,
-    group: &'static str,
+    api: ApiVersion,
     handlers: HashMap<String, Route>,
     log_requests: bool,
+    guard: Option<Arc<Guard>>,
 }
 
 /// One versioned gRPC service (e.g. `v1.Filesystem`): method paths to
@@ -311,8 +322,13 @@ impl VersionedService {
     }
 
     /// Call the method at `path` (`/<package>.<Service>/<Method>`) with the
-    /// encoded request `message`.
+    /// encoded request `message`, for a caller whose identity is unknown.
     pub fn call(&self, path: &str, message: &[u8]) -> Outcome {
+        self.call_as(path, message, &unknown_caller())
+    }
+
+    /// [`VersionedService::call`] for `caller`.
+    pub fn call_as(&self, path: &str, message: &[u8], caller: &Arc<Caller>) -> Outcome {
         let Some(route) = self.inner.handlers.get(path) else {
             if let Some(reply) = crate::health::answer(path, message, &self.inner.service) {
                 return Outcome::Done(reply);
@@ -327,6 +343,23 @@ impl VersionedService {
                 ),
             ));
         };
+        match &self.inner.guard {
+            None => Self::measured(route, message),
+            Some(guard) => {
+                let call = Call {
+                    api: self.inner.api,
+                    method: route.method,
+                    write: route.write,
+                    caller,
+                    request: message,
+                };
+                guard.run(call, || Self::measured(route, message))
+            }
+        }
+    }
+
+    /// Run a route, recording it in its metrics if it has them.
+    fn measured(route: &Route, message: &[u8]) -> Outcome {
         let Some(metrics) = &route.metrics else {
             return (route.handler)(message, None);
         };
@@ -353,7 +386,8 @@ impl VersionedService {
             .handlers
             .iter()
             .map(|(path, route)| {
-                let m = metrics.method(&inner.service, route.method, inner.group, route.operation);
+                let group = inner.api.group.as_str();
+                let m = metrics.method(&inner.service, route.method, group, route.operation);
                 let route = Route {
                     metrics: Some(m),
                     ..route.clone()
@@ -364,11 +398,63 @@ impl VersionedService {
         VersionedService {
             inner: Arc::new(Inner {
                 service: inner.service.clone(),
-                group: inner.group,
+                api: inner.api,
                 handlers,
                 log_requests: inner.log_requests,
+                guard: inner.guard.clone(),
             }),
         }
+    }
+
+    /// The same service, guarded by `guard` (audit log, caller policy).
+    #[must_use]
+    pub fn with_guard(&self, guard: Arc<Guard>) -> VersionedService {
+        let inner = &self.inner;
+        VersionedService {
+            inner: Arc::new(Inner {
+                service: inner.service.clone(),
+                api: inner.api,
+                handlers: inner.handlers.clone(),
+                log_requests: inner.log_requests,
+                guard: Some(guard),
+            }),
+        }
+    }
+
+    /// Whether calls need the identity of their caller (a guard is set).
+    pub fn needs_caller(&self) -> bool {
+        self.inner.guard.as_ref().is_some_and(|g| g.needs_caller())
+    }
+
+    /// This service as one connection's client `caller` sees it.
+    pub fn for_caller(&self, caller: Arc<Caller>) -> CallerService {
+        CallerService {
+            service: self.clone(),
+            caller,
+        }
+    }
+}
+
+/// The caller of a connection whose identity was not taken.
+fn unknown_caller() -> Arc<Caller> {
+    static UNKNOWN: std::sync::OnceLock<Arc<Caller>> = std::sync::OnceLock::new();
+    UNKNOWN.get_or_init(Arc::default).clone()
+}
+
+/// A service bound to one connection's caller.
+#[derive(Clone)]
+pub struct CallerService {
+    service: VersionedService,
+    caller: Arc<Caller>,
+}
+
+impl csi_proxy_http2::Service for CallerService {
+    fn call(&self, path: &str, message: &[u8]) -> Outcome {
+        self.service.call_as(path, message, &self.caller)
+    }
+
+    fn answered(&self, path: &str, elapsed: Duration, code: Code) {
+        csi_proxy_http2::Service::answered(&self.service, path, elapsed, code);
     }
 }
 

@@ -11,13 +11,19 @@
 //!   [`dispatch::VersionedService`] is its [`csi_proxy_http2::Service`];
 //! - [`transport`]: Unix sockets and named pipes;
 //! - [`server`]: binding every endpoint, serving, graceful shutdown;
-//! - `accept`: the per-endpoint connection cap and the accept back-off.
+//! - `accept`: the per-endpoint connection cap and the accept back-off;
+//! - [`caller`]: who is calling (per connection), [`audit`]: the audit
+//!   log, [`policy`]: the caller policy, [`guard`]: both around every call.
 
 mod accept;
+pub mod audit;
+pub mod caller;
 pub mod dispatch;
 mod groups;
+pub mod guard;
 mod health;
 pub mod metrics;
+pub mod policy;
 pub mod server;
 pub mod status;
 pub mod transport;

@@ -1,8 +1,10 @@
 //! Binding every endpoint, serving, and graceful shutdown.
 
 use crate::accept::{Backoff, Cap};
+use crate::caller::Caller;
 use crate::dispatch::VersionedService;
 use crate::groups;
+use crate::guard::Guard;
 use crate::metrics::{ConnectionGauge, Metrics};
 use crate::transport::Listener;
 use csi_proxy_api::ApiVersion;
@@ -49,6 +51,8 @@ pub struct Config {
     pub max_connections_per_endpoint: usize,
     /// Record calls and connections here (`-metrics-bind-address`).
     pub metrics: Option<Arc<Metrics>>,
+    /// The audit log and caller policy (`-audit-log`, `-caller-policy`).
+    pub guard: Option<Arc<Guard>>,
 }
 
 impl Config {
@@ -159,6 +163,9 @@ pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
         if let Some(m) = &config.metrics {
             service = service.with_metrics(m);
             connections = Some(m.connections(&format!("{}-{}", version.group, version.version)));
+        }
+        if let Some(g) = &config.guard {
+            service = service.with_guard(g.clone());
         }
         endpoints.push(Endpoint {
             address,
@@ -273,8 +280,14 @@ async fn accept_loop<L: Listener>(
                 // Over the cap the connection is closed at once (dropped).
                 if let Some(slot) = cap.admit(address) {
                     let open = gauge.as_ref().map(ConnectionGauge::open);
-                    let serve =
-                        http2::serve(io, service.clone(), options.clone(), shutdown.clone());
+                    // Identity once per connection, only when something
+                    // uses it (audit log, caller policy).
+                    let caller = match service.needs_caller() {
+                        true => Arc::new(L::caller(&io)),
+                        false => Arc::new(Caller::default()),
+                    };
+                    let conn = service.for_caller(caller);
+                    let serve = http2::serve(io, conn, options.clone(), shutdown.clone());
                     connections.spawn(async move {
                         serve.await;
                         drop(open);

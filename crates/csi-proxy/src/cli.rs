@@ -172,6 +172,44 @@ pub struct Cli {
           value_parser = parse_positive_count)]
     pub max_connections_per_endpoint: usize,
 
+    /// Audit log: one JSON line per recorded call (who, what, outcome);
+    /// '-' is standard error. Off when not given.
+    #[arg(long = "audit-log", value_name = "PATH|-")]
+    pub audit_log: Option<PathBuf>,
+
+    /// Which calls the audit log records: none, write (calls that can
+    /// change the host, and refused calls) or all.
+    #[arg(long = "audit-level", value_name = "LEVEL", default_value = "write",
+          value_parser = ["none", "write", "all"])]
+    pub audit_level: String,
+
+    /// What a line that cannot be written does: best-effort drops it
+    /// (counted in csi_proxy_audit_dropped_total) and answers the call;
+    /// blocking answers the call Unavailable.
+    #[arg(long = "audit-mode", value_name = "MODE", default_value = "best-effort",
+          value_parser = ["best-effort", "blocking"])]
+    pub audit_mode: String,
+
+    /// Rotate the audit log when it would pass this size in MB (0: never).
+    #[arg(long = "audit-log-max-size", value_name = "MB", default_value_t = 100)]
+    pub audit_log_max_size: u64,
+
+    /// Rotated audit logs kept (<file>.1 newest ... <file>.N).
+    #[arg(long = "audit-log-max-backups", value_name = "N", default_value_t = 5)]
+    pub audit_log_max_backups: u32,
+
+    /// Caller policy: a JSON file of which callers may call which group or
+    /// method (re-read on SIGHUP and when it changes). Every caller is
+    /// allowed when not given.
+    #[arg(long = "caller-policy", value_name = "FILE")]
+    pub caller_policy: Option<PathBuf>,
+
+    /// Log line format: text (klog) or json (Kubernetes components' JSON:
+    /// ts, v, msg, key/values).
+    #[arg(long = "logging-format", value_name = "FORMAT", default_value = "text",
+          value_parser = ["text", "json"])]
+    pub logging_format: String,
+
     /// Log verbosity: 0-3 info, 4-5 debug, 6+ trace.
     #[arg(long = "v", value_name = "LEVEL", default_value_t = 0)]
     pub v: u8,

@@ -6,6 +6,7 @@
 mod argv;
 mod cli;
 mod goflags;
+mod guard;
 mod logging;
 mod run;
 mod service;

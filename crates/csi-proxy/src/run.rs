@@ -200,6 +200,7 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
         .context("invalid -kubelet-path or -working-dir")?;
     let metrics = (!cli.metrics_bind_address.is_empty())
         .then(|| Arc::new(Metrics::new(&crate::version::build_info())));
+    let guarding = crate::guard::Guarding::from_cli(cli, metrics.as_deref())?;
     let config = Config {
         versions,
         transport: transport(cli)?,
@@ -211,6 +212,7 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
         keepalive_timeout: cli.keepalive_timeout,
         max_connections_per_endpoint: cli.max_connections_per_endpoint,
         metrics: metrics.clone(),
+        guard: guarding.guard(),
     };
     let host = Host::os_with(
         policy.clone(),
@@ -260,6 +262,7 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
             true => Some(Signals::install()?),
             false => None,
         };
+        guarding.watch_policy(&token)?;
         let server = csi_proxy_server::bind(&config, &host)?;
         let addresses = server.addresses();
         if let (Some(listener), Some(m)) = (metrics_listener, metrics) {
@@ -298,6 +301,7 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
         if let Some(s) = signals {
             s.abort();
         }
+        guarding.close();
         result?;
         #[cfg(target_os = "linux")]
         tracing::info!(

@@ -9,8 +9,9 @@
 //! - Process metrics on Linux and Windows ([`process`]).
 //! - Ours: `csi_proxy_host_operation_seconds{group,operation}`,
 //!   `csi_proxy_calls_in_flight{grpc_service,grpc_method}`,
-//!   `csi_proxy_open_connections{endpoint}` and
-//!   `csi_proxy_build_info{version,commit,target}`.
+//!   `csi_proxy_open_connections{endpoint}`,
+//!   `csi_proxy_audit_dropped_total` (audit lines not written: see
+//!   [`crate::audit`]) and `csi_proxy_build_info{version,commit,target}`.
 //!
 //! Calls are recorded at the one dispatch point
 //! ([`crate::dispatch::VersionedService::call`]) through handles resolved
@@ -81,6 +82,7 @@ struct Families {
 pub struct Metrics {
     registry: Registry,
     families: Arc<Families>,
+    audit_dropped: Counter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -159,8 +161,18 @@ impl Metrics {
             "Always 1; the labels tell which build of csi-proxy is running",
             info,
         );
+        let audit_dropped = Counter::default();
+        registry.register(
+            "csi_proxy_audit_dropped",
+            "Audit lines not written: queue full or write failed (see -audit-mode)",
+            audit_dropped.clone(),
+        );
         registry.register_collector(Box::new(process::ProcessCollector::new()));
-        Metrics { registry, families }
+        Metrics {
+            registry,
+            families,
+            audit_dropped,
+        }
     }
 
     /// The handles of one method: `service` is e.g. `v1.Filesystem`,
@@ -207,6 +219,11 @@ impl Metrics {
                 .connections
                 .get_or_create_owned(&[("endpoint", endpoint.to_string())]),
         )
+    }
+
+    /// The counter of audit lines dropped (`csi_proxy_audit_dropped_total`).
+    pub fn audit_dropped(&self) -> Counter {
+        self.audit_dropped.clone()
     }
 
     /// Everything, in `format`.

@@ -8,6 +8,7 @@ pub mod unix;
 #[cfg(windows)]
 pub mod windows;
 
+use crate::caller::Caller;
 use std::future::Future;
 use std::io;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -17,6 +18,8 @@ pub trait Listener: Send + 'static {
     type Io: AsyncRead + AsyncWrite + Send + Unpin + 'static;
     /// Wait for the next client.
     fn accept(&mut self) -> impl Future<Output = io::Result<Self::Io>> + Send;
+    /// Who is at the other end of an accepted connection.
+    fn caller(io: &Self::Io) -> Caller;
 }
 
 #[cfg(unix)]
@@ -25,6 +28,9 @@ impl Listener for unix::UnixEndpoint {
     fn accept(&mut self) -> impl Future<Output = io::Result<Self::Io>> + Send {
         unix::UnixEndpoint::accept(self)
     }
+    fn caller(io: &Self::Io) -> Caller {
+        crate::caller::of_unix_stream(io)
+    }
 }
 
 #[cfg(windows)]
@@ -32,5 +38,8 @@ impl Listener for windows::PipeListener {
     type Io = tokio::net::windows::named_pipe::NamedPipeServer;
     fn accept(&mut self) -> impl Future<Output = io::Result<Self::Io>> + Send {
         windows::PipeListener::accept(self)
+    }
+    fn caller(io: &Self::Io) -> Caller {
+        crate::caller::of_pipe(io)
     }
 }

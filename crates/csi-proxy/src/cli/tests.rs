@@ -40,6 +40,51 @@ fn defaults() {
     assert_eq!(cli.log_file_max_size, 1800);
     assert!(cli.ignored_flags().is_empty());
     assert_eq!(cli.allowed_roots(), vec![DEFAULT_KUBELET_PATH.to_string()]);
+    assert_eq!(cli.audit_log, None);
+    assert_eq!(cli.audit_level, "write");
+    assert_eq!(cli.audit_mode, "best-effort");
+    assert_eq!(cli.audit_log_max_size, 100);
+    assert_eq!(cli.audit_log_max_backups, 5);
+    assert_eq!(cli.caller_policy, None);
+    assert_eq!(cli.logging_format, "text");
+}
+
+#[test]
+fn audit_policy_and_logging_format_flags() {
+    let cli = ok(&[
+        "-audit-log=/var/log/csi-proxy/audit.log",
+        "-audit-level",
+        "all",
+        "-audit-mode=blocking",
+        "-audit-log-max-size=7",
+        "-audit-log-max-backups",
+        "0",
+        "-caller-policy=/etc/csi-proxy/policy.json",
+        "-logging-format=json",
+    ]);
+    assert_eq!(
+        cli.audit_log,
+        Some(PathBuf::from("/var/log/csi-proxy/audit.log"))
+    );
+    assert_eq!(cli.audit_level, "all");
+    assert_eq!(cli.audit_mode, "blocking");
+    assert_eq!(cli.audit_log_max_size, 7);
+    assert_eq!(cli.audit_log_max_backups, 0);
+    assert_eq!(
+        cli.caller_policy,
+        Some(PathBuf::from("/etc/csi-proxy/policy.json"))
+    );
+    assert_eq!(cli.logging_format, "json");
+    assert_eq!(ok(&["-audit-log=-"]).audit_log, Some(PathBuf::from("-")));
+    assert_eq!(ok(&["-audit-log", "-"]).audit_log, Some(PathBuf::from("-")));
+    for bad in [
+        "-audit-level=reads",
+        "-audit-mode=fail-closed",
+        "-logging-format=yaml",
+        "-audit-log-max-size=-1",
+    ] {
+        assert!(parse(&[bad]).is_err(), "{bad}");
+    }
 }
 
 #[test]
@@ -283,7 +328,7 @@ fn help_mentions_every_flag() {
             "help lacks --{long}:\n{help}"
         );
     }
-    assert_eq!(count, 39, "flag count changed; update the help checks");
+    assert_eq!(count, 46, "flag count changed; update the help checks");
     for flag in [
         "kubelet-path",
         "kubelet-csi-plugins-path",
@@ -314,6 +359,13 @@ fn help_mentions_every_flag() {
         "log_file",
         "log_dir",
         "log_file_max_size",
+        "audit-log",
+        "audit-level",
+        "audit-mode",
+        "audit-log-max-size",
+        "audit-log-max-backups",
+        "caller-policy",
+        "logging-format",
     ] {
         assert!(
             help.contains(&format!("--{flag} ")) || help.contains(&format!("--{flag}[")),

@@ -3,7 +3,7 @@
 use std::fmt::{self, Write as _};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use tracing::field::{Field, Visit};
+use super::fields::{Body, Value};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
@@ -52,7 +52,7 @@ where
             t.micros,
             thread_id(),
             body.message,
-            body.fields,
+            klog_fields(&body),
         )?;
         if let Some(scope) = ctx.event_scope() {
             for span in scope.from_root() {
@@ -68,55 +68,16 @@ where
     }
 }
 
-/// The message and ` key=value` fields of one event.
-#[derive(Default)]
-struct Body {
-    message: String,
-    fields: String,
-    /// Source location of records bridged from the `log` crate.
-    log_file: Option<String>,
-    log_line: Option<u64>,
-}
-
-impl Visit for Body {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        match field.name() {
-            "message" => self.message.push_str(value),
-            "log.file" => self.log_file = Some(value.to_string()),
-            name if name.starts_with("log.") => {}
-            name => {
-                if needs_quotes(value) {
-                    let _ = write!(self.fields, " {name}={value:?}");
-                } else {
-                    let _ = write!(self.fields, " {name}={value}");
-                }
-            }
-        }
+/// ` key=value` for every field, strings quoted when they have to be.
+fn klog_fields(body: &Body) -> String {
+    let mut out = String::new();
+    for (name, value) in &body.fields {
+        let _ = match value {
+            Value::Str(v) if needs_quotes(v) => write!(out, " {name}={v:?}"),
+            Value::Str(v) | Value::Plain(v) | Value::Debug(v) => write!(out, " {name}={v}"),
+        };
     }
-
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        if field.name() == "log.line" {
-            self.log_line = Some(value);
-        } else {
-            self.record_debug(field, &value);
-        }
-    }
-
-    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.record_str(field, &value.to_string());
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        match field.name() {
-            "message" => {
-                let _ = write!(self.message, "{value:?}");
-            }
-            name if name.starts_with("log.") => {}
-            name => {
-                let _ = write!(self.fields, " {name}={value:?}");
-            }
-        }
-    }
+    out
 }
 
 fn needs_quotes(value: &str) -> bool {
@@ -126,7 +87,7 @@ fn needs_quotes(value: &str) -> bool {
             .any(|c| c.is_whitespace() || c.is_control() || c == '"' || c == '=')
 }
 
-fn base_name(path: &str) -> &str {
+pub(super) fn base_name(path: &str) -> &str {
     path.rsplit(['/', '\\']).next().unwrap_or(path)
 }
 
@@ -203,27 +164,15 @@ impl Stamp {
         })
     }
 
-    /// UTC from seconds since the Unix epoch (Howard Hinnant's
-    /// civil-from-days algorithm).
+    /// UTC from seconds since the Unix epoch.
     fn utc(secs: i64, micros: u32) -> Stamp {
-        let days = secs.div_euclid(86_400);
-        let sod = secs.rem_euclid(86_400);
-        let z = days + 719_468;
-        let era = z.div_euclid(146_097);
-        let doe = z - era * 146_097;
-        let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let day = doy - (153 * mp + 2) / 5 + 1;
-        let month = if mp < 10 { mp + 3 } else { mp - 9 };
-        // All values are small and non-negative by construction.
-        let small = |v: i64| u32::try_from(v).unwrap_or_default();
+        let c = csi_proxy_server::audit::json::civil(secs);
         Stamp {
-            month: small(month),
-            day: small(day),
-            hour: small(sod / 3_600),
-            minute: small(sod % 3_600 / 60),
-            second: small(sod % 60),
+            month: c.month,
+            day: c.day,
+            hour: c.hour,
+            minute: c.minute,
+            second: c.second,
             micros,
         }
     }

@@ -2,7 +2,9 @@
 //!
 //! Lines look like klog's:
 //! `I0102 15:04:05.123456    4242 server.rs:42] message key=value`,
-//! where the first letter is the severity (`I` info/debug/trace, `W`, `E`).
+//! where the first letter is the severity (`I` info/debug/trace, `W`, `E`);
+//! with `-logging-format=json`, like Kubernetes components' JSON lines
+//! (`json`). Both render one event's fields read by one visitor (`fields`).
 //! Output selection follows klog's `-logtostderr`, `-alsologtostderr`,
 //! `-log_file`, `-log_dir` and `-log_file_max_size` flags.
 
@@ -20,7 +22,10 @@ use tracing_subscriber::EnvFilter;
 
 use crate::cli::Cli;
 
+mod fields;
+mod json;
 mod klog;
+use json::JsonFormat;
 use klog::KlogFormat;
 
 /// File name used under `-log_dir` when `-log_file` is not given.
@@ -62,7 +67,11 @@ pub fn init(cli: &Cli) -> anyhow::Result<LogGuard> {
         file: output.file.clone(),
     };
     VERBOSITY.store(cli.v, Ordering::Relaxed);
-    subscriber(filter, output)
+    let format = match cli.logging_format.as_str() {
+        "json" => LineFormat::Json,
+        _ => LineFormat::Text,
+    };
+    subscriber(filter, output, format)
         .try_init()
         .context("cannot install the logger (one is already installed)")?;
     Ok(guard)
@@ -123,15 +132,40 @@ fn output_for(cli: &Cli) -> anyhow::Result<Output> {
     })
 }
 
-/// The subscriber: `filter`, the klog line format, and `output`.
-fn subscriber<W>(filter: EnvFilter, output: W) -> impl Subscriber + Send + Sync
+/// The line format (`-logging-format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LineFormat {
+    Text,
+    Json,
+}
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for LineFormat
+where
+    S: Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        match self {
+            LineFormat::Text => KlogFormat.format_event(ctx, writer, event),
+            LineFormat::Json => JsonFormat.format_event(ctx, writer, event),
+        }
+    }
+}
+
+/// The subscriber: `filter`, the line `format`, and `output`.
+fn subscriber<W>(filter: EnvFilter, output: W, format: LineFormat) -> impl Subscriber + Send + Sync
 where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(false)
-        .event_format(KlogFormat)
+        .event_format(format)
         .with_writer(output)
         .finish()
 }

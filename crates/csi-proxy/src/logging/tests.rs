@@ -37,10 +37,59 @@ fn cli(args: &[&str]) -> Cli {
 }
 
 fn capture(v: u8, emit: impl FnOnce()) -> String {
+    capture_as(LineFormat::Text, v, emit)
+}
+
+fn capture_as(format: LineFormat, v: u8, emit: impl FnOnce()) -> String {
     let buf = Buffer::default();
     let filter = filter_for(v, None).expect("filter");
-    tracing::subscriber::with_default(subscriber(filter, buf.clone()), emit);
+    tracing::subscriber::with_default(subscriber(filter, buf.clone(), format), emit);
     buf.text()
+}
+
+#[test]
+fn json_line_format() {
+    let out = capture_as(LineFormat::Json, 6, || {
+        tracing::info!(
+            count = 3,
+            path = "C:\\a \"b\"",
+            ok = true,
+            ratio = 0.5,
+            "hello {}",
+            "world"
+        );
+        tracing::debug!(code = ?tonic_code(), "debug line");
+        tracing::error!(error = %io::Error::other("boom"), "failed");
+        let span = tracing::info_span!("request", method = "Mount");
+        let _entered = span.enter();
+        tracing::warn!("inside");
+    });
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    let first = &lines[0];
+    assert!(first["ts"].as_f64().unwrap() > 1.7e9, "{first}");
+    assert!(
+        first["caller"].as_str().unwrap().starts_with("tests.rs:"),
+        "{first}"
+    );
+    assert_eq!(first["msg"], "hello world");
+    assert_eq!(first["v"], 0);
+    assert_eq!(first["count"], 3);
+    assert_eq!(first["path"], "C:\\a \"b\"");
+    assert_eq!(first["ok"], true);
+    assert_eq!(first["ratio"], 0.5);
+    assert_eq!(lines[1]["v"], 4);
+    assert_eq!(lines[1]["code"], "Some(7)");
+    assert_eq!(lines[2]["err"], "boom");
+    assert!(lines[2].get("v").is_none(), "error lines carry no v");
+    assert_eq!(lines[3]["span"], "method=\"Mount\"");
+}
+
+fn tonic_code() -> Option<u8> {
+    Some(7)
 }
 
 /// Checks `Lmmdd hh:mm:ss.uuuuuu <tid> logging.rs:<n>] ` and returns the rest.
@@ -119,7 +168,7 @@ fn verbosity_levels() {
 fn rust_log_overrides() {
     let buf = Buffer::default();
     let filter = filter_for(0, Some("debug")).expect("filter");
-    tracing::subscriber::with_default(subscriber(filter, buf.clone()), || {
+    tracing::subscriber::with_default(subscriber(filter, buf.clone(), LineFormat::Text), || {
         tracing::debug!("d");
     });
     assert_eq!(buf.text().lines().count(), 1);
@@ -182,7 +231,7 @@ fn file_output_when_logtostderr_false() {
         file: output.file.clone(),
     };
     let filter = filter_for(0, None).expect("filter");
-    tracing::subscriber::with_default(subscriber(filter, output), || {
+    tracing::subscriber::with_default(subscriber(filter, output, LineFormat::Text), || {
         tracing::info!(pipe = "disk", "serving");
     });
     drop(guard);

@@ -1,0 +1,308 @@
+//! The audit log: one JSON object per line for every call that can change
+//! the host (`-audit-level=write`) or every call (`all`), with who called
+//! (the connection's [`Caller`]), what was asked (the request's fields by
+//! proto name, secrets redacted: [`fields`]) and how it ended (gRPC code,
+//! message, duration).
+//!
+//! A call hands its line to a bounded queue ([`QUEUE_LINES`]) and goes on;
+//! one thread ([`writer`]) formats and writes the lines. With
+//! [`Mode::BestEffort`] a full queue or a failed write drops lines (counted
+//! in `csi_proxy_audit_dropped_total`) and calls are answered as usual.
+//! With [`Mode::Blocking`] a call's reply waits until its line is written
+//! (and synced): a line that cannot be written turns the reply into
+//! `Unavailable`, and while writes fail, calls are refused before they run.
+//! What is synced when: see [`writer`].
+
+pub mod fields;
+pub mod json;
+mod writer;
+
+use crate::caller::Caller;
+use crate::metrics::Metrics;
+use csi_proxy_api::ApiVersion;
+use csi_proxy_http2::{Code, Reply};
+use prometheus_client::metrics::counter::Counter;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+/// Lines that may wait for the writer.
+pub const QUEUE_LINES: usize = 4096;
+/// How long a call waits for its line in blocking mode.
+pub const BLOCKING_WAIT: Duration = Duration::from_secs(10);
+
+/// The version-free operations that can change the host: recorded at
+/// `-audit-level=write`.
+pub const WRITE_OPERATIONS: [&str; 21] = [
+    "mkdir",
+    "rmdir",
+    "rmdir_contents",
+    "create_symlink",
+    "partition_disk",
+    "set_disk_state",
+    "rescan",
+    "format_volume",
+    "resize_volume",
+    "mount_volume",
+    "unmount_volume",
+    "write_volume_cache",
+    "new_smb_global_mapping",
+    "remove_smb_global_mapping",
+    "add_target_portal",
+    "remove_target_portal",
+    "connect_target",
+    "disconnect_target",
+    "set_mutual_chap_secret",
+    "start_service",
+    "stop_service",
+];
+
+/// Which calls are recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    None,
+    /// Calls that can change the host, and every refused call.
+    Write,
+    All,
+}
+
+/// What happens when a line cannot be written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Drop it (counted), answer the call as usual: fail open.
+    BestEffort,
+    /// Answer `Unavailable`: fail closed.
+    Blocking,
+}
+
+/// Where the lines go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Sink {
+    Stderr,
+    /// A file, rotated at `max_bytes` (0: never) keeping `max_backups`
+    /// older files `<file>.1` (newest) ... `<file>.N`.
+    File {
+        path: PathBuf,
+        max_bytes: u64,
+        max_backups: u32,
+    },
+}
+
+/// The audit log's settings.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub sink: Sink,
+    pub level: Level,
+    pub mode: Mode,
+}
+
+/// Opening the audit log failed.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot open the audit log {path}: {source}")]
+pub struct OpenError {
+    path: String,
+    #[source]
+    source: std::io::Error,
+}
+
+/// One call, as recorded.
+pub struct Entry {
+    pub time: SystemTime,
+    pub api: ApiVersion,
+    pub method: &'static str,
+    pub code: Code,
+    pub message: String,
+    pub duration: Duration,
+    pub caller: Arc<Caller>,
+    /// The encoded request message.
+    pub request: Vec<u8>,
+}
+
+enum Msg {
+    Line(Box<Entry>, Option<SyncSender<Result<(), String>>>),
+    /// Write and sync what is queued, then answer.
+    Flush(SyncSender<()>),
+}
+
+/// The audit log of the process; cheap to share.
+pub struct AuditLog {
+    tx: Mutex<Option<SyncSender<Msg>>>,
+    level: Level,
+    mode: Mode,
+    dropped: Counter,
+    /// The last write succeeded.
+    healthy: Arc<AtomicBool>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditLog")
+            .field("level", &self.level)
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AuditLog {
+    /// Open the sink and start the writer thread. Dropped lines are counted
+    /// in `metrics`' `csi_proxy_audit_dropped_total` when given.
+    pub fn open(config: &Config, metrics: Option<&Metrics>) -> Result<Arc<AuditLog>, OpenError> {
+        let dropped = metrics.map_or_else(Counter::default, Metrics::audit_dropped);
+        let sink = writer::Output::open(&config.sink).map_err(|source| OpenError {
+            path: match &config.sink {
+                Sink::Stderr => "-".into(),
+                Sink::File { path, .. } => path.display().to_string(),
+            },
+            source,
+        })?;
+        let (tx, rx) = mpsc::sync_channel(QUEUE_LINES);
+        let healthy = Arc::new(AtomicBool::new(true));
+        let w = writer::Writer {
+            out: sink,
+            sync_each_batch: config.mode == Mode::Blocking,
+            dropped: dropped.clone(),
+            healthy: healthy.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("csi-proxy-audit".into())
+            .spawn(move || w.run(rx))
+            .map_err(|source| OpenError {
+                path: "(writer thread)".into(),
+                source,
+            })?;
+        Ok(Arc::new(AuditLog {
+            tx: Mutex::new(Some(tx)),
+            level: config.level,
+            mode: config.mode,
+            dropped,
+            healthy,
+            thread: Mutex::new(Some(thread)),
+        }))
+    }
+
+    /// Whether a call is recorded: `write` says whether it can change the
+    /// host, `refused` whether a policy refused it.
+    pub fn records(&self, write: bool, refused: bool) -> bool {
+        match self.level {
+            Level::None => false,
+            Level::Write => write || refused,
+            Level::All => true,
+        }
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Whether the last write succeeded (blocking mode refuses calls
+    /// before they run while it did not).
+    pub fn healthy(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// Lines dropped so far.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.get()
+    }
+
+    fn sender(&self) -> Option<SyncSender<Msg>> {
+        self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Queue a line without waiting; a full queue drops it (counted).
+    pub fn submit(&self, entry: Entry) {
+        let sent = self
+            .sender()
+            .is_some_and(|tx| tx.try_send(Msg::Line(Box::new(entry), None)).is_ok());
+        if !sent {
+            self.dropped.inc();
+        }
+    }
+
+    /// Queue a line and wait until it is written and synced (blocking
+    /// mode; call it off the async workers). The error says why not.
+    pub fn commit(&self, entry: Entry) -> Result<(), String> {
+        let (ack, done) = mpsc::sync_channel(1);
+        let Some(tx) = self.sender() else {
+            self.dropped.inc();
+            return Err("the audit log is closed".into());
+        };
+        // Waits while the queue is full: back-pressure, not loss.
+        if tx.send(Msg::Line(Box::new(entry), Some(ack))).is_err() {
+            self.dropped.inc();
+            return Err("the audit log is closed".into());
+        }
+        match done.recv_timeout(BLOCKING_WAIT) {
+            Ok(r) => r,
+            Err(_) => Err(format!(
+                "the audit line was not written within {BLOCKING_WAIT:?}"
+            )),
+        }
+    }
+
+    /// The reply of a call that ran, after its line: in blocking mode a
+    /// line that cannot be written makes it `Unavailable`.
+    pub fn settle(&self, entry: Entry, reply: Reply) -> Reply {
+        match self.mode {
+            Mode::BestEffort => {
+                self.submit(entry);
+                reply
+            }
+            Mode::Blocking => match self.commit(entry) {
+                Ok(()) => reply,
+                Err(e) => Reply::error(
+                    Code::Unavailable,
+                    format!("the call ran but its audit line could not be written (-audit-mode=blocking): {e}"),
+                ),
+            },
+        }
+    }
+
+    /// Write and sync everything queued so far (waits at most `timeout`).
+    pub fn flush(&self, timeout: Duration) {
+        let (ack, done) = mpsc::sync_channel(1);
+        if let Some(tx) = self.sender() {
+            if tx.send(Msg::Flush(ack)).is_ok() {
+                let _ = done.recv_timeout(timeout);
+            }
+        }
+    }
+
+    /// Write what is queued, sync, and stop the writer (at shutdown).
+    pub fn close(&self, timeout: Duration) {
+        self.flush(timeout);
+        drop(self.tx.lock().unwrap_or_else(|p| p.into_inner()).take());
+        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The gRPC code name, as grpc-go spells it (`OK`, `Canceled`, ...).
+pub fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "Canceled",
+        Code::Unknown => "Unknown",
+        Code::InvalidArgument => "InvalidArgument",
+        Code::DeadlineExceeded => "DeadlineExceeded",
+        Code::NotFound => "NotFound",
+        Code::AlreadyExists => "AlreadyExists",
+        Code::PermissionDenied => "PermissionDenied",
+        Code::ResourceExhausted => "ResourceExhausted",
+        Code::FailedPrecondition => "FailedPrecondition",
+        Code::Aborted => "Aborted",
+        Code::OutOfRange => "OutOfRange",
+        Code::Unimplemented => "Unimplemented",
+        Code::Internal => "Internal",
+        Code::Unavailable => "Unavailable",
+        Code::DataLoss => "DataLoss",
+        Code::Unauthenticated => "Unauthenticated",
+    }
+}
+
+#[cfg(test)]
+mod tests;

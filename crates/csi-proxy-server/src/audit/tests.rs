@@ -1,0 +1,165 @@
+use super::*;
+use crate::caller::Caller;
+use csi_proxy_api::{find, Group};
+use prost::Message as _;
+
+fn entry(path: &str, code: Code) -> Entry {
+    let api = find(Group::Filesystem, "v1").unwrap();
+    Entry {
+        time: SystemTime::now(),
+        api,
+        method: "Mkdir",
+        code,
+        message: String::new(),
+        duration: Duration::from_micros(42),
+        caller: Arc::new(Caller {
+            pid: Some(7),
+            uid: Some(0),
+            ..Caller::default()
+        }),
+        request: csi_proxy_api::filesystem::v1::MkdirRequest { path: path.into() }.encode_to_vec(),
+    }
+}
+
+fn config(path: &std::path::Path, max_bytes: u64, max_backups: u32, mode: Mode) -> Config {
+    Config {
+        sink: Sink::File {
+            path: path.to_path_buf(),
+            max_bytes,
+            max_backups,
+        },
+        level: Level::Write,
+        mode,
+    }
+}
+
+fn lines(path: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
+#[test]
+fn a_line_has_every_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.log");
+    let log = AuditLog::open(&config(&path, 0, 0, Mode::BestEffort), None).unwrap();
+    let mut e = entry("/var/lib/kubelet/a", Code::NotFound);
+    e.message = "no such directory".into();
+    log.submit(e);
+    log.close(Duration::from_secs(5));
+    let l = lines(&path);
+    assert_eq!(l.len(), 1);
+    let v = &l[0];
+    assert_eq!(v["group"], "filesystem");
+    assert_eq!(v["version"], "v1");
+    assert_eq!(v["method"], "Mkdir");
+    assert_eq!(v["code"], "NotFound");
+    assert_eq!(v["message"], "no such directory");
+    assert_eq!(v["duration_us"], 42);
+    assert_eq!(v["caller"]["pid"], 7);
+    assert_eq!(v["request"]["path"], "/var/lib/kubelet/a");
+    let ts = v["ts"].as_str().unwrap();
+    assert!(
+        ts.len() == 27 && ts.ends_with('Z') && ts.as_bytes()[10] == b'T',
+        "{ts}"
+    );
+}
+
+#[test]
+fn rotation_keeps_max_backups() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.log");
+    let log = AuditLog::open(&config(&path, 2000, 2, Mode::Blocking), None).unwrap();
+    for i in 0..60 {
+        log.commit(entry(&format!("/var/lib/kubelet/{i:04}"), Code::Ok))
+            .unwrap();
+    }
+    log.close(Duration::from_secs(5));
+    let b1 = dir.path().join("audit.log.1");
+    let b2 = dir.path().join("audit.log.2");
+    assert!(b1.exists() && b2.exists());
+    assert!(!dir.path().join("audit.log.3").exists());
+    for p in [&path, &b1, &b2] {
+        assert!(
+            std::fs::metadata(p).unwrap().len() <= 2000,
+            "{}",
+            p.display()
+        );
+    }
+    // The newest lines are in the file, then .1, then .2, in order.
+    let all: Vec<String> = [&b2, &b1, &path]
+        .iter()
+        .flat_map(|p| lines(p))
+        .map(|v| v["request"]["path"].as_str().unwrap().to_string())
+        .collect();
+    let mut sorted = all.clone();
+    sorted.sort();
+    assert_eq!(all, sorted);
+    assert_eq!(all.last().unwrap(), "/var/lib/kubelet/0059");
+}
+
+#[test]
+fn levels() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(&dir.path().join("a"), 0, 0, Mode::BestEffort);
+    let log = AuditLog::open(&c, None).unwrap();
+    assert!(log.records(true, false) && log.records(false, true) && !log.records(false, false));
+    c.level = Level::All;
+    assert!(AuditLog::open(&c, None).unwrap().records(false, false));
+    c.level = Level::None;
+    assert!(!AuditLog::open(&c, None).unwrap().records(true, true));
+}
+
+#[test]
+fn a_closed_log_counts_drops_and_blocking_mode_says_unavailable() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(&config(&dir.path().join("a"), 0, 0, Mode::Blocking), None).unwrap();
+    log.close(Duration::from_secs(5));
+    let reply = log.settle(entry("/x", Code::Ok), Reply::ok(Vec::new()));
+    assert_eq!(reply.code, Code::Unavailable);
+    assert!(reply.message.contains("the call ran"), "{}", reply.message);
+    assert_eq!(log.dropped(), 1);
+    log.submit(entry("/y", Code::Ok));
+    assert_eq!(log.dropped(), 2);
+}
+
+#[test]
+fn a_message_quoting_a_secret_is_scrubbed_and_drops_reach_the_metric() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.log");
+    let metrics = Metrics::new(&crate::metrics::BuildInfo {
+        version: "v".into(),
+        commit: "c".into(),
+        target: "t".into(),
+    });
+    let log = AuditLog::open(&config(&path, 0, 0, Mode::BestEffort), Some(&metrics)).unwrap();
+    let mut e = entry("/x", Code::Internal);
+    e.api = find(Group::Smb, "v1").unwrap();
+    e.method = "NewSmbGlobalMapping";
+    e.request = csi_proxy_api::smb::v1::NewSmbGlobalMappingRequest {
+        remote_path: r"\\srv\share".into(),
+        local_path: String::new(),
+        username: "u".into(),
+        password: "Pa55-in-a-message".into(),
+    }
+    .encode_to_vec();
+    e.message = "backend said: bad password Pa55-in-a-message".into();
+    log.submit(e);
+    log.close(Duration::from_secs(5));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains("Pa55"), "{text}");
+    assert_eq!(
+        lines(&path)[0]["message"],
+        "backend said: bad password <redacted>"
+    );
+    // Closed: further lines are dropped and counted in the metric.
+    log.submit(entry("/y", Code::Ok));
+    let scrape = metrics.encode(crate::metrics::Format::Prometheus);
+    assert!(
+        scrape.contains("csi_proxy_audit_dropped_total 1"),
+        "{scrape}"
+    );
+}

@@ -1,0 +1,275 @@
+//! The writer thread: formats queued lines, writes them in batches,
+//! rotates the file.
+//!
+//! Durability:
+//! - every batch is written with one `write` as soon as it is taken from
+//!   the queue (it is then in the OS cache: it survives a crash of the
+//!   proxy, not of the node);
+//! - best-effort mode: the file is synced (`fdatasync`/`FlushFileBuffers`)
+//!   at most once a second while lines arrive, before each rotation and at
+//!   shutdown;
+//! - blocking mode: each batch is synced before the calls in it are
+//!   answered (group commit: calls that arrive together share one sync);
+//! - standard error (`-audit-log=-`) is never synced.
+//!
+//! A write that fails part-way is cut back to the last whole line, so the
+//! file holds only whole lines.
+
+use super::{code_name, fields::Schemas, json, Entry, Msg, Sink};
+use prometheus_client::metrics::counter::Counter;
+use std::fmt::Write as _;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Most lines written by one `write`.
+const BATCH: usize = 256;
+/// Best-effort mode syncs at most this often.
+const SYNC_EVERY: Duration = Duration::from_secs(1);
+/// At most one warning about failed writes per this long.
+const WARN_EVERY: Duration = Duration::from_secs(30);
+
+pub(super) enum Output {
+    Stderr,
+    File(RotatingFile),
+}
+
+pub(super) struct RotatingFile {
+    path: PathBuf,
+    max_bytes: u64,
+    max_backups: u32,
+    /// `None` after a failed reopen; retried on the next write.
+    file: Option<File>,
+    size: u64,
+}
+
+fn open_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new().create(true).append(true).open(path)
+}
+
+impl Output {
+    pub(super) fn open(sink: &Sink) -> io::Result<Output> {
+        match sink {
+            Sink::Stderr => Ok(Output::Stderr),
+            Sink::File {
+                path,
+                max_bytes,
+                max_backups,
+            } => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    fs::create_dir_all(dir)?;
+                }
+                let file = open_append(path)?;
+                let size = file.metadata()?.len();
+                Ok(Output::File(RotatingFile {
+                    path: path.clone(),
+                    max_bytes: *max_bytes,
+                    max_backups: *max_backups,
+                    file: Some(file),
+                    size,
+                }))
+            }
+        }
+    }
+
+    fn write(&mut self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            Output::Stderr => io::stderr().lock().write_all(buf),
+            Output::File(f) => f.write(buf),
+        }
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        match self {
+            Output::Stderr => Ok(()),
+            Output::File(f) => f.file.as_ref().map_or(Ok(()), File::sync_data),
+        }
+    }
+}
+
+impl RotatingFile {
+    fn backup(&self, n: u32) -> PathBuf {
+        let mut name = self.path.clone().into_os_string();
+        name.push(format!(".{n}"));
+        PathBuf::from(name)
+    }
+
+    fn write(&mut self, buf: &[u8]) -> io::Result<()> {
+        let len = buf.len() as u64;
+        if self.max_bytes > 0 && self.size > 0 && self.size.saturating_add(len) > self.max_bytes {
+            self.rotate()?;
+        }
+        if self.file.is_none() {
+            let file = open_append(&self.path)?;
+            self.size = file.metadata()?.len();
+            self.file = Some(file);
+        }
+        let Some(file) = self.file.as_mut() else {
+            return Err(io::Error::other("no audit file"));
+        };
+        match file.write_all(buf) {
+            Ok(()) => {
+                self.size = self.size.saturating_add(len);
+                Ok(())
+            }
+            Err(e) => {
+                // Cut a partial line off; reopen on the next write.
+                let _ = file.set_len(self.size);
+                self.file = None;
+                Err(e)
+            }
+        }
+    }
+
+    /// `<file>` becomes `<file>.1`, `.1` becomes `.2`, ... the oldest past
+    /// `max_backups` is replaced (with no backups the file is removed).
+    fn rotate(&mut self) -> io::Result<()> {
+        if let Some(f) = self.file.take() {
+            let _ = f.sync_data();
+        }
+        if self.max_backups == 0 {
+            fs::remove_file(&self.path)?;
+        } else {
+            for n in (1..self.max_backups).rev() {
+                let from = self.backup(n);
+                if from.exists() {
+                    fs::rename(&from, self.backup(n + 1))?;
+                }
+            }
+            fs::rename(&self.path, self.backup(1))?;
+        }
+        self.size = 0;
+        Ok(())
+    }
+}
+
+pub(super) struct Writer {
+    pub(super) out: Output,
+    pub(super) sync_each_batch: bool,
+    pub(super) dropped: Counter,
+    pub(super) healthy: Arc<AtomicBool>,
+}
+
+impl Writer {
+    pub(super) fn run(mut self, rx: Receiver<Msg>) {
+        let mut schemas = Schemas::default();
+        let mut buf = String::with_capacity(64 << 10);
+        let mut unsynced = false;
+        let mut last_sync = Instant::now();
+        let mut last_warn: Option<Instant> = None;
+        loop {
+            let first = match rx.recv_timeout(SYNC_EVERY) {
+                Ok(m) => m,
+                Err(RecvTimeoutError::Timeout) => {
+                    if unsynced {
+                        let _ = self.out.sync();
+                        unsynced = false;
+                        last_sync = Instant::now();
+                    }
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            let mut batch = vec![first];
+            while batch.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(m) => batch.push(m),
+                    Err(_) => break,
+                }
+            }
+            buf.clear();
+            let mut acks = Vec::new();
+            let mut flushes = Vec::new();
+            let mut lines = 0u64;
+            for m in batch {
+                match m {
+                    Msg::Line(entry, ack) => {
+                        format_line(&mut buf, &entry, &mut schemas);
+                        lines += 1;
+                        acks.extend(ack);
+                    }
+                    Msg::Flush(ack) => flushes.push(ack),
+                }
+            }
+            let mut result = if buf.is_empty() {
+                Ok(())
+            } else {
+                self.out.write(buf.as_bytes())
+            };
+            if result.is_ok() && lines > 0 {
+                unsynced = true;
+                if self.sync_each_batch || last_sync.elapsed() >= SYNC_EVERY {
+                    result = self.out.sync();
+                    unsynced = false;
+                    last_sync = Instant::now();
+                }
+            }
+            if !flushes.is_empty() && unsynced {
+                let _ = self.out.sync();
+                unsynced = false;
+                last_sync = Instant::now();
+            }
+            match &result {
+                Ok(()) => {
+                    if !self.healthy.swap(true, Ordering::Relaxed) {
+                        tracing::info!("audit log written again");
+                    }
+                }
+                Err(e) => {
+                    self.dropped.inc_by(lines);
+                    self.healthy.store(false, Ordering::Relaxed);
+                    if last_warn.is_none_or(|t| t.elapsed() >= WARN_EVERY) {
+                        last_warn = Some(Instant::now());
+                        tracing::warn!(error = %e, lines, dropped_total = self.dropped.get(), "cannot write the audit log; lines dropped");
+                    }
+                }
+            }
+            let answer = result.map_err(|e| e.to_string());
+            for ack in acks {
+                let _ = ack.send(answer.clone());
+            }
+            for ack in flushes {
+                let _ = ack.send(());
+            }
+        }
+        let _ = self.out.sync();
+    }
+}
+
+/// Append one JSON line for `e`.
+pub(super) fn format_line(out: &mut String, e: &Entry, schemas: &mut Schemas) {
+    let start = out.len();
+    out.push_str("{\"ts\":");
+    json::timestamp(out, e.time);
+    out.push_str(",\"group\":");
+    json::string(out, e.api.group.as_str());
+    out.push_str(",\"version\":");
+    json::string(out, e.api.version);
+    out.push_str(",\"method\":");
+    json::string(out, e.method);
+    let _ = write!(out, ",\"code\":\"{}\",\"message\":", code_name(e.code));
+    let message_at = out.len();
+    let _ = write!(
+        out,
+        ",\"duration_us\":{},\"caller\":",
+        e.duration.as_micros()
+    );
+    e.caller.write_json(out);
+    out.push_str(",\"request\":");
+    let secrets = schemas.request(out, e.api, e.method, &e.request);
+    out.push_str("}\n");
+    // The message goes in last: it may have to be scrubbed of the secrets
+    // the request carried (an error that quotes its input).
+    let mut message = e.message.clone();
+    for s in &secrets {
+        message = message.replace(s.as_str(), csi_proxy_api::secrets::REDACTED);
+    }
+    let mut m = String::new();
+    json::string(&mut m, &message);
+    out.insert_str(message_at, &m);
+    debug_assert!(out[start..].ends_with('\n'));
+}

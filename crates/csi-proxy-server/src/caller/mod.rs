@@ -1,0 +1,145 @@
+//! Who is calling: the identity of the process at the other end of a
+//! connection, taken once when the connection is accepted.
+//!
+//! - Linux: `SO_PEERCRED` (pid, uid, gid); from `/proc/<pid>`: the
+//!   executable and the cgroup, from which the Kubernetes pod UID and the
+//!   container id are read ([`cgroup`]).
+//! - Windows: `GetNamedPipeClientProcessId`; from the process: its token's
+//!   user SID, its image path, its session id, and whether it runs inside
+//!   a job object (every process of a Windows container does).
+//!
+//! Whatever cannot be read is absent; identity never fails a call by
+//! itself (a caller policy may refuse a caller whose identity it needs).
+//!
+//! The pid is the one the client had when it connected. The rest is read
+//! right after accept: if the client exited in between and its pid was
+//! reused, the exe, SID and cgroup would be the new process's. The window
+//! is the time from `connect` to the end of the reads (microseconds), and
+//! a client that wants to be misattributed must hand its connection to
+//! another process and exit; see docs/security.md.
+
+pub mod cgroup;
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(windows)]
+mod windows;
+
+use std::fmt::Write as _;
+
+/// The identity of one connection's client. Every field is optional.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Caller {
+    pub pid: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// Windows: the user SID of the client process's token (`S-1-5-18`).
+    pub sid: Option<String>,
+    /// The client's executable (Linux `/proc/<pid>/exe`, Windows the image
+    /// path).
+    pub exe: Option<String>,
+    /// The Kubernetes pod UID, from the cgroup (Linux).
+    pub pod_uid: Option<String>,
+    /// The 64-hex container id, from the cgroup (Linux).
+    pub container_id: Option<String>,
+    /// Windows: the client's session id.
+    pub session_id: Option<u32>,
+    /// Windows: whether the client runs inside a job object.
+    pub in_job: Option<bool>,
+}
+
+impl Caller {
+    /// Append the caller as a JSON object (absent fields left out).
+    pub fn write_json(&self, out: &mut String) {
+        out.push('{');
+        let mut first = true;
+        let mut key = |out: &mut String, k: &str| {
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            let _ = write!(out, "\"{k}\":");
+        };
+        for (k, v) in [
+            ("pid", self.pid),
+            ("uid", self.uid),
+            ("gid", self.gid),
+            ("session_id", self.session_id),
+        ] {
+            if let Some(v) = v {
+                key(out, k);
+                let _ = write!(out, "{v}");
+            }
+        }
+        for (k, v) in [
+            ("sid", &self.sid),
+            ("exe", &self.exe),
+            ("pod_uid", &self.pod_uid),
+            ("container_id", &self.container_id),
+        ] {
+            if let Some(v) = v {
+                key(out, k);
+                crate::audit::json::string(out, v);
+            }
+        }
+        if let Some(v) = self.in_job {
+            key(out, "in_job");
+            let _ = write!(out, "{v}");
+        }
+        out.push('}');
+    }
+}
+
+/// The identity of the client of a Unix-socket connection.
+#[cfg(target_os = "linux")]
+pub fn of_unix_stream(stream: &tokio::net::UnixStream) -> Caller {
+    linux::identify(stream)
+}
+
+/// The identity of the client of a Unix-socket connection (peer
+/// credentials only outside Linux).
+#[cfg(all(unix, not(target_os = "linux")))]
+pub fn of_unix_stream(stream: &tokio::net::UnixStream) -> Caller {
+    match stream.peer_cred() {
+        Ok(c) => Caller {
+            pid: c.pid().and_then(|p| u32::try_from(p).ok()),
+            uid: Some(c.uid()),
+            gid: Some(c.gid()),
+            ..Caller::default()
+        },
+        Err(_) => Caller::default(),
+    }
+}
+
+/// The identity of the client of a named-pipe connection.
+#[cfg(windows)]
+pub fn of_pipe(pipe: &tokio::net::windows::named_pipe::NamedPipeServer) -> Caller {
+    windows::identify(pipe)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_leaves_absent_fields_out() {
+        let mut s = String::new();
+        Caller::default().write_json(&mut s);
+        assert_eq!(s, "{}");
+        let c = Caller {
+            pid: Some(42),
+            uid: Some(0),
+            exe: Some("/usr/bin/x \"y\"".into()),
+            pod_uid: Some("0b4f6a2e-1c3d-4e5f-8a9b-0c1d2e3f4a5b".into()),
+            in_job: Some(false),
+            ..Caller::default()
+        };
+        let mut s = String::new();
+        c.write_json(&mut s);
+        let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(v["pid"], 42);
+        assert_eq!(v["uid"], 0);
+        assert_eq!(v["exe"], "/usr/bin/x \"y\"");
+        assert_eq!(v["in_job"], false);
+        assert!(v.get("gid").is_none() && v.get("sid").is_none());
+    }
+}
