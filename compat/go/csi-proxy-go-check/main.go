@@ -62,6 +62,8 @@ var (
 	pause    = flag.Duration("pause", 0, "after the checks, leave the connection idle this long, then check that a call still works")
 	dials    = flag.Int("dials", 1, "gRPC connections the client must have dialed: exactly 1, or at least this many (when the server closes idle connections during -pause, grpc-go redials)")
 	bench    = flag.Int("bench", 0, "instead of the checks: time this many sequential calls of each kind (PathExists of -exists, PathExists of -outside, Mkdir+Rmdir of -mkdir) and print their p50/p99 in microseconds")
+	kinds    = flag.String("kinds", "pathexists-existing,pathexists-refused,mkdir-rmdir", "with -bench: the kinds of call to time, comma-separated (empty: none)")
+	clients  = flag.String("clients", "", "with -bench: then, for each count in this comma-separated list (e.g. 1,4,16), that many clients, each on its own gRPC connection, make -bench PathExists calls of -exists in total, all at once; prints the calls per second")
 )
 
 var failures int
@@ -213,6 +215,7 @@ func main() {
 
 	if *bench > 0 {
 		runBench(ctx, cc)
+		runThroughput(ctx)
 		return
 	}
 
@@ -364,7 +367,7 @@ func timeCalls(n int, f func() error) (float64, float64, error) {
 
 // runBench prints one "bench <name> p50 <us> p99 <us>" line per kind of call.
 func runBench(ctx context.Context, cc *grpc.ClientConn) {
-	kinds := []struct {
+	all := []struct {
 		name string
 		f    func() error
 	}{
@@ -377,7 +380,8 @@ func runBench(ctx context.Context, cc *grpc.ClientConn) {
 		}},
 		{"pathexists-refused", func() error {
 			_, err := pathExists(ctx, cc, *outside)
-			if c := status.Code(err); c != codes.PermissionDenied && c != codes.InvalidArgument {
+			// Upstream refuses with a plain Go error: code Unknown.
+			if c := status.Code(err); c != codes.PermissionDenied && c != codes.InvalidArgument && c != codes.Unknown {
 				return fmt.Errorf("PathExists(%s) was not refused: %v", *outside, err)
 			}
 			return nil
@@ -389,12 +393,86 @@ func runBench(ctx context.Context, cc *grpc.ClientConn) {
 			return cc.Invoke(ctx, "/"+*version+".Filesystem/Rmdir", str(*mkdir), &empty.Empty{})
 		}},
 	}
-	for _, k := range kinds {
+	wanted := map[string]bool{}
+	for _, name := range strings.Split(*kinds, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			wanted[name] = true
+		}
+	}
+	for _, k := range all {
+		if !wanted[k.name] {
+			continue
+		}
+		delete(wanted, k.name)
 		p50, p99, err := timeCalls(*bench, k.f)
 		if err != nil {
 			fmt.Printf("bench %s failed: %v\n", k.name, err)
 			os.Exit(1)
 		}
 		fmt.Printf("bench %s p50 %.1f p99 %.1f\n", k.name, p50, p99)
+	}
+	for name := range wanted {
+		fmt.Printf("bench: unknown kind %q\n", name)
+		os.Exit(2)
+	}
+}
+
+// runThroughput prints one "throughput clients <n> calls <c> seconds <s>
+// per-second <r>" line per count of -clients: n clients, each on its own
+// gRPC connection (dialed and used once before the clock starts), make
+// -bench PathExists calls of -exists in total, all at once.
+func runThroughput(ctx context.Context) {
+	for _, field := range strings.Split(*clients, ",") {
+		field = strings.TrimSpace(field)
+		if field == "" {
+			continue
+		}
+		var n int
+		if _, err := fmt.Sscan(field, &n); err != nil || n < 1 {
+			fmt.Printf("throughput: bad client count %q\n", field)
+			os.Exit(2)
+		}
+		conns := make([]*grpc.ClientConn, n)
+		for i := range conns {
+			cc, err := grpc.Dial(*target,
+				grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+					return dialEndpoint(ctx, *endpoint)
+				}),
+				grpc.WithInsecure())
+			if err == nil {
+				_, err = pathExists(ctx, cc, *existing)
+			}
+			if err != nil {
+				fmt.Printf("throughput: client %d: %v\n", i, err)
+				os.Exit(1)
+			}
+			conns[i] = cc
+		}
+		per := (*bench + n - 1) / n
+		var wg sync.WaitGroup
+		var failed int32
+		start := time.Now()
+		for _, cc := range conns {
+			wg.Add(1)
+			go func(cc *grpc.ClientConn) {
+				defer wg.Done()
+				for i := 0; i < per; i++ {
+					if ok, err := pathExists(ctx, cc, *existing); err != nil || !ok {
+						atomic.AddInt32(&failed, 1)
+						return
+					}
+				}
+			}(cc)
+		}
+		wg.Wait()
+		took := time.Since(start).Seconds()
+		for _, cc := range conns {
+			cc.Close()
+		}
+		if failed > 0 {
+			fmt.Printf("throughput: %d of %d clients failed\n", failed, n)
+			os.Exit(1)
+		}
+		fmt.Printf("throughput clients %d calls %d seconds %.3f per-second %.1f\n", n, per*n, took, float64(per*n)/took)
 	}
 }

@@ -34,6 +34,46 @@ pub struct PartitionDiskRequest {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PartitionDiskResponse {}
 
+/// The finer steps of PartitionDisk, one call each (library mode's
+/// `IsDiskInitialized`, `InitializeDisk`, `BasicPartitionsExist`,
+/// `CreateBasicPartition`; no proto methods). Has the disk a partition
+/// table (GPT or MBR)?
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IsDiskInitializedRequest {
+    pub disk_number: u32,
+}
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IsDiskInitializedResponse {
+    pub initialized: bool,
+}
+
+/// Give a raw disk an empty GPT (an initialised disk is kept as it is).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InitializeDiskRequest {
+    pub disk_number: u32,
+}
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InitializeDiskResponse {}
+
+/// Has the disk a data partition (any but Microsoft reserved ones)?
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BasicPartitionsExistRequest {
+    pub disk_number: u32,
+}
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BasicPartitionsExistResponse {
+    pub exist: bool,
+}
+
+/// Create one basic data partition over the free space of an initialised
+/// disk, unless it has a data partition (a raw disk: FailedPrecondition).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CreateBasicPartitionRequest {
+    pub disk_number: u32,
+}
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CreateBasicPartitionResponse {}
+
 /// Refresh the host's storage cache.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RescanRequest {}
@@ -105,6 +145,19 @@ pub trait DiskApi: Send + Sync {
         req: ListDiskLocationsRequest,
     ) -> Result<ListDiskLocationsResponse>;
     fn partition_disk(&self, req: PartitionDiskRequest) -> Result<PartitionDiskResponse>;
+    fn is_disk_initialized(
+        &self,
+        req: IsDiskInitializedRequest,
+    ) -> Result<IsDiskInitializedResponse>;
+    fn initialize_disk(&self, req: InitializeDiskRequest) -> Result<InitializeDiskResponse>;
+    fn basic_partitions_exist(
+        &self,
+        req: BasicPartitionsExistRequest,
+    ) -> Result<BasicPartitionsExistResponse>;
+    fn create_basic_partition(
+        &self,
+        req: CreateBasicPartitionRequest,
+    ) -> Result<CreateBasicPartitionResponse>;
     fn rescan(&self, req: RescanRequest) -> Result<RescanResponse>;
     fn list_disk_ids(&self, req: ListDiskIdsRequest) -> Result<ListDiskIdsResponse>;
     fn get_disk_stats(&self, req: GetDiskStatsRequest) -> Result<GetDiskStatsResponse>;
@@ -139,6 +192,27 @@ impl DiskApi for NoDiskBackend {
         _: ListDiskLocationsRequest,
     ) -> Result<ListDiskLocationsResponse> {
         Err(Error::unimplemented(GROUP, "ListDiskLocations"))
+    }
+    fn is_disk_initialized(
+        &self,
+        _: IsDiskInitializedRequest,
+    ) -> Result<IsDiskInitializedResponse> {
+        Err(Error::unimplemented(GROUP, "IsDiskInitialized"))
+    }
+    fn initialize_disk(&self, _: InitializeDiskRequest) -> Result<InitializeDiskResponse> {
+        Err(Error::unimplemented(GROUP, "InitializeDisk"))
+    }
+    fn basic_partitions_exist(
+        &self,
+        _: BasicPartitionsExistRequest,
+    ) -> Result<BasicPartitionsExistResponse> {
+        Err(Error::unimplemented(GROUP, "BasicPartitionsExist"))
+    }
+    fn create_basic_partition(
+        &self,
+        _: CreateBasicPartitionRequest,
+    ) -> Result<CreateBasicPartitionResponse> {
+        Err(Error::unimplemented(GROUP, "CreateBasicPartition"))
     }
     fn partition_disk(&self, _: PartitionDiskRequest) -> Result<PartitionDiskResponse> {
         Err(Error::unimplemented(GROUP, "PartitionDisk"))

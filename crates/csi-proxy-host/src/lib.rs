@@ -19,6 +19,7 @@ pub mod system;
 pub mod volume;
 #[cfg(windows)]
 pub mod win;
+pub mod wmi_schema;
 
 pub use error::{Error, Result};
 pub use host::{Fakes, Host, HostOptions};

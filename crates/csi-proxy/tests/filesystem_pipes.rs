@@ -14,7 +14,7 @@ use tokio::net::windows::named_pipe::ClientOptions;
 use tonic::Code;
 
 mod pipes;
-use pipes::Proxy;
+use pipes::{assert_code, Proxy};
 
 /// A channel to the filesystem pipe of `version` (the client retries while
 /// every pipe instance is busy).
@@ -58,13 +58,6 @@ fn hostile(p: &Proxy) -> Vec<(String, Code)> {
         (format!("{k}\\a\0b"), Code::InvalidArgument),
         (format!("{k}\\{}", "a".repeat(300)), Code::InvalidArgument),
     ]
-}
-
-fn assert_code<T: std::fmt::Debug>(r: Result<T, tonic::Status>, code: Code, what: &str) {
-    match r {
-        Ok(v) => panic!("{what}: expected {code:?}, got {v:?}"),
-        Err(st) => assert_eq!(st.code(), code, "{what}: {}", st.message()),
-    }
 }
 
 /// CreateSymlink either made a real link or (wine) failed without leaving

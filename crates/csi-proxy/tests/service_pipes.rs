@@ -10,130 +10,19 @@
 //! use the same wine prefix at the same time.
 #![cfg(windows)]
 
+mod scm;
+
 use csi_proxy_api::filesystem::v1::{MkdirRequest, PathExistsRequest, PathExistsResponse};
 use csi_proxy_client::Client;
 use csi_proxy_http2::client::{RequestEncoder, Shape};
 use csi_proxy_http2::frame;
 use prost::Message;
+use scm::{one_at_a_time, wait_for, Installed};
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
-use windows_service::service::{
-    ServiceAccess, ServiceActionType, ServiceExitCode, ServiceFailureResetPeriod, ServiceStartType,
-    ServiceState,
-};
-use windows_service::service_manager::{ServiceManager, ServiceManagerAccess};
-
-/// Wine's SCM tells a starting service process which control pipe is its
-/// own through machine-wide state, so two service starts (or a
-/// `-windows-service` process outside the SCM) at the same time can swap
-/// connections. The tests of this file take turns.
-static SCM: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    SCM.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A copy of csi-proxy.exe in `%TEMP%\csi proxy svc <tag> <pid>\bin dir\`.
-struct Setup {
-    root: PathBuf,
-    exe: PathBuf,
-    kubelet: PathBuf,
-    log: PathBuf,
-    name: String,
-    prefix: String,
-}
-
-impl Setup {
-    fn new(tag: &str) -> Setup {
-        let pid = std::process::id();
-        let root = std::env::temp_dir().join(format!("csi proxy svc {tag} {pid}"));
-        let bin = root.join("bin dir");
-        let kubelet = root.join("kubelet");
-        std::fs::create_dir_all(&bin).unwrap();
-        std::fs::create_dir_all(&kubelet).unwrap();
-        let exe = bin.join("csi-proxy.exe");
-        std::fs::copy(env!("CARGO_BIN_EXE_csi-proxy"), &exe).unwrap();
-        Setup {
-            log: root.join("csi-proxy.log"),
-            root,
-            exe,
-            kubelet,
-            name: format!("csiproxytest{tag}{pid}"),
-            prefix: format!(r"\\.\pipe\csi-proxy-svc-{tag}-{pid}-"),
-        }
-    }
-
-    fn run(&self, args: &[String]) -> std::process::Output {
-        Command::new(&self.exe).args(args).output().unwrap()
-    }
-
-    /// Install; returns install-service's warnings (stderr).
-    fn install(&self, extra: &[&str]) -> String {
-        let mut args = vec![
-            "install-service".to_string(),
-            format!("-service-name={}", self.name),
-            format!("-pipe-prefix={}", self.prefix),
-            format!("-kubelet-path={}", self.kubelet.display()),
-            "-api-groups=filesystem".into(),
-            "-logtostderr=false".into(),
-            format!("-log_file={}", self.log.display()),
-            "-v=2".into(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let out = self.run(&args);
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(
-            out.status.success(),
-            "install-service: {}{err}",
-            String::from_utf8_lossy(&out.stdout),
-        );
-        err
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Setup {
-    /// Best effort: stop and delete the service if a test failed half-way.
-    fn drop(&mut self) {
-        if let Ok(m) = ServiceManager::local_computer(None::<&str>, ServiceManagerAccess::CONNECT) {
-            if let Ok(s) = m.open_service(
-                &self.name,
-                ServiceAccess::STOP | ServiceAccess::DELETE | ServiceAccess::QUERY_STATUS,
-            ) {
-                let _ = s.stop();
-                let _ = s.delete();
-            }
-        }
-        let _ = std::fs::remove_dir_all(&self.root);
-    }
-}
-
-fn wait_for(
-    svc: &windows_service::service::Service,
-    state: ServiceState,
-    what: &str,
-    log: impl Fn() -> String,
-) -> windows_service::service::ServiceStatus {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let s = svc.query_status().unwrap();
-        if s.current_state == state {
-            return s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: still {:?}; log:\n{}",
-            s.current_state,
-            log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+use std::time::Duration;
+use windows_service::service::{ServiceAccess, ServiceExitCode, ServiceStartType, ServiceState};
 
 /// A pipe client that holds one PathExists call open: HEADERS sent,
 /// DATA (with END_STREAM) not yet.
@@ -205,28 +94,18 @@ impl HalfCall {
     }
 }
 
-/// ERROR_INVALID_LEVEL: the SCM does not know this configuration level.
-fn invalid_level<T>(r: &windows_service::Result<T>) -> bool {
-    matches!(r, Err(windows_service::Error::Winapi(e)) if e.raw_os_error() == Some(124))
-}
-
 #[test]
 fn install_start_call_stop_with_a_call_in_flight_uninstall() {
     let _turn = one_at_a_time();
-    let s = Setup::new("life");
-    let warnings = s.install(&["-shutdown-timeout=30s"]);
+    let s = Installed::new("life");
+    let warnings = s.install("filesystem", &["-shutdown-timeout=30s"]);
 
-    let manager =
-        ServiceManager::local_computer(None::<&str>, ServiceManagerAccess::CONNECT).unwrap();
-    let svc = manager
-        .open_service(
-            &s.name,
-            ServiceAccess::QUERY_CONFIG
-                | ServiceAccess::QUERY_STATUS
-                | ServiceAccess::START
-                | ServiceAccess::STOP,
-        )
-        .unwrap();
+    let svc = s.open(
+        ServiceAccess::QUERY_CONFIG
+            | ServiceAccess::QUERY_STATUS
+            | ServiceAccess::START
+            | ServiceAccess::STOP,
+    );
     let config = svc.query_config().unwrap();
     assert_eq!(config.start_type, ServiceStartType::AutoStart);
     let command = config.executable_path.display().to_string();
@@ -239,28 +118,10 @@ fn install_start_call_stop_with_a_call_in_flight_uninstall() {
         command.contains(&format!("-service-name={}", s.name)),
         "{command}"
     );
-    // Wine's SCM accepts failure actions but cannot report them
-    // (QueryServiceConfig2W answers ERROR_INVALID_LEVEL); only real
-    // Windows can show them.
-    let queried = svc.get_failure_actions();
-    if warnings.contains("cannot store the failure actions (restart") || invalid_level(&queried) {
+    // Wine's SCM accepts failure actions but cannot report them; only
+    // real Windows can show them (`real_windows_services`).
+    if !scm::restart_on_failure_reported(&svc, &warnings) {
         eprintln!("note: this SCM does not report failure actions; {warnings}");
-    } else {
-        let actions = queried.unwrap();
-        let restarts = actions.actions.unwrap_or_default();
-        assert_eq!(restarts.len(), 3, "{restarts:?}");
-        for a in &restarts {
-            assert_eq!(a.action_type, ServiceActionType::Restart);
-            assert_eq!(a.delay, Duration::from_secs(10));
-        }
-        assert_eq!(
-            actions.reset_period,
-            ServiceFailureResetPeriod::After(Duration::from_secs(86400))
-        );
-    }
-    let flag = svc.get_failure_actions_on_non_crash_failures();
-    if !warnings.contains("non-crash failures") && !invalid_level(&flag) {
-        assert!(flag.unwrap());
     }
 
     // Start through the SCM; Running only once the pipes are bound.
@@ -323,21 +184,8 @@ fn install_start_call_stop_with_a_call_in_flight_uninstall() {
     drop(svc);
 
     // Uninstall.
-    let out = s.run(&[
-        "uninstall-service".into(),
-        format!("-service-name={}", s.name),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let gone = manager.open_service(&s.name, ServiceAccess::QUERY_STATUS);
-    assert!(gone.is_err(), "the service still exists");
-    let again = s.run(&[
-        "uninstall-service".into(),
-        format!("-service-name={}", s.name),
-    ]);
+    s.uninstall_ok();
+    let again = s.uninstall();
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("no such service"));
 }
@@ -345,15 +193,14 @@ fn install_start_call_stop_with_a_call_in_flight_uninstall() {
 #[test]
 fn a_start_failure_stops_the_service_with_a_specific_exit_code() {
     let _turn = one_at_a_time();
-    let s = Setup::new("fail");
+    let s = Installed::new("fail");
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
-    s.install(&[&format!("-metrics-bind-address=127.0.0.1:{port}")]);
-    let manager =
-        ServiceManager::local_computer(None::<&str>, ServiceManagerAccess::CONNECT).unwrap();
-    let svc = manager
-        .open_service(&s.name, ServiceAccess::QUERY_STATUS | ServiceAccess::START)
-        .unwrap();
+    s.install(
+        "filesystem",
+        &[&format!("-metrics-bind-address=127.0.0.1:{port}")],
+    );
+    let svc = s.open(ServiceAccess::QUERY_STATUS | ServiceAccess::START);
     svc.start::<&str>(&[]).unwrap();
     let stopped = wait_for(&svc, ServiceState::Stopped, "failed start", || s.log_text());
     assert_eq!(

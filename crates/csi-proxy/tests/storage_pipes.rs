@@ -16,7 +16,7 @@ use std::path::Path;
 use tonic::Code;
 
 mod pipes;
-use pipes::Proxy;
+use pipes::{assert_code, Proxy};
 
 const UNKNOWN_VOLUME: &str = "\\\\?\\Volume{0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0}\\";
 
@@ -41,13 +41,6 @@ fn c_volume() -> String {
 
 fn s(p: &Path) -> String {
     p.display().to_string()
-}
-
-fn assert_code<T: std::fmt::Debug>(r: Result<T, tonic::Status>, code: Code, what: &str) {
-    match r {
-        Ok(v) => panic!("{what}: expected {code:?}, got {v:?}"),
-        Err(st) => assert_eq!(st.code(), code, "{what}: {}", st.message()),
-    }
 }
 
 /// Volume ids every call must refuse before touching the host.

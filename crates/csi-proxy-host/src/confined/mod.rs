@@ -47,6 +47,8 @@ pub use linux::Dir;
 mod windows;
 #[cfg(windows)]
 use windows as os;
+#[cfg(all(windows, feature = "bench-internals"))]
+pub use windows::bench::Way as BenchWay;
 #[cfg(windows)]
 pub use windows::Dir;
 
@@ -255,6 +257,13 @@ impl Confined {
             other => other?,
         };
         os::exists(root, p)
+    }
+
+    /// One open of `p` the way `way` says (for the bench of the fast
+    /// path, `benches/confined_fast_path.rs`): whether it succeeded.
+    #[cfg(all(windows, feature = "bench-internals"))]
+    pub fn bench_open(&self, p: &Located, way: BenchWay) -> Result<bool> {
+        windows::bench::open(self.root(p, false)?, p, way)
     }
 
     /// What `p` is (`None` if nothing exists there); a final link is not

@@ -102,4 +102,11 @@ impl<B: FilesystemBackend> FilesystemApi for Filesystem<B> {
             is_symlink: self.backend.is_symlink(&p)?,
         })
     }
+
+    fn path_valid(&self, req: PathValidRequest) -> Result<PathValidResponse> {
+        let p = locate(&self.policy, &req.path)?;
+        Ok(PathValidResponse {
+            valid: self.backend.valid(&p)?,
+        })
+    }
 }

@@ -30,12 +30,16 @@ pub enum Call {
     RemoveContents(String),
     SymlinkDir { points_to: String, link: String },
     IsLinkToExisting(String),
+    Valid(String),
 }
 
 impl Call {
     /// Does this call change the host?
     pub fn is_mutation(&self) -> bool {
-        !matches!(self, Call::Exists(_) | Call::IsLinkToExisting(_))
+        !matches!(
+            self,
+            Call::Exists(_) | Call::IsLinkToExisting(_) | Call::Valid(_)
+        )
     }
 }
 
@@ -173,5 +177,16 @@ impl FilesystemBackend for RecordingFilesystem {
             Some(Entry::Link(t)) => Ok(entries.contains_key(t)),
             Some(_) => Ok(false),
         }
+    }
+
+    fn valid(&self, p: &Located) -> Result<bool> {
+        let path = p.path();
+        self.record(Call::Valid(path.into()))?;
+        let entries = self.entries.lock().unwrap();
+        Ok(match entries.get(path) {
+            None => false,
+            Some(Entry::Link(t)) => entries.contains_key(t),
+            Some(_) => true,
+        })
     }
 }

@@ -65,6 +65,18 @@ pub struct IsSymlinkResponse {
     pub is_symlink: bool,
 }
 
+/// Can the path be used: something is there and, if it is a link into the
+/// allowed roots, its destination exists (library mode's `PathValid`; no
+/// proto method).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PathValidRequest {
+    pub path: String,
+}
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PathValidResponse {
+    pub valid: bool,
+}
+
 /// The version-free Filesystem API. Every versioned gRPC service of the
 /// group is adapted onto this trait.
 pub trait FilesystemApi: Send + Sync {
@@ -74,6 +86,7 @@ pub trait FilesystemApi: Send + Sync {
     fn rmdir_contents(&self, req: RmdirContentsRequest) -> Result<RmdirContentsResponse>;
     fn create_symlink(&self, req: CreateSymlinkRequest) -> Result<CreateSymlinkResponse>;
     fn is_symlink(&self, req: IsSymlinkRequest) -> Result<IsSymlinkResponse>;
+    fn path_valid(&self, req: PathValidRequest) -> Result<PathValidResponse>;
 }
 
 /// The filesystem operations the API needs, on paths already checked and
@@ -100,6 +113,11 @@ pub trait FilesystemBackend: Send + Sync {
     /// exists; a link leading anywhere else counts without being looked at.
     /// Nothing at `p` is `NotFound`.
     fn is_symlink(&self, p: &Located) -> Result<bool>;
+    /// Is there something at `p` that can be used: not a link, a link whose
+    /// destination inside the roots exists, or a link leading elsewhere
+    /// (not looked at, as [`FilesystemBackend::is_symlink`])? Nothing at
+    /// `p` is `false`.
+    fn valid(&self, p: &Located) -> Result<bool>;
 }
 
 impl<T: FilesystemBackend + ?Sized> FilesystemBackend for std::sync::Arc<T> {
@@ -123,5 +141,8 @@ impl<T: FilesystemBackend + ?Sized> FilesystemBackend for std::sync::Arc<T> {
     }
     fn is_symlink(&self, p: &Located) -> Result<bool> {
         (**self).is_symlink(p)
+    }
+    fn valid(&self, p: &Located) -> Result<bool> {
+        (**self).valid(p)
     }
 }

@@ -39,6 +39,17 @@ impl FilesystemBackend for Confined {
         Confined::symlink(self, points_to, link)
     }
 
+    fn valid(&self, p: &Located) -> Result<bool> {
+        match Confined::kind(self, p)? {
+            None => Ok(false),
+            Some(Kind::Link) => match self.link_destination(p)? {
+                Some(d) => Confined::exists(self, &d),
+                None => Ok(true),
+            },
+            Some(_) => Ok(true),
+        }
+    }
+
     fn is_symlink(&self, p: &Located) -> Result<bool> {
         match Confined::kind(self, p)? {
             None => Err(Error::NotFound(format!(

@@ -8,30 +8,37 @@
 use super::validate::{Auth, Iqn, Portal, Secret};
 use super::TargetPortal;
 use crate::storage::parse::msft;
+use crate::wmi_schema::names::{
+    disk, iscsi_connection, iscsi_connection_to_disk, iscsi_session, iscsi_target,
+    iscsi_target_portal as portal, iscsi_target_to_connection, iscsi_target_to_portal,
+    iscsi_target_to_session, RETURN_VALUE,
+};
+use crate::wmi_schema::queries::{self, Cond};
+use crate::wmi_schema::{Param, Prop};
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 use zeroize::Zeroizing;
 
-pub const PORTAL: &str = "MSFT_iSCSITargetPortal";
-pub const TARGET: &str = "MSFT_iSCSITarget";
-pub const SESSION: &str = "MSFT_iSCSISession";
-pub const CONNECTION: &str = "MSFT_iSCSIConnection";
-pub const DISK: &str = "MSFT_Disk";
-pub const TARGET_TO_PORTAL: &str = "MSFT_iSCSITargetToiSCSITargetPortal";
-pub const TARGET_TO_SESSION: &str = "MSFT_iSCSITargetToiSCSISession";
-pub const TARGET_TO_CONNECTION: &str = "MSFT_iSCSITargetToiSCSIConnection";
-pub const CONNECTION_TO_DISK: &str = "MSFT_iSCSIConnectionToDisk";
+pub const PORTAL: &str = portal::CLASS.name;
+pub const TARGET: &str = iscsi_target::CLASS.name;
+pub const SESSION: &str = iscsi_session::CLASS.name;
+pub const CONNECTION: &str = iscsi_connection::CLASS.name;
+pub const DISK: &str = disk::CLASS.name;
+pub const TARGET_TO_PORTAL: &str = iscsi_target_to_portal::CLASS.name;
+pub const TARGET_TO_SESSION: &str = iscsi_target_to_session::CLASS.name;
+pub const TARGET_TO_CONNECTION: &str = iscsi_target_to_connection::CLASS.name;
+pub const CONNECTION_TO_DISK: &str = iscsi_connection_to_disk::CLASS.name;
 
 /// The properties the walks read (the WMI adapter reads only these).
 pub const PROPERTIES: [&str; 8] = [
-    "TargetPortalAddress",
-    "TargetPortalPortNumber",
-    "NodeAddress",
-    "IsConnected",
-    "IsPersistent",
-    "SessionIdentifier",
-    "Number",
-    "ReturnValue",
+    portal::TARGET_PORTAL_ADDRESS.name,
+    portal::TARGET_PORTAL_PORT_NUMBER.name,
+    iscsi_target::NODE_ADDRESS.name,
+    iscsi_target::IS_CONNECTED.name,
+    iscsi_session::IS_PERSISTENT.name,
+    iscsi_session::SESSION_IDENTIFIER.name,
+    disk::NUMBER.name,
+    RETURN_VALUE.name,
 ];
 
 /// A property value.
@@ -52,20 +59,26 @@ pub struct Row {
 }
 
 impl Row {
-    fn str(&self, k: &str) -> Option<&str> {
-        match self.props.get(k) {
+    fn str(&self, p: &Prop<String>) -> Option<&str> {
+        match self.props.get(p.name) {
             Some(CimValue::Str(s)) => Some(s),
             _ => None,
         }
     }
-    fn u32(&self, k: &str) -> Option<u32> {
-        match self.props.get(k) {
+    fn u32(&self, p: &Prop<u32>) -> Option<u32> {
+        match self.props.get(p.name) {
             Some(CimValue::U32(n)) => Some(*n),
             _ => None,
         }
     }
-    fn bool(&self, k: &str) -> bool {
-        matches!(self.props.get(k), Some(CimValue::Bool(true)))
+    fn bool(&self, p: &Prop<bool>) -> bool {
+        matches!(self.props.get(p.name), Some(CimValue::Bool(true)))
+    }
+    fn return_value(&self) -> Option<u32> {
+        match self.props.get(RETURN_VALUE.name) {
+            Some(CimValue::U32(n)) => Some(*n),
+            _ => None,
+        }
     }
 }
 
@@ -88,6 +101,45 @@ impl std::fmt::Debug for Arg {
     }
 }
 
+impl From<String> for Arg {
+    fn from(s: String) -> Arg {
+        Arg::Str(s)
+    }
+}
+impl From<u16> for Arg {
+    fn from(n: u16) -> Arg {
+        Arg::U32(n.into())
+    }
+}
+impl From<Zeroizing<String>> for Arg {
+    fn from(s: Zeroizing<String>) -> Arg {
+        Arg::Secret(s)
+    }
+}
+
+impl<T: Into<Arg>> Param<T> {
+    /// This in-parameter with value `v`.
+    pub fn arg(&self, v: T) -> (&'static str, Arg) {
+        (self.name, v.into())
+    }
+}
+
+/// The WQL of [`Cim::instances`]: `SELECT * FROM class [WHERE k = v AND ...]`.
+pub fn instances_query(class: &str, filter: &[(&str, CimValue)]) -> Result<String> {
+    let conds = filter
+        .iter()
+        .map(|(k, v)| match v {
+            CimValue::Str(s) => {
+                Cond::string(k, s).map_err(|e| Error::InvalidArgument(format!("{k}: {e}")))
+            }
+            CimValue::U32(n) => Ok(Cond::int(k, (*n).into())),
+            CimValue::Bool(b) => Ok(Cond::bool(k, *b)),
+            CimValue::Null => Ok(Cond::null(k)),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(queries::select(class, &[], &conds))
+}
+
 /// What the walks need from WMI.
 pub trait Cim {
     /// Instances of `class` whose properties equal `filter`.
@@ -108,7 +160,7 @@ pub trait Cim {
 /// A method's ReturnValue: 0 is success; anything else is an error in the
 /// storage provider's numbering (one mapping for all MSFT classes).
 fn check(out: &Row, class: &str, method: &str, subject: &str) -> Result<()> {
-    match out.u32("ReturnValue") {
+    match out.return_value() {
         None | Some(0) => Ok(()),
         Some(code) => Err(msft::method_error(
             &format!("{class}.{method}"),
@@ -122,10 +174,13 @@ fn check(out: &Row, class: &str, method: &str, subject: &str) -> Result<()> {
 fn portal_filter(p: &Portal) -> [(&'static str, CimValue); 2] {
     [
         (
-            "TargetPortalAddress",
+            portal::TARGET_PORTAL_ADDRESS.name,
             CimValue::Str(p.address().to_string()),
         ),
-        ("TargetPortalPortNumber", CimValue::U32(p.port().into())),
+        (
+            portal::TARGET_PORTAL_PORT_NUMBER.name,
+            CimValue::U32(p.port().into()),
+        ),
     ]
 }
 
@@ -145,38 +200,40 @@ pub fn add_portal(c: &dyn Cim, p: &Portal) -> Result<()> {
     if !c.instances(PORTAL, &portal_filter(p))?.is_empty() {
         return Ok(());
     }
+    use portal::new::{METHOD, TARGET_PORTAL_ADDRESS, TARGET_PORTAL_PORT_NUMBER};
     let out = c.call(
         PORTAL,
         PORTAL,
-        "New",
+        METHOD.name,
         vec![
-            ("TargetPortalAddress", Arg::Str(p.address().to_string())),
-            ("TargetPortalPortNumber", Arg::U32(p.port().into())),
+            TARGET_PORTAL_ADDRESS.arg(p.address().to_string()),
+            TARGET_PORTAL_PORT_NUMBER.arg(p.port()),
         ],
     )?;
-    check(&out, PORTAL, "New", &p.to_string())
+    check(&out, PORTAL, METHOD.name, &p.to_string())
 }
 
 pub fn discover(c: &dyn Cim, p: &Portal) -> Result<Vec<String>> {
     let portal = portal_row(c, p)?;
     Ok(c.associators(&portal.path, TARGET_TO_PORTAL, TARGET)?
         .iter()
-        .filter_map(|t| t.str("NodeAddress").map(str::to_string))
+        .filter_map(|t| t.str(&iscsi_target::NODE_ADDRESS).map(str::to_string))
         .collect())
 }
 
 pub fn remove_portal(c: &dyn Cim, p: &Portal) -> Result<()> {
     let portal = portal_row(c, p)?;
+    use portal::remove::{METHOD, TARGET_PORTAL_ADDRESS, TARGET_PORTAL_PORT_NUMBER};
     let out = c.call(
         &portal.path,
         PORTAL,
-        "Remove",
+        METHOD.name,
         vec![
-            ("TargetPortalAddress", Arg::Str(p.address().to_string())),
-            ("TargetPortalPortNumber", Arg::U32(p.port().into())),
+            TARGET_PORTAL_ADDRESS.arg(p.address().to_string()),
+            TARGET_PORTAL_PORT_NUMBER.arg(p.port()),
         ],
     )?;
-    check(&out, PORTAL, "Remove", &p.to_string())
+    check(&out, PORTAL, METHOD.name, &p.to_string())
 }
 
 pub fn list_portals(c: &dyn Cim) -> Result<Vec<TargetPortal>> {
@@ -184,8 +241,8 @@ pub fn list_portals(c: &dyn Cim) -> Result<Vec<TargetPortal>> {
         .iter()
         .filter_map(|r| {
             Some(TargetPortal {
-                target_address: r.str("TargetPortalAddress")?.to_string(),
-                target_port: r.u32("TargetPortalPortNumber")?,
+                target_address: r.str(&portal::TARGET_PORTAL_ADDRESS)?.to_string(),
+                target_port: r.u32(&portal::TARGET_PORTAL_PORT_NUMBER)?,
             })
         })
         .collect())
@@ -198,7 +255,7 @@ pub fn target_row(c: &dyn Cim, p: &Portal, iqn: &Iqn) -> Result<Row> {
     c.associators(&portal.path, TARGET_TO_PORTAL, TARGET)?
         .into_iter()
         .find(|t| {
-            t.str("NodeAddress")
+            t.str(&iscsi_target::NODE_ADDRESS)
                 .is_some_and(|n| n.eq_ignore_ascii_case(iqn.as_str()))
         })
         .ok_or_else(|| Error::NotFound(format!("target {iqn} is not offered by portal {p}")))
@@ -206,29 +263,27 @@ pub fn target_row(c: &dyn Cim, p: &Portal, iqn: &Iqn) -> Result<Row> {
 
 pub fn connect(c: &dyn Cim, p: &Portal, iqn: &Iqn, auth: &Auth) -> Result<()> {
     let target = target_row(c, p, iqn)?;
-    if target.bool("IsConnected") {
+    if target.bool(&iscsi_target::IS_CONNECTED) {
         return Ok(());
     }
+    use iscsi_target::connect as m;
     let mut args = vec![
-        ("NodeAddress", Arg::Str(iqn.as_str().to_string())),
-        ("TargetPortalAddress", Arg::Str(p.address().to_string())),
-        ("TargetPortalPortNumber", Arg::U32(p.port().into())),
-        ("AuthenticationType", Arg::Str(auth.wmi_name().to_string())),
+        m::NODE_ADDRESS.arg(iqn.as_str().to_string()),
+        m::TARGET_PORTAL_ADDRESS.arg(p.address().to_string()),
+        m::TARGET_PORTAL_PORT_NUMBER.arg(p.port()),
+        m::AUTHENTICATION_TYPE.arg(auth.wmi_name().to_string()),
     ];
     match auth {
         Auth::None => {}
         Auth::OneWay { user, secret } | Auth::Mutual { user, secret } => {
             if !user.is_empty() {
-                args.push(("ChapUsername", Arg::Str(user.clone())));
+                args.push(m::CHAP_USERNAME.arg(user.clone()));
             }
-            args.push((
-                "ChapSecret",
-                Arg::Secret(Zeroizing::new(secret.expose().to_string())),
-            ));
+            args.push(m::CHAP_SECRET.arg(Zeroizing::new(secret.expose().to_string())));
         }
     }
-    let out = c.call(TARGET, TARGET, "Connect", args)?;
-    check(&out, TARGET, "Connect", &format!("{iqn} via {p}"))
+    let out = c.call(TARGET, TARGET, m::METHOD.name, args)?;
+    check(&out, TARGET, m::METHOD.name, &format!("{iqn} via {p}"))
 }
 
 pub fn disconnect(c: &dyn Cim, p: &Portal, iqn: &Iqn) -> Result<()> {
@@ -236,37 +291,42 @@ pub fn disconnect(c: &dyn Cim, p: &Portal, iqn: &Iqn) -> Result<()> {
         Err(Error::NotFound(_)) => return Ok(()),
         other => other?,
     };
-    if !target.bool("IsConnected") {
+    if !target.bool(&iscsi_target::IS_CONNECTED) {
         return Ok(());
     }
+    use iscsi_session::unregister;
+    use iscsi_target::disconnect;
     for s in c.associators(&target.path, TARGET_TO_SESSION, SESSION)? {
         let subject = format!("{iqn} via {p}");
         // A persistent (favorite) login would come back at boot: forget it.
-        if s.bool("IsPersistent") {
-            let out = c.call(&s.path, SESSION, "Unregister", vec![])?;
-            check(&out, SESSION, "Unregister", &subject)?;
+        if s.bool(&iscsi_session::IS_PERSISTENT) {
+            let out = c.call(&s.path, SESSION, unregister::METHOD.name, vec![])?;
+            check(&out, SESSION, unregister::METHOD.name, &subject)?;
         }
-        let id = s.str("SessionIdentifier").unwrap_or_default().to_string();
+        let id = s
+            .str(&iscsi_session::SESSION_IDENTIFIER)
+            .unwrap_or_default()
+            .to_string();
         let out = c.call(
             &target.path,
             TARGET,
-            "Disconnect",
-            vec![("SessionIdentifier", Arg::Str(id))],
+            disconnect::METHOD.name,
+            vec![disconnect::SESSION_IDENTIFIER.arg(id)],
         )?;
-        check(&out, TARGET, "Disconnect", &subject)?;
+        check(&out, TARGET, disconnect::METHOD.name, &subject)?;
     }
     Ok(())
 }
 
 pub fn target_disks(c: &dyn Cim, p: &Portal, iqn: &Iqn) -> Result<Vec<u32>> {
     let target = target_row(c, p, iqn)?;
-    if !target.bool("IsConnected") {
+    if !target.bool(&iscsi_target::IS_CONNECTED) {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
     for conn in c.associators(&target.path, TARGET_TO_CONNECTION, CONNECTION)? {
         for d in c.associators(&conn.path, CONNECTION_TO_DISK, DISK)? {
-            if let Some(n) = d.u32("Number") {
+            if let Some(n) = d.u32(&disk::NUMBER) {
                 if !out.contains(&n) {
                     out.push(n);
                 }
@@ -279,13 +339,14 @@ pub fn target_disks(c: &dyn Cim, p: &Portal, iqn: &Iqn) -> Result<Vec<u32>> {
 
 pub fn set_mutual_chap_secret(c: &dyn Cim, secret: Option<&Secret>) -> Result<()> {
     let value = Zeroizing::new(secret.map(|s| s.expose().to_string()).unwrap_or_default());
+    use iscsi_session::set_chap_secret as m;
     let out = c.call(
         SESSION,
         SESSION,
-        "SetCHAPSecret",
-        vec![("ChapSecret", Arg::Secret(value))],
+        m::METHOD.name,
+        vec![m::CHAP_SECRET.arg(value)],
     )?;
-    check(&out, SESSION, "SetCHAPSecret", "the initiator")
+    check(&out, SESSION, m::METHOD.name, "the initiator")
 }
 
 #[cfg(test)]

@@ -11,8 +11,8 @@ use super::api::IscsiBackend;
 use super::cim::{self, Arg, Cim, CimValue, Row, PROPERTIES};
 use super::validate::{Auth, Iqn, Portal, Secret};
 use super::TargetPortal;
-use crate::storage::parse::cim::wql_string_literal;
 use crate::win::wmi::{Object, Value, Wmi, WmiWorker, STORAGE_NAMESPACE};
+use crate::wmi_schema::{queries, PATH};
 use crate::{Error, Result};
 use std::sync::Arc;
 
@@ -46,7 +46,7 @@ struct WmiCim<'a>(&'a Wmi);
 
 fn to_row(o: &Object) -> Result<Row> {
     let mut r = Row {
-        path: o.string("__PATH").ok().flatten().unwrap_or_default(),
+        path: o.string(PATH).ok().flatten().unwrap_or_default(),
         ..Row::default()
     };
     for p in PROPERTIES {
@@ -82,18 +82,7 @@ fn class_exists(w: &Wmi, class: &str) -> Result<()> {
 
 impl Cim for WmiCim<'_> {
     fn instances(&self, class: &str, filter: &[(&str, CimValue)]) -> Result<Vec<Row>> {
-        let mut wql = format!("SELECT * FROM {class}");
-        for (i, (k, v)) in filter.iter().enumerate() {
-            let lit = match v {
-                CimValue::Str(s) => wql_string_literal(s)
-                    .map_err(|e| Error::InvalidArgument(format!("{k}: {e}")))?,
-                CimValue::U32(n) => n.to_string(),
-                CimValue::Bool(b) => b.to_string().to_uppercase(),
-                CimValue::Null => "NULL".into(),
-            };
-            wql.push_str(if i == 0 { " WHERE " } else { " AND " });
-            wql.push_str(&format!("{k} = {lit}"));
-        }
+        let wql = cim::instances_query(class, filter)?;
         let rows = self.0.query_in(STORAGE_NAMESPACE, &wql)?;
         if rows.is_empty() {
             class_exists(self.0, class)?;
@@ -102,8 +91,7 @@ impl Cim for WmiCim<'_> {
     }
 
     fn associators(&self, path: &str, assoc: &str, result: &str) -> Result<Vec<Row>> {
-        let wql =
-            format!("ASSOCIATORS OF {{{path}}} WHERE AssocClass = {assoc} ResultClass = {result}");
+        let wql = queries::associators(path, assoc, Some(result));
         self.0
             .query_in(STORAGE_NAMESPACE, &wql)?
             .iter()

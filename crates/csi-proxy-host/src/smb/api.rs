@@ -3,8 +3,9 @@
 
 use super::validate::{Credential, RemotePath, ShareRoot, SmbLinkTarget};
 use super::{
-    NewSmbGlobalMappingRequest, NewSmbGlobalMappingResponse, RemoveSmbGlobalMappingRequest,
-    RemoveSmbGlobalMappingResponse, SmbApi,
+    IsSmbMappedRequest, IsSmbMappedResponse, NewSmbGlobalMappingRequest,
+    NewSmbGlobalMappingResponse, NewSmbLinkRequest, NewSmbLinkResponse,
+    RemoveSmbGlobalMappingRequest, RemoveSmbGlobalMappingResponse, SmbApi,
 };
 use crate::confined::{Confined, Kind, Located};
 use crate::{Error, Result};
@@ -103,6 +104,28 @@ impl<B: SmbBackend> Smb<B> {
 }
 
 impl<B: SmbBackend> SmbApi for Smb<B> {
+    fn is_smb_mapped(&self, req: IsSmbMappedRequest) -> Result<IsSmbMappedResponse> {
+        let remote = RemotePath::parse(&req.remote_path)?;
+        let state = self.backend.mapping(&remote.root())?;
+        Ok(IsSmbMappedResponse {
+            mapped: state == Some(MappingState::Ok),
+        })
+    }
+
+    fn new_smb_link(&self, req: NewSmbLinkRequest) -> Result<NewSmbLinkResponse> {
+        if req.local_path.is_empty() {
+            return Err(Error::InvalidArgument(
+                "local_path is empty: NewSMBLink needs the link to create".into(),
+            ));
+        }
+        let remote = RemotePath::parse(&req.remote_path)?;
+        let target = self.backend.link_target(&remote)?;
+        if let Some(local) = self.check_local(&req.local_path, &target)? {
+            self.fs.smb_link(&target, &local)?;
+        }
+        Ok(NewSmbLinkResponse {})
+    }
+
     fn new_smb_global_mapping(
         &self,
         req: NewSmbGlobalMappingRequest,

@@ -64,9 +64,33 @@ pub struct RemoveSmbGlobalMappingRequest {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RemoveSmbGlobalMappingResponse {}
 
+/// Is the share of `remote_path` mapped host-wide and reachable (library
+/// mode's `IsSMBMapped`; no proto method)?
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IsSmbMappedRequest {
+    pub remote_path: String,
+}
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IsSmbMappedResponse {
+    pub mapped: bool,
+}
+
+/// Create the local link `local_path` to `remote_path` (the last step of
+/// NewSmbGlobalMapping on its own: library mode's `NewSMBLink`; no proto
+/// method).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NewSmbLinkRequest {
+    pub remote_path: String,
+    pub local_path: String,
+}
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NewSmbLinkResponse {}
+
 /// The version-free SMB API. Every versioned gRPC service of the group is
 /// adapted onto this trait.
 pub trait SmbApi: Send + Sync {
+    fn is_smb_mapped(&self, req: IsSmbMappedRequest) -> Result<IsSmbMappedResponse>;
+    fn new_smb_link(&self, req: NewSmbLinkRequest) -> Result<NewSmbLinkResponse>;
     fn new_smb_global_mapping(
         &self,
         req: NewSmbGlobalMappingRequest,
@@ -85,6 +109,12 @@ pub struct NoSmbBackend;
 const GROUP: &str = "smb";
 
 impl SmbApi for NoSmbBackend {
+    fn is_smb_mapped(&self, _: IsSmbMappedRequest) -> Result<IsSmbMappedResponse> {
+        Err(Error::unimplemented(GROUP, "IsSMBMapped"))
+    }
+    fn new_smb_link(&self, _: NewSmbLinkRequest) -> Result<NewSmbLinkResponse> {
+        Err(Error::unimplemented(GROUP, "NewSMBLink"))
+    }
     fn new_smb_global_mapping(
         &self,
         _: NewSmbGlobalMappingRequest,

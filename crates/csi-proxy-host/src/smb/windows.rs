@@ -7,7 +7,8 @@
 use super::api::{MappingState, SmbBackend};
 use super::validate::{Credential, RemotePath, ShareRoot, SmbLinkTarget};
 use super::wmi_params::{credential_string, mapping_query, mapping_state, CLASS};
-use crate::win::wmi::{Value, WmiWorker, SMB_NAMESPACE};
+use crate::win::wmi::{WmiWorker, SMB_NAMESPACE};
+use crate::wmi_schema::names::{smb_global_mapping as mapping, RETURN_VALUE};
 use crate::{Error, Result};
 use std::sync::Arc;
 
@@ -43,7 +44,7 @@ impl SmbBackend for WindowsSmb {
                 let rows = w.query_in(SMB_NAMESPACE, &query)?;
                 match rows.first() {
                     None => Ok(None),
-                    Some(r) => Ok(Some(mapping_state(r.u32("Status")?))),
+                    Some(r) => Ok(Some(mapping_state(r.read(&mapping::STATUS)?))),
                 }
             })
             .map_err(unavailable)?;
@@ -63,19 +64,21 @@ impl SmbBackend for WindowsSmb {
         credential: Option<&Credential>,
         require_privacy: bool,
     ) -> Result<()> {
+        use mapping::create;
         let mut args = vec![
-            ("RemotePath", Value::Str(root.unc())),
-            ("RequirePrivacy", Value::Bool(require_privacy)),
+            create::REMOTE_PATH.value(root.unc()),
+            create::REQUIRE_PRIVACY.value(require_privacy),
         ];
         if let Some(c) = credential {
-            args.push(("Credential", Value::Secret(credential_string(c))));
+            args.push(create::CREDENTIAL.value(credential_string(c)));
         }
         let what = format!("create the SMB global mapping of {root}");
         self.wmi
             .call(move |w| {
-                let out = w.exec_method_in(SMB_NAMESPACE, CLASS, CLASS, "Create", &args)?;
+                let out =
+                    w.exec_method_in(SMB_NAMESPACE, CLASS, CLASS, create::METHOD.name, &args)?;
                 drop(args);
-                match out.u32("ReturnValue")? {
+                match out.any_out(&RETURN_VALUE)? {
                     None | Some(0) => Ok(()),
                     Some(code) => Err(Error::FailedPrecondition(format!(
                         "{what}: MSFT_SmbGlobalMapping.Create returned {code}"
@@ -99,10 +102,10 @@ impl SmbBackend for WindowsSmb {
                     SMB_NAMESPACE,
                     &path,
                     CLASS,
-                    "Remove",
-                    &[("Force", Value::Bool(true))],
+                    mapping::remove::METHOD.name,
+                    &[mapping::remove::FORCE.value(true)],
                 )?;
-                match out.u32("ReturnValue")? {
+                match out.any_out(&RETURN_VALUE)? {
                     None | Some(0) => Ok(()),
                     Some(code) => Err(Error::FailedPrecondition(format!(
                         "{what}: MSFT_SmbGlobalMapping.Remove returned {code}"

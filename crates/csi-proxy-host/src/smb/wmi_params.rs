@@ -4,12 +4,13 @@
 
 use super::api::MappingState;
 use super::validate::{Credential, ShareRoot};
-use crate::storage::parse::cim::wql_string_literal;
+use crate::wmi_schema::names::smb_global_mapping;
+use crate::wmi_schema::queries;
 use crate::{Error, Result};
 use zeroize::Zeroizing;
 
 /// The class of SMB global mappings.
-pub const CLASS: &str = "MSFT_SmbGlobalMapping";
+pub const CLASS: &str = smb_global_mapping::CLASS.name;
 
 /// `MSFT_SmbGlobalMapping.Status` values (`0` = OK).
 pub const STATUS_OK: u32 = 0;
@@ -33,13 +34,11 @@ pub fn credential_string(c: &Credential) -> Zeroizing<String> {
     s
 }
 
-/// The query for the mapping of `root`.
+/// The query for the mapping of `root` (all properties: removing it needs
+/// its `__PATH`, which a projection without every key lacks).
 pub fn mapping_query(root: &ShareRoot) -> Result<String> {
-    let lit = wql_string_literal(&root.unc())
-        .map_err(|e| Error::InvalidArgument(format!("remote_path: {e}")))?;
-    Ok(format!(
-        "SELECT RemotePath, Status FROM {CLASS} WHERE RemotePath = {lit}"
-    ))
+    queries::smb_mapping(&root.unc())
+        .map_err(|e| Error::InvalidArgument(format!("remote_path: {e}")))
 }
 
 /// A mapping's state from its `Status` (NULL counts as unreachable).
@@ -83,7 +82,7 @@ mod tests {
         let r = RemotePath::parse(r"\\Srv\Share\x").unwrap().root();
         assert_eq!(
             mapping_query(&r).unwrap(),
-            r"SELECT RemotePath, Status FROM MSFT_SmbGlobalMapping WHERE RemotePath = '\\\\srv\\share'"
+            r"SELECT * FROM MSFT_SmbGlobalMapping WHERE RemotePath = '\\\\srv\\share'"
         );
         assert_eq!(mapping_state(Some(0)), MappingState::Ok);
         for s in [Some(1), Some(2), Some(6), None] {

@@ -2,7 +2,9 @@
 //! of the validation layer and of the gRPC layer above it. Never the only
 //! test of a real backend.
 
-use super::{plan_resize, ResizePlan, ResizeTarget, StorageBackend, VolumeId, VolumeStats};
+use super::{
+    plan_resize, DiskLayout, ResizePlan, ResizeTarget, StorageBackend, VolumeId, VolumeStats,
+};
 use crate::confined::{Confined, Located};
 use crate::disk::{DiskIds, DiskLocation};
 use crate::{Error, Result};
@@ -16,6 +18,8 @@ pub struct FakeDisk {
     pub online: bool,
     pub location: Option<DiskLocation>,
     pub ids: DiskIds,
+    /// It has a partition table (set by the first partitioning step).
+    pub initialized: bool,
     pub partitions: Vec<FakePartition>,
 }
 
@@ -67,6 +71,7 @@ impl FakeStorage {
                     page83: page83.into(),
                     serial_number: format!("serial-{number}"),
                 },
+                initialized: false,
                 partitions: Vec::new(),
             },
         );
@@ -124,6 +129,38 @@ impl State {
     }
 }
 
+impl FakeStorage {
+    /// One basic partition over a disk without one; a raw disk is
+    /// initialised first when `initialize` (PartitionDisk), refused
+    /// otherwise (CreateBasicPartition).
+    fn partition(&self, call: String, disk: u32, initialize: bool) -> Result<()> {
+        let mut s = self.record(call);
+        s.next_guid += 1;
+        let guid = crate::storage::parse::guid::Guid::from_u128(
+            0x0000_0000_0000_4000_8000_0000_0000_0000 | u128::from(s.next_guid),
+        );
+        let d = s.disks.get_mut(&disk).ok_or_else(|| no_disk(disk))?;
+        if !d.online {
+            return Err(Error::FailedPrecondition(format!("disk {disk} is offline")));
+        }
+        if !d.initialized && !initialize {
+            return Err(crate::storage::not_initialized(disk));
+        }
+        d.initialized = true;
+        if d.partitions.is_empty() {
+            let size = d.size.saturating_sub(2 << 20);
+            d.partitions.push(FakePartition {
+                number: 1,
+                volume: VolumeId::from_guid(guid),
+                size,
+                formatted: false,
+                used: 0,
+            });
+        }
+        Ok(())
+    }
+}
+
 impl StorageBackend for FakeStorage {
     fn disk_locations(&self) -> Result<BTreeMap<u32, DiskLocation>> {
         let s = self.record("disk_locations".into());
@@ -156,26 +193,27 @@ impl StorageBackend for FakeStorage {
         Ok(())
     }
     fn partition_disk(&self, disk: u32) -> Result<()> {
-        let mut s = self.record(format!("partition_disk {disk}"));
-        s.next_guid += 1;
-        let guid = crate::storage::parse::guid::Guid::from_u128(
-            0x0000_0000_0000_4000_8000_0000_0000_0000 | u128::from(s.next_guid),
-        );
+        self.partition(format!("partition_disk {disk}"), disk, true)
+    }
+    fn disk_layout(&self, disk: u32) -> Result<DiskLayout> {
+        let s = self.record(format!("disk_layout {disk}"));
+        let d = s.disks.get(&disk).ok_or_else(|| no_disk(disk))?;
+        Ok(DiskLayout {
+            initialized: d.initialized,
+            has_data: !d.partitions.is_empty(),
+        })
+    }
+    fn initialize_disk(&self, disk: u32) -> Result<()> {
+        let mut s = self.record(format!("initialize_disk {disk}"));
         let d = s.disks.get_mut(&disk).ok_or_else(|| no_disk(disk))?;
         if !d.online {
             return Err(Error::FailedPrecondition(format!("disk {disk} is offline")));
         }
-        if d.partitions.is_empty() {
-            let size = d.size.saturating_sub(2 << 20);
-            d.partitions.push(FakePartition {
-                number: 1,
-                volume: VolumeId::from_guid(guid),
-                size,
-                formatted: false,
-                used: 0,
-            });
-        }
+        d.initialized = true;
         Ok(())
+    }
+    fn create_basic_partition(&self, disk: u32) -> Result<()> {
+        self.partition(format!("create_basic_partition {disk}"), disk, false)
     }
     fn rescan(&self) -> Result<()> {
         drop(self.record("rescan".into()));

@@ -88,6 +88,34 @@ pub fn plan_resize(current_bytes: u64, max_bytes: u64, target: ResizeTarget) -> 
     })
 }
 
+/// What PartitionDisk's finer steps look at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DiskLayout {
+    /// The disk has a partition table (GPT or MBR).
+    pub initialized: bool,
+    /// It has a partition other than Microsoft reserved ones.
+    pub has_data: bool,
+}
+
+/// What a partitioning call of a backend does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartitionStep {
+    /// Give a raw disk an empty GPT (InitializeDisk).
+    Initialize,
+    /// Add a basic data partition to an initialised disk without data
+    /// partitions (CreateBasicPartition).
+    Partition,
+    /// Both, as one operation (PartitionDisk).
+    Both,
+}
+
+/// The refusal of CreateBasicPartition on a raw disk.
+pub fn not_initialized(disk: u32) -> Error {
+    Error::FailedPrecondition(format!(
+        "disk {disk} has no partition table: initialize it (InitializeDisk) first"
+    ))
+}
+
 /// Host storage operations on validated arguments. Disk numbers and volume
 /// ids that do not exist are answered with [`Error::NotFound`].
 pub trait StorageBackend: Send + Sync {
@@ -117,6 +145,15 @@ pub trait StorageBackend: Send + Sync {
     /// GPT-initialise a raw disk and create one basic data partition spanning
     /// it unless a data partition exists. Idempotent.
     fn partition_disk(&self, disk: u32) -> Result<()>;
+    /// Whether the disk has a partition table and a data partition.
+    fn disk_layout(&self, disk: u32) -> Result<DiskLayout>;
+    /// Give a raw disk an empty GPT; an initialised disk is kept as it is.
+    fn initialize_disk(&self, disk: u32) -> Result<()>;
+    /// Create one basic data partition over the free space of an
+    /// initialised disk unless it has a data partition (as the second half
+    /// of [`StorageBackend::partition_disk`]); a raw disk is
+    /// [`not_initialized`].
+    fn create_basic_partition(&self, disk: u32) -> Result<()>;
     /// Refresh the host's view of disks (new disks, changed sizes).
     fn rescan(&self) -> Result<()>;
 
@@ -231,6 +268,36 @@ impl<B: StorageBackend> DiskApi for Storage<B> {
     ) -> Result<disk::PartitionDiskResponse> {
         self.backend.partition_disk(req.disk_number)?;
         Ok(disk::PartitionDiskResponse {})
+    }
+    fn is_disk_initialized(
+        &self,
+        req: disk::IsDiskInitializedRequest,
+    ) -> Result<disk::IsDiskInitializedResponse> {
+        Ok(disk::IsDiskInitializedResponse {
+            initialized: self.backend.disk_layout(req.disk_number)?.initialized,
+        })
+    }
+    fn initialize_disk(
+        &self,
+        req: disk::InitializeDiskRequest,
+    ) -> Result<disk::InitializeDiskResponse> {
+        self.backend.initialize_disk(req.disk_number)?;
+        Ok(disk::InitializeDiskResponse {})
+    }
+    fn basic_partitions_exist(
+        &self,
+        req: disk::BasicPartitionsExistRequest,
+    ) -> Result<disk::BasicPartitionsExistResponse> {
+        Ok(disk::BasicPartitionsExistResponse {
+            exist: self.backend.disk_layout(req.disk_number)?.has_data,
+        })
+    }
+    fn create_basic_partition(
+        &self,
+        req: disk::CreateBasicPartitionRequest,
+    ) -> Result<disk::CreateBasicPartitionResponse> {
+        self.backend.create_basic_partition(req.disk_number)?;
+        Ok(disk::CreateBasicPartitionResponse {})
     }
     fn rescan(&self, _: disk::RescanRequest) -> Result<disk::RescanResponse> {
         self.backend.rescan()?;

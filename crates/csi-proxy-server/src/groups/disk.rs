@@ -151,6 +151,34 @@ mod tests {
             self.rec.record(req);
             Ok(disk::PartitionDiskResponse {})
         }
+        fn is_disk_initialized(
+            &self,
+            req: disk::IsDiskInitializedRequest,
+        ) -> csi_proxy_host::Result<disk::IsDiskInitializedResponse> {
+            self.rec.record(req);
+            Ok(disk::IsDiskInitializedResponse { initialized: true })
+        }
+        fn initialize_disk(
+            &self,
+            req: disk::InitializeDiskRequest,
+        ) -> csi_proxy_host::Result<disk::InitializeDiskResponse> {
+            self.rec.record(req);
+            Ok(disk::InitializeDiskResponse {})
+        }
+        fn basic_partitions_exist(
+            &self,
+            req: disk::BasicPartitionsExistRequest,
+        ) -> csi_proxy_host::Result<disk::BasicPartitionsExistResponse> {
+            self.rec.record(req);
+            Ok(disk::BasicPartitionsExistResponse { exist: true })
+        }
+        fn create_basic_partition(
+            &self,
+            req: disk::CreateBasicPartitionRequest,
+        ) -> csi_proxy_host::Result<disk::CreateBasicPartitionResponse> {
+            self.rec.record(req);
+            Ok(disk::CreateBasicPartitionResponse {})
+        }
         fn rescan(&self, req: disk::RescanRequest) -> csi_proxy_host::Result<disk::RescanResponse> {
             self.rec.record(req);
             Ok(disk::RescanResponse {})

@@ -40,6 +40,20 @@ mod tests {
     }
 
     impl SmbApi for TestSmb {
+        fn is_smb_mapped(
+            &self,
+            req: smb::IsSmbMappedRequest,
+        ) -> csi_proxy_host::Result<smb::IsSmbMappedResponse> {
+            self.rec.record(req);
+            Ok(smb::IsSmbMappedResponse { mapped: true })
+        }
+        fn new_smb_link(
+            &self,
+            req: smb::NewSmbLinkRequest,
+        ) -> csi_proxy_host::Result<smb::NewSmbLinkResponse> {
+            self.rec.record(req);
+            Ok(smb::NewSmbLinkResponse {})
+        }
         fn new_smb_global_mapping(
             &self,
             req: smb::NewSmbGlobalMappingRequest,

@@ -107,10 +107,25 @@ impl Proxy {
     /// Every path under the root (but the log) with its kind or contents,
     /// sorted: to prove that rejected requests changed nothing.
     pub fn snapshot(&self) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        walk(&self.root, &self.root, &mut out);
-        out.sort();
-        out
+        tree(&self.root)
+    }
+}
+
+/// Every path under `dir` (but a `stderr.log` right in it) with its kind,
+/// contents or link target, sorted. Links, junctions and mount points are
+/// recorded, never followed.
+pub fn tree(dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// `r` failed with `code`; `what` names the call in failures.
+pub fn assert_code<T: std::fmt::Debug>(r: Result<T, Status>, code: Code, what: &str) {
+    match r {
+        Ok(v) => panic!("{what}: expected {code:?}, got {v:?}"),
+        Err(st) => assert_eq!(st.code(), code, "{what}: {}", st.message()),
     }
 }
 
@@ -132,7 +147,10 @@ fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
         if rel == "stderr.log" {
             continue;
         }
-        if p.is_dir() {
+        let md = std::fs::symlink_metadata(&p).unwrap();
+        if md.file_type().is_symlink() {
+            out.push((rel, format!("link {:?}", std::fs::read_link(&p).ok())));
+        } else if md.is_dir() {
             walk(base, &p, out);
             out.push((rel, "dir".into()));
         } else {

@@ -10,6 +10,11 @@
 
 use std::sync::OnceLock;
 
+pub mod calls;
+pub mod disks;
+pub mod links;
+pub mod vhd;
+
 /// True when this process runs under wine: wine's ntdll exports
 /// `wine_get_version`, Windows' never does.
 pub fn under_wine() -> bool {
@@ -44,3 +49,8 @@ pub fn require(needs: &str) -> Option<RealWindows> {
         Some(RealWindows(()))
     }
 }
+
+pub mod account;
+pub mod iscsi_target;
+pub mod smb;
+pub mod win32;

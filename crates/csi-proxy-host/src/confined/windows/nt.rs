@@ -26,11 +26,22 @@ use windows_sys::Win32::Storage::FileSystem::{
 use windows_sys::Win32::System::Ioctl::FSCTL_GET_REPARSE_POINT;
 use windows_sys::Win32::System::IO::{DeviceIoControl, IO_STATUS_BLOCK};
 
-/// An NT status as an `io::Error` (through its Win32 error code).
+/// An NT status as an `io::Error` (through its Win32 error code). A
+/// sharing or lock violation is [`io::ErrorKind::ResourceBusy`]: another
+/// process (a client renaming or deleting the entry meanwhile) has it open
+/// in a conflicting way, a state of the host and not a fault of ours.
 pub fn status_error(status: NTSTATUS) -> io::Error {
     // SAFETY: a pure conversion function without preconditions.
     let code = unsafe { RtlNtStatusToDosError(status) };
-    io::Error::from_raw_os_error(code as i32)
+    let e = io::Error::from_raw_os_error(code as i32);
+    // ERROR_SHARING_VIOLATION, ERROR_LOCK_VIOLATION.
+    if matches!(code, 32 | 33) {
+        return io::Error::new(
+            io::ErrorKind::ResourceBusy,
+            format!("{e}; another process is using it (renaming or deleting it?), try again"),
+        );
+    }
+    e
 }
 
 fn wide(s: &str) -> Vec<u16> {

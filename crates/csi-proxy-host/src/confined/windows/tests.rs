@@ -130,3 +130,16 @@ fn symlinks_are_verified() {
         Err(e) => assert!(e.to_string().contains("no link exists"), "{e}"),
     }
 }
+
+#[test]
+fn sharing_violations_are_busy_not_internal() {
+    // STATUS_SHARING_VIOLATION, STATUS_FILE_LOCK_CONFLICT: another process
+    // (a client renaming a directory) holds the entry.
+    for status in [0xC000_0043_u32 as i32, 0xC000_0054_u32 as i32] {
+        let e = super::nt::status_error(status);
+        assert_eq!(e.kind(), std::io::ErrorKind::ResourceBusy, "{e}");
+        assert!(e.to_string().contains("another process"), "{e}");
+    }
+    let e = super::nt::status_error(0xC000_0034_u32 as i32);
+    assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
+}

@@ -5,11 +5,42 @@ use super::devices::DiskTable;
 use super::sys::{self, Access};
 use super::{ensure_online, filesystem_lags, from_io, random_guid, tools, FsType, LinuxStorage};
 use crate::storage::parse::{fs_probe, gpt};
-use crate::storage::{plan_resize, ResizePlan, ResizeTarget, VolumeId};
+use crate::storage::{
+    not_initialized, plan_resize, DiskLayout, PartitionStep as Step, ResizePlan, ResizeTarget,
+    VolumeId,
+};
 use crate::{Error, Result};
 
+/// Whether `table` is a partition table and holds a data partition (any
+/// but Microsoft reserved ones).
+fn layout_of(table: &gpt::Table) -> DiskLayout {
+    match table {
+        gpt::Table::Gpt(g) => DiskLayout {
+            initialized: true,
+            has_data: g
+                .partitions
+                .iter()
+                .any(|p| p.type_guid != gpt::Guid::MICROSOFT_RESERVED),
+        },
+        gpt::Table::Mbr { partitions, .. } => DiskLayout {
+            initialized: true,
+            has_data: !partitions.is_empty(),
+        },
+        gpt::Table::Raw => DiskLayout::default(),
+    }
+}
+
 impl LinuxStorage {
-    pub(super) fn partition(&self, disk: u32) -> Result<()> {
+    /// Whether `disk` has a partition table and a data partition.
+    pub(super) fn layout(&self, disk: u32) -> Result<DiskLayout> {
+        let _g = self.lock();
+        let d = self.disk(disk)?;
+        let (_, fd) = self.open_disk(&d, Access::Read)?;
+        Ok(layout_of(&self.table(&d, &fd)?.table))
+    }
+
+    /// `step` of partitioning `disk`.
+    pub(super) fn partition(&self, disk: u32, step: Step) -> Result<()> {
         let _g = self.lock();
         let d = self.disk(disk)?;
         if d.read_only {
@@ -20,16 +51,15 @@ impl LinuxStorage {
         // about partitions it does not know yet.
         {
             let (_, fd) = self.open_disk(&d, Access::Read)?;
-            let table = self.table(&d, &fd)?.table;
-            let has_data = match &table {
-                gpt::Table::Gpt(g) => g
-                    .partitions
-                    .iter()
-                    .any(|p| p.type_guid != gpt::Guid::MICROSOFT_RESERVED),
-                gpt::Table::Mbr { partitions, .. } => !partitions.is_empty(),
-                gpt::Table::Raw => false,
+            let layout = layout_of(&self.table(&d, &fd)?.table);
+            if step == Step::Partition && !layout.initialized {
+                return Err(not_initialized(disk));
+            }
+            let done = match step {
+                Step::Initialize => layout.initialized,
+                Step::Partition | Step::Both => layout.has_data,
             };
-            if has_data {
+            if done {
                 self.inventory.touch(d.name.clone());
                 self.sync_partitions(&d, &fd)?;
                 return Ok(());
@@ -45,6 +75,7 @@ impl LinuxStorage {
         } = self.table(&d, &fd)?;
         let name = "Basic data partition";
         let writes = match table {
+            gpt::Table::Gpt(_) if step == Step::Initialize => return Ok(()),
             gpt::Table::Gpt(g) => gpt::add_single_partition(
                 &g,
                 ss,
@@ -53,6 +84,8 @@ impl LinuxStorage {
                 gpt::Guid::BASIC_DATA,
                 name,
             ),
+            gpt::Table::Mbr { .. } if step == Step::Initialize => return Ok(()),
+            gpt::Table::Raw if step == Step::Partition => return Err(not_initialized(disk)),
             gpt::Table::Raw | gpt::Table::Mbr { .. } => {
                 let head = sys::read_at(&fd, 0, fs_probe::PROBE_LEN)
                     .map_err(|e| from_io("read", &shown, e))?;
@@ -62,14 +95,18 @@ impl LinuxStorage {
                         kind.name()
                     )));
                 }
-                gpt::create_single_partition(
-                    ss,
-                    sectors,
-                    random_guid()?,
-                    random_guid()?,
-                    gpt::Guid::BASIC_DATA,
-                    name,
-                )
+                if step == Step::Initialize {
+                    gpt::create_empty(ss, sectors, random_guid()?)
+                } else {
+                    gpt::create_single_partition(
+                        ss,
+                        sectors,
+                        random_guid()?,
+                        random_guid()?,
+                        gpt::Guid::BASIC_DATA,
+                        name,
+                    )
+                }
             }
         }
         .map_err(|e| Error::FailedPrecondition(format!("disk {disk}: {e}")))?;
@@ -79,7 +116,7 @@ impl LinuxStorage {
         sys::fsync(&fd).map_err(|e| from_io("fsync", &shown, e))?;
         self.inventory.touch(d.name.clone());
         let now = self.sync_partitions(&d, &fd)?;
-        if now.partitions.is_empty() {
+        if step != Step::Initialize && now.partitions.is_empty() {
             return Err(Error::Internal(format!(
                 "disk {disk}: the kernel shows no partition after writing the partition table"
             )));

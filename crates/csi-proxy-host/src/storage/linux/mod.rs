@@ -468,7 +468,19 @@ impl StorageBackend for LinuxStorage {
     }
 
     fn partition_disk(&self, disk: u32) -> Result<()> {
-        self.partition(disk)
+        self.partition(disk, crate::storage::PartitionStep::Both)
+    }
+
+    fn disk_layout(&self, disk: u32) -> Result<crate::storage::DiskLayout> {
+        self.layout(disk)
+    }
+
+    fn initialize_disk(&self, disk: u32) -> Result<()> {
+        self.partition(disk, crate::storage::PartitionStep::Initialize)
+    }
+
+    fn create_basic_partition(&self, disk: u32) -> Result<()> {
+        self.partition(disk, crate::storage::PartitionStep::Partition)
     }
 
     fn rescan(&self) -> Result<()> {

@@ -1000,6 +1000,34 @@ pub fn create_single_partition(
     type_guid: Guid,
     name: &str,
 ) -> Result<Vec<Write>, GptError> {
+    if type_guid.is_nil() {
+        return Err(corrupt(Defect::PartitionRange { number: 1 }));
+    }
+    fresh(
+        sector_size,
+        disk_sectors,
+        disk_guid,
+        Some((part_guid, type_guid, name)),
+    )
+}
+
+/// Builds a fresh GPT without partitions (an initialised, empty disk), laid
+/// out as [`create_single_partition`]'s.
+pub fn create_empty(
+    sector_size: u32,
+    disk_sectors: u64,
+    disk_guid: Guid,
+) -> Result<Vec<Write>, GptError> {
+    fresh(sector_size, disk_sectors, disk_guid, None)
+}
+
+/// A fresh GPT with at most one partition (unique GUID, type GUID, name).
+fn fresh(
+    sector_size: u32,
+    disk_sectors: u64,
+    disk_guid: Guid,
+    partition: Option<(Guid, Guid, &str)>,
+) -> Result<Vec<Write>, GptError> {
     let ss = check_sector_size(sector_size)?;
     check_disk_bytes(ss, disk_sectors)?;
     let needed = min_disk_sectors(sector_size);
@@ -1008,9 +1036,6 @@ pub fn create_single_partition(
             sectors: disk_sectors,
             needed,
         });
-    }
-    if type_guid.is_nil() {
-        return Err(corrupt(Defect::PartitionRange { number: 1 }));
     }
     let arr = DEFAULT_ARRAY_BYTES.div_ceil(ss);
     let backup_lba = disk_sectors - 1;
@@ -1026,17 +1051,19 @@ pub fn create_single_partition(
         entry_count: DEFAULT_ENTRY_COUNT,
         entry_size: DEFAULT_ENTRY_SIZE,
     };
-    let partition = GptPartition {
-        number: 1,
-        type_guid,
-        unique_guid: part_guid,
-        first_lba: MIB / ss,
-        last_lba: layout.last_usable,
-        attributes: 0,
-        name: name.to_string(),
-    };
     let mut array = vec![0u8; DEFAULT_ARRAY_BYTES as usize];
-    encode_entry(&mut array, DEFAULT_ENTRY_SIZE, &partition)?;
+    if let Some((unique_guid, type_guid, name)) = partition {
+        let partition = GptPartition {
+            number: 1,
+            type_guid,
+            unique_guid,
+            first_lba: MIB / ss,
+            last_lba: layout.last_usable,
+            attributes: 0,
+            name: name.to_string(),
+        };
+        encode_entry(&mut array, DEFAULT_ENTRY_SIZE, &partition)?;
+    }
     let mut writes = layout.writes(&array, None, None);
     writes.push(Write {
         offset: 0,

@@ -19,7 +19,7 @@ pub use crate::win::wmi;
 
 use std::collections::BTreeMap;
 
-use super::{ResizeTarget, StorageBackend, VolumeId, VolumeStats};
+use super::{DiskLayout, PartitionStep, ResizeTarget, StorageBackend, VolumeId, VolumeStats};
 use crate::confined::{Confined, Located};
 use crate::disk::{DiskIds, DiskLocation};
 use crate::path::PathPolicy;
@@ -103,6 +103,19 @@ fn device_io(what: &str) -> Result<()> {
     Ok(())
 }
 
+impl WindowsStorage {
+    /// `step` of partitioning `disk` (`what` names it in refusals).
+    fn partition(&self, disk: u32, step: PartitionStep, what: &str) -> Result<()> {
+        // The IOCTL open answers "no such disk" without starting WMI.
+        drop(disk::open_disk(disk, 0)?);
+        self.refuse_host_disk(disk, &format!("{what} disk {disk}"))?;
+        let r = stor::partition_disk(&self.wmi, disk, step);
+        // Do not wait for the volume's arrival notification.
+        self.inventory.invalidate();
+        r
+    }
+}
+
 impl StorageBackend for WindowsStorage {
     fn disk_locations(&self) -> Result<BTreeMap<u32, DiskLocation>> {
         self.inventory_disk_locations()
@@ -141,13 +154,20 @@ impl StorageBackend for WindowsStorage {
     }
 
     fn partition_disk(&self, disk: u32) -> Result<()> {
-        // The IOCTL open answers "no such disk" without starting WMI.
+        self.partition(disk, PartitionStep::Both, "partition")
+    }
+
+    fn disk_layout(&self, disk: u32) -> Result<DiskLayout> {
         drop(disk::open_disk(disk, 0)?);
-        self.refuse_host_disk(disk, &format!("partition disk {disk}"))?;
-        let r = stor::partition_disk(&self.wmi, disk);
-        // Do not wait for the volume's arrival notification.
-        self.inventory.invalidate();
-        r
+        stor::disk_layout(&self.wmi, disk)
+    }
+
+    fn initialize_disk(&self, disk: u32) -> Result<()> {
+        self.partition(disk, PartitionStep::Initialize, "initialize")
+    }
+
+    fn create_basic_partition(&self, disk: u32) -> Result<()> {
+        self.partition(disk, PartitionStep::Partition, "create a partition on")
     }
 
     fn rescan(&self) -> Result<()> {

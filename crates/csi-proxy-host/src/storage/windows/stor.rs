@@ -3,9 +3,12 @@
 //! initialise and partition, rescan, format, resize. Each runs as one job
 //! on the WMI worker thread.
 //!
-//! Query text holds constant class and property names, numbers we hold as
-//! integers, object paths WMI itself returned, and volume ids only through
-//! [`cim::wql_string_literal`].
+//! Every class, property, method and parameter name comes from
+//! [`crate::wmi_schema::names`] and every query from
+//! [`crate::wmi_schema::queries`] (checked against the published schema):
+//! numbers we hold as integers, object paths WMI itself returned, and
+//! volume ids only through
+//! [`crate::storage::parse::cim::wql_string_literal`].
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -14,16 +17,23 @@ use super::wmi::{Object, Value, Wmi, WmiWorker};
 use crate::disk::DiskLocation;
 use crate::storage::parse::guid::Guid;
 use crate::storage::parse::layout::{BASIC_DATA, MICROSOFT_RESERVED};
-use crate::storage::parse::{cim, location, msft};
-use crate::storage::{plan_resize, ResizePlan, ResizeTarget, VolumeId};
+use crate::storage::parse::{location, msft};
+use crate::storage::{
+    not_initialized, plan_resize, DiskLayout, PartitionStep, ResizePlan, ResizeTarget, VolumeId,
+};
+use crate::wmi_schema::names::{
+    disk, partition, storage_extended_status, storage_job, storage_setting, volume,
+    CREATED_STORAGE_JOB, EXTENDED_STATUS, RETURN_VALUE,
+};
+use crate::wmi_schema::{queries, Method};
 use crate::{Error, Result};
 
 /// MBR type of an NTFS/exFAT ("IFS") partition.
-const MBR_TYPE_IFS: u32 = 7;
+const MBR_TYPE_IFS: u16 = 7;
 /// `MSFT_Disk.PartitionStyle`: 0 unknown (raw), 1 MBR, 2 GPT.
-const STYLE_RAW: u32 = 0;
-const STYLE_MBR: u32 = 1;
-const STYLE_GPT: u32 = 2;
+const STYLE_RAW: u16 = 0;
+const STYLE_MBR: u16 = 1;
+const STYLE_GPT: u16 = 2;
 /// How long a storage job may run before we give up waiting.
 const JOB_TIMEOUT: Duration = Duration::from_secs(600);
 const JOB_POLL: Duration = Duration::from_millis(250);
@@ -35,16 +45,15 @@ const JOB_POLL: Duration = Duration::from_millis(250);
 pub fn call_storage_method(
     wmi: &Wmi,
     object_path: &str,
-    class: &str,
-    method: &str,
+    method: Method,
     args: &[(&str, Value)],
     subject: &str,
     also_ok: &[u32],
 ) -> Result<Object> {
-    let out = wmi.exec_method(object_path, class, method, args)?;
-    let what = format!("{class}.{method}");
+    let out = wmi.exec_method(object_path, method.class.name, method.name, args)?;
+    let what = format!("{}.{}", method.class.name, method.name);
     let code = out
-        .u32("ReturnValue")?
+        .any_out(&RETURN_VALUE)?
         .ok_or_else(|| Error::Internal(format!("{what} on {subject} returned no ReturnValue")))?;
     if code == msft::SUCCESS || also_ok.contains(&code) {
         return Ok(out);
@@ -64,12 +73,12 @@ pub fn call_storage_method(
 /// The text of the `ExtendedStatus` out-parameter
 /// (`MSFT_StorageExtendedStatus`, embedded object or its text).
 fn extended_status(out: &Object) -> Option<String> {
-    let v = out.get("ExtendedStatus").ok()?;
+    let v = out.embedded(&EXTENDED_STATUS).ok()?;
     if let Some(s) = v.as_string() {
         return Some(s);
     }
-    let obj = out.object("ExtendedStatus").ok()??;
-    obj.string("Message")
+    let obj = out.embedded_object(&EXTENDED_STATUS).ok()??;
+    obj.read(&storage_extended_status::MESSAGE)
         .ok()
         .flatten()
         .or_else(|| Some(obj.text()))
@@ -77,9 +86,10 @@ fn extended_status(out: &Object) -> Option<String> {
 
 /// Waits (bounded) for the `MSFT_StorageJob` a method started.
 fn wait_for_job(wmi: &Wmi, out: &Object, what: &str, subject: &str) -> Result<()> {
-    let job_path = match out.string("CreatedStorageJob") {
+    // A reference arrives as its path, an embedded object as an object.
+    let job_path = match out.embedded(&CREATED_STORAGE_JOB).map(|v| v.as_string()) {
         Ok(Some(p)) => p,
-        _ => match out.object("CreatedStorageJob")? {
+        _ => match out.embedded_object(&CREATED_STORAGE_JOB)? {
             Some(job) => job.path()?,
             None => {
                 return Err(Error::Internal(format!(
@@ -91,14 +101,14 @@ fn wait_for_job(wmi: &Wmi, out: &Object, what: &str, subject: &str) -> Result<()
     let deadline = Instant::now() + JOB_TIMEOUT;
     loop {
         let job = wmi.get_object(&job_path)?;
-        let state = job.u32("JobState")?.unwrap_or(0);
+        let state = job.read(&storage_job::JOB_STATE)?.unwrap_or(0);
         if msft::job_finished(state) {
             return msft::job_result(
                 what,
                 subject,
                 state,
-                job.u32("ErrorCode")?.unwrap_or(0),
-                job.string("ErrorDescription")?.as_deref(),
+                job.read(&storage_job::ERROR_CODE)?.unwrap_or(0),
+                job.read(&storage_job::ERROR_DESCRIPTION)?.as_deref(),
             );
         }
         if Instant::now() >= deadline {
@@ -116,8 +126,9 @@ fn wait_for_job(wmi: &Wmi, out: &Object, what: &str, subject: &str) -> Result<()
 pub fn disk_locations(worker: &WmiWorker) -> Result<BTreeMap<u32, DiskLocation>> {
     worker.call(|wmi| {
         let mut out = BTreeMap::new();
-        for row in wmi.query("SELECT Number, Location FROM MSFT_Disk")? {
-            let (Some(number), Some(loc)) = (row.u32("Number")?, row.string("Location")?) else {
+        for row in wmi.query(&queries::disk_locations())? {
+            let (Some(number), Some(loc)) = (row.read(&disk::NUMBER)?, row.read(&disk::LOCATION)?)
+            else {
                 continue;
             };
             match location::parse_location(&loc) {
@@ -142,21 +153,12 @@ pub fn disk_locations(worker: &WmiWorker) -> Result<BTreeMap<u32, DiskLocation>>
 /// The `MSFT_Disk` of disk `number` ([`Error::NotFound`] when none).
 /// `MSFT_Disk.Refresh`: re-reads the disk's state into the provider cache.
 fn refresh_disk(wmi: &Wmi, disk: &Object, subject: &str) -> Result<()> {
-    call_storage_method(
-        wmi,
-        &disk.path()?,
-        "MSFT_Disk",
-        "Refresh",
-        &[],
-        subject,
-        &[],
-    )
-    .map(|_| ())
+    call_storage_method(wmi, &disk.path()?, disk::refresh::METHOD, &[], subject, &[]).map(|_| ())
 }
 
 fn disk_object(wmi: &Wmi, number: u32) -> Result<Object> {
     // `number` is an integer: nothing of the client's text enters the query.
-    wmi.query(&format!("SELECT * FROM MSFT_Disk WHERE Number = {number}"))?
+    wmi.query(&queries::disk(number))?
         .into_iter()
         .next()
         .ok_or_else(|| {
@@ -176,60 +178,85 @@ pub(super) fn is_msr(gpt_type: &str) -> bool {
     Guid::parse(g).is_ok_and(|g| g == MICROSOFT_RESERVED)
 }
 
-/// Initialises a raw disk as GPT and creates one basic data partition over
+/// Whether a disk has a partition table and a partition other than the
+/// Microsoft reserved one.
+pub fn disk_layout(worker: &WmiWorker, number: u32) -> Result<DiskLayout> {
+    worker.call(move |wmi| {
+        let disk = disk_object(wmi, number)?;
+        let style = disk.read(&disk::PARTITION_STYLE)?.unwrap_or(STYLE_RAW);
+        if style == STYLE_RAW {
+            return Ok(DiskLayout::default());
+        }
+        Ok(DiskLayout {
+            initialized: true,
+            has_data: has_data(wmi, number, style)?,
+        })
+    })
+}
+
+/// Whether disk `number` of partition style `style` has a partition other
+/// than the Microsoft reserved one.
+fn has_data(wmi: &Wmi, number: u32, style: u16) -> Result<bool> {
+    let parts = wmi.query(&queries::partition_types(number))?;
+    let mut has_data = false;
+    for p in &parts {
+        match style {
+            STYLE_GPT => {
+                let t = p.read(&partition::GPT_TYPE)?.unwrap_or_default();
+                has_data |= !is_msr(&t);
+            }
+            _ => has_data = true,
+        }
+    }
+    Ok(has_data)
+}
+
+/// `step` of partitioning: initialises a raw disk as GPT
+/// ([`PartitionStep::Initialize`]), creates one basic data partition over
 /// the whole disk unless it has a partition other than the Microsoft
-/// reserved one. MBR disks are kept MBR (partition type IFS). Idempotent.
-pub fn partition_disk(worker: &WmiWorker, number: u32) -> Result<()> {
+/// reserved one ([`PartitionStep::Partition`]: a raw disk is refused), or
+/// both. MBR disks are kept MBR (partition type IFS). Idempotent.
+pub fn partition_disk(worker: &WmiWorker, number: u32, step: PartitionStep) -> Result<()> {
     worker.call(move |wmi| {
         let subject = format!("disk {number}");
         let mut disk = disk_object(wmi, number)?;
-        if disk.bool("IsOffline")? == Some(true) {
+        if disk.read(&disk::IS_OFFLINE)? == Some(true) {
             return Err(Error::FailedPrecondition(format!(
                 "disk {number} is offline: bring it online (SetDiskState) before partitioning"
             )));
         }
-        if disk.bool("IsReadOnly")? == Some(true) {
+        if disk.read(&disk::IS_READ_ONLY)? == Some(true) {
             return Err(Error::FailedPrecondition(format!(
                 "disk {number} is read-only"
             )));
         }
-        let mut style = disk.u32("PartitionStyle")?.unwrap_or(STYLE_RAW);
+        let mut style = disk.read(&disk::PARTITION_STYLE)?.unwrap_or(STYLE_RAW);
+        if style == STYLE_RAW && step == PartitionStep::Partition {
+            return Err(not_initialized(number));
+        }
         if style == STYLE_RAW {
             call_storage_method(
                 wmi,
                 &disk.path()?,
-                "MSFT_Disk",
-                "Initialize",
-                &[("PartitionStyle", Value::U32(STYLE_GPT))],
+                disk::initialize::METHOD,
+                &[disk::initialize::PARTITION_STYLE.value(STYLE_GPT)],
                 &subject,
                 &[msft::DISK_ALREADY_INITIALIZED],
             )?;
             disk = disk_object(wmi, number)?;
-            style = disk.u32("PartitionStyle")?.unwrap_or(STYLE_GPT);
+            style = disk.read(&disk::PARTITION_STYLE)?.unwrap_or(STYLE_GPT);
         }
-        let parts = wmi.query(&format!(
-            "SELECT GptType, PartitionNumber FROM MSFT_Partition WHERE DiskNumber = {number}"
-        ))?;
-        let mut has_data = false;
-        for p in &parts {
-            match style {
-                STYLE_GPT => {
-                    let t = p.string("GptType")?.unwrap_or_default();
-                    has_data |= !is_msr(&t);
-                }
-                _ => has_data = true,
-            }
-        }
-        if has_data {
+        if step == PartitionStep::Initialize || has_data(wmi, number, style)? {
             return Ok(());
         }
+        use disk::create_partition as create;
         let mut args = vec![
-            ("UseMaximumSize", Value::Bool(true)),
-            ("AssignDriveLetter", Value::Bool(false)),
+            create::USE_MAXIMUM_SIZE.value(true),
+            create::ASSIGN_DRIVE_LETTER.value(false),
         ];
         match style {
-            STYLE_GPT => args.push(("GptType", Value::Str(format!("{{{BASIC_DATA}}}")))),
-            STYLE_MBR => args.push(("MbrType", Value::U32(MBR_TYPE_IFS))),
+            STYLE_GPT => args.push(create::GPT_TYPE.value(format!("{{{BASIC_DATA}}}"))),
+            STYLE_MBR => args.push(create::MBR_TYPE.value(MBR_TYPE_IFS)),
             other => {
                 return Err(Error::FailedPrecondition(format!(
                     "disk {number} has an unknown partition style {other}"
@@ -239,22 +266,18 @@ pub fn partition_disk(worker: &WmiWorker, number: u32) -> Result<()> {
         call_storage_method(
             wmi,
             &disk.path()?,
-            "MSFT_Disk",
-            "CreatePartition",
+            create::METHOD,
             &args,
             &subject,
             &[msft::ACCESS_PATH_IN_USE],
         )?;
         refresh_disk(wmi, &disk, &subject)?;
         // A SAN policy may leave the new partition offline.
-        for p in wmi.query(&format!(
-            "SELECT * FROM MSFT_Partition WHERE DiskNumber = {number} AND IsOffline = TRUE"
-        ))? {
+        for p in wmi.query(&queries::offline_partitions(number))? {
             call_storage_method(
                 wmi,
                 &p.path()?,
-                "MSFT_Partition",
-                "Online",
+                partition::online::METHOD,
                 &[],
                 &subject,
                 &[],
@@ -270,9 +293,8 @@ pub fn rescan(worker: &WmiWorker) -> Result<()> {
     worker.call(|wmi| {
         call_storage_method(
             wmi,
-            "MSFT_StorageSetting",
-            "MSFT_StorageSetting",
-            "UpdateHostStorageCache",
+            storage_setting::CLASS.name,
+            storage_setting::update_host_storage_cache::METHOD,
             &[],
             "the host",
             &[],
@@ -283,14 +305,12 @@ pub fn rescan(worker: &WmiWorker) -> Result<()> {
 
 /// The `MSFT_Volume` of a volume id ([`Error::NotFound`] when none).
 fn volume_object(wmi: &Wmi, v: &VolumeId) -> Result<Object> {
-    let literal = cim::wql_string_literal(v.as_str())
+    let query = queries::volume(v.as_str())
         .map_err(|e| Error::InvalidArgument(format!("volume id {v}: {e}")))?;
-    wmi.query(&format!(
-        "SELECT * FROM MSFT_Volume WHERE UniqueId = {literal}"
-    ))?
-    .into_iter()
-    .next()
-    .ok_or_else(|| Error::NotFound(format!("volume {v} does not exist")))
+    wmi.query(&query)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::NotFound(format!("volume {v} does not exist")))
 }
 
 /// Quick-formats the volume as NTFS (`MSFT_Volume.Format`, forced).
@@ -298,15 +318,15 @@ pub fn format(worker: &WmiWorker, v: &VolumeId) -> Result<()> {
     let v = v.clone();
     worker.call(move |wmi| {
         let vol = volume_object(wmi, &v)?;
+        use volume::format as f;
         call_storage_method(
             wmi,
             &vol.path()?,
-            "MSFT_Volume",
-            "Format",
+            f::METHOD,
             &[
-                ("FileSystem", Value::Str("NTFS".into())),
-                ("Full", Value::Bool(false)),
-                ("Force", Value::Bool(true)),
+                f::FILE_SYSTEM.value("NTFS".into()),
+                f::FULL.value(false),
+                f::FORCE.value(true),
             ],
             &format!("volume {v}"),
             &[],
@@ -325,10 +345,7 @@ pub fn resize(worker: &WmiWorker, v: &VolumeId, target: ResizeTarget) -> Result<
         let subject = format!("the partition of volume {v}");
         let vol = volume_object(wmi, &v)?;
         let part = wmi
-            .query(&format!(
-                "ASSOCIATORS OF {{{}}} WHERE AssocClass = MSFT_PartitionToVolume",
-                vol.path()?
-            ))?
+            .query(&queries::partition_of_volume(&vol.path()?))?
             .into_iter()
             .next()
             .ok_or_else(|| {
@@ -336,20 +353,21 @@ pub fn resize(worker: &WmiWorker, v: &VolumeId, target: ResizeTarget) -> Result<
             })?;
         let part_path = part.path()?;
         let current = part
-            .u64("Size")?
+            .read(&partition::SIZE)?
             .ok_or_else(|| Error::Internal(format!("{subject}: no Size")))?;
         let sizes = call_storage_method(
             wmi,
             &part_path,
-            "MSFT_Partition",
-            "GetSupportedSize",
+            partition::get_supported_size::METHOD,
             &[],
             &subject,
             &[],
         )?;
-        let max = sizes.u64("SizeMax")?.ok_or_else(|| {
-            Error::Internal(format!("{subject}: GetSupportedSize gave no SizeMax"))
-        })?;
+        let max = sizes
+            .out(&partition::get_supported_size::SIZE_MAX)?
+            .ok_or_else(|| {
+                Error::Internal(format!("{subject}: GetSupportedSize gave no SizeMax"))
+            })?;
         let size = match plan_resize(current, max, target)? {
             ResizePlan::Skip => return Ok(()),
             ResizePlan::Grow(n) | ResizePlan::Shrink(n) => n,
@@ -357,13 +375,12 @@ pub fn resize(worker: &WmiWorker, v: &VolumeId, target: ResizeTarget) -> Result<
         call_storage_method(
             wmi,
             &part_path,
-            "MSFT_Partition",
-            "Resize",
-            &[("Size", Value::U64(size))],
+            partition::resize::METHOD,
+            &[partition::resize::SIZE.value(size)],
             &subject,
             &[],
         )?;
-        if let Some(number) = part.u32("DiskNumber")? {
+        if let Some(number) = part.read(&partition::DISK_NUMBER)? {
             let disk = disk_object(wmi, number)?;
             refresh_disk(wmi, &disk, &format!("disk {number}"))?;
         }

@@ -12,6 +12,7 @@ use super::wait::{wait_for, Progress, DEFAULT_LIMIT};
 use super::{DependentGuard, GetServiceResponse, ServiceStatus, SystemBackend};
 use crate::win::errors;
 use crate::win::wmi::{WmiWorker, CIMV2_NAMESPACE};
+use crate::wmi_schema::{names::bios, queries};
 use crate::{Error, Result};
 use std::io;
 use std::sync::Arc;
@@ -191,16 +192,19 @@ fn collect_dependents(
 impl SystemBackend for WindowsSystem {
     fn bios_serial(&self) -> Result<String> {
         let rows = self.wmi.call(|w| {
-            let rows = w.query_in(CIMV2_NAMESPACE, "SELECT SerialNumber FROM Win32_BIOS")?;
+            let rows = w.query_in(CIMV2_NAMESPACE, &queries::bios_serial())?;
             rows.iter()
-                .map(|r| r.string("SerialNumber"))
+                .map(|r| r.read(&bios::SERIAL_NUMBER))
                 .collect::<Result<Vec<_>>>()
         })?;
         rows.into_iter()
             .next()
             .map(|s| s.unwrap_or_default().trim().to_string())
             .ok_or_else(|| {
-                Error::NotFound("Win32_BIOS has no instance: no BIOS serial number".into())
+                Error::NotFound(format!(
+                    "{} has no instance: no BIOS serial number",
+                    bios::CLASS.name
+                ))
             })
     }
 
@@ -246,10 +250,19 @@ impl SystemBackend for WindowsSystem {
         }
         let mut dependents =
             scm::active_dependents(&svc).map_err(|e| scm_err(op, name.as_str(), e))?;
+        let mut source = "EnumDependentServicesW";
         if dependents.is_empty() {
             // Wine's EnumDependentServicesW lists nothing: ask every service
             // what it depends on instead (StopService is no hot path).
             dependents = scanned_dependents(name.os_name())?;
+            source = "the dependency scan";
+        }
+        if !dependents.is_empty() {
+            tracing::debug!(
+                service = name.as_str(),
+                ?dependents,
+                "running dependents found by {source}"
+            );
         }
         if !dependents.is_empty() {
             if !force {

@@ -9,8 +9,8 @@
 //! host that never needs WMI never starts COM) and ends when the worker is
 //! dropped.
 //!
-//! Query text is built by the callers from constant class and property
-//! names; values only ever enter through
+//! Query text comes from `wmi_schema::queries`, built from the checked
+//! names of `wmi_schema::names`; values only ever enter through
 //! `storage::parse::cim::wql_string_literal`.
 
 use std::cell::RefCell;
@@ -26,20 +26,16 @@ use windows::Win32::System::Com::{
     RPC_C_IMP_LEVEL_IMPERSONATE,
 };
 use windows::Win32::System::Wmi::{
-    IWbemClassObject, IWbemLocator, IWbemServices, WbemLocator, WBEM_FLAG_FORWARD_ONLY,
-    WBEM_FLAG_RETURN_IMMEDIATELY, WBEM_FLAG_RETURN_WBEM_COMPLETE, WBEM_GENERIC_FLAG_TYPE,
-    WBEM_INFINITE,
+    IWbemClassObject, IWbemLocator, IWbemServices, WbemLocator, WBEM_FLAG_CREATE_OR_UPDATE,
+    WBEM_FLAG_FORWARD_ONLY, WBEM_FLAG_RETURN_IMMEDIATELY, WBEM_FLAG_RETURN_WBEM_COMPLETE,
+    WBEM_GENERIC_FLAG_TYPE, WBEM_INFINITE,
 };
 
 use crate::win::errors;
 use crate::{Error, Result};
 
-/// The Windows Storage Management API namespace.
-pub const STORAGE_NAMESPACE: &str = r"root\Microsoft\Windows\Storage";
-/// The classic Win32 provider namespace.
-pub const CIMV2_NAMESPACE: &str = r"root\cimv2";
-/// The SMB client namespace (`MSFT_SmbGlobalMapping`).
-pub const SMB_NAMESPACE: &str = r"root\Microsoft\Windows\SMB";
+// The namespaces live with the other WMI names (checked on every OS).
+pub use crate::wmi_schema::{CIMV2_NAMESPACE, SMB_NAMESPACE, STORAGE_NAMESPACE};
 
 mod variant;
 pub use variant::{Object, Value, Var};
@@ -460,6 +456,60 @@ impl Wmi {
         })?;
         out.map(Object)
             .ok_or_else(|| Error::Internal(format!("{class}.{method} returned no out-parameters")))
+    }
+
+    /// A new instance of `class` in `namespace` with `props` set, written
+    /// with `PutInstance` (created, or updated where its keys exist). The
+    /// product only reads and calls methods; the real-Windows tests set up
+    /// their iSCSI target this way.
+    pub fn put_instance_in(
+        &self,
+        namespace: &str,
+        class: &str,
+        props: &[(&str, Value)],
+    ) -> Result<()> {
+        let class_obj = self.get_object_in(namespace, class)?;
+        // SAFETY: `class_obj` is a live class object.
+        let inst = unsafe { class_obj.0.SpawnInstance(0) }
+            .map_err(|e| errors::hresult("SpawnInstance", class, &e))?;
+        let inst = Object(inst);
+        for (k, v) in props {
+            inst.put(k, v)
+                .map_err(|e| prefix(e, &format!("{class} property {k}")))?;
+        }
+        self.write_instance_in(namespace, &inst, class)
+    }
+
+    /// Writes `instance` (a row of a query whose properties were changed
+    /// with [`Object::put`]) back with `PutInstance`.
+    pub fn write_instance_in(&self, namespace: &str, instance: &Object, what: &str) -> Result<()> {
+        let services = self.services(namespace)?;
+        // SAFETY: the instance is a live object; no context, no call-result
+        // object.
+        unsafe {
+            services.PutInstance(
+                &instance.0,
+                WBEM_GENERIC_FLAG_TYPE(WBEM_FLAG_CREATE_OR_UPDATE.0),
+                None,
+                None,
+            )
+        }
+        .map_err(|e| {
+            self.forget_if_broken(namespace, &e);
+            errors::hresult("IWbemServices::PutInstance", what, &e)
+        })
+    }
+
+    /// Deletes the instance at `path` (its `__PATH`) with `DeleteInstance`.
+    pub fn delete_instance_in(&self, namespace: &str, path: &str) -> Result<()> {
+        let services = self.services(namespace)?;
+        // SAFETY: the BSTR is valid for the call; no context, no
+        // call-result object.
+        unsafe { services.DeleteInstance(&BSTR::from(path), WBEM_GENERIC_FLAG_TYPE(0), None, None) }
+            .map_err(|e| {
+                self.forget_if_broken(namespace, &e);
+                errors::hresult("IWbemServices::DeleteInstance", path, &e)
+            })
     }
 }
 

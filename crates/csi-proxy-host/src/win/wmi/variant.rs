@@ -15,6 +15,7 @@ use zeroize::Zeroizing;
 use super::wide;
 use crate::storage::parse::cim;
 use crate::win::errors;
+use crate::wmi_schema::{AnyOut, Embedded, Param, Prop, PATH};
 use crate::{Error, Result};
 
 /// A value for a method in-parameter.
@@ -132,9 +133,45 @@ impl Object {
         Ok(v.as_object())
     }
 
+    /// A 16-bit integer property (`None` when NULL).
+    pub fn u16(&self, name: &str) -> Result<Option<u16>> {
+        self.u32(name)?
+            .map(|n| {
+                u16::try_from(n).map_err(|_| {
+                    Error::Internal(format!("WMI property {name} is {n}: not a 16-bit integer"))
+                })
+            })
+            .transpose()
+    }
+
+    /// Property `p`, read as the type the schema declares for it.
+    pub fn read<T: FromObject>(&self, p: &Prop<T>) -> Result<Option<T>> {
+        T::from_object(self, p.name)
+    }
+
+    /// Out-parameter `p` of a method's answer.
+    pub fn out<T: FromObject>(&self, p: &Param<T>) -> Result<Option<T>> {
+        T::from_object(self, p.name)
+    }
+
+    /// Out-parameter `p` of whichever method answered.
+    pub fn any_out<T: FromObject>(&self, p: &AnyOut<T>) -> Result<Option<T>> {
+        T::from_object(self, p.name)
+    }
+
+    /// An embedded-object (or reference) out-parameter: its raw value.
+    pub fn embedded(&self, p: &AnyOut<Embedded>) -> Result<Var> {
+        self.get(p.name)
+    }
+
+    /// An embedded-object property or out-parameter as an object.
+    pub fn embedded_object(&self, p: &AnyOut<Embedded>) -> Result<Option<Object>> {
+        self.object(p.name)
+    }
+
     /// `__PATH`: the object path to call instance methods on.
     pub fn path(&self) -> Result<String> {
-        self.string("__PATH")?
+        self.string(PATH)?
             .ok_or_else(|| Error::Internal("WMI object has no __PATH (not an instance)".into()))
     }
 
@@ -144,6 +181,75 @@ impl Object {
         unsafe { self.0.GetObjectText(0) }
             .map(|b| b.to_string())
             .unwrap_or_default()
+    }
+}
+
+/// A Rust type a WMI property or out-parameter is read as.
+pub trait FromObject: Sized {
+    fn from_object(o: &Object, name: &str) -> Result<Option<Self>>;
+}
+
+impl FromObject for u16 {
+    fn from_object(o: &Object, name: &str) -> Result<Option<u16>> {
+        o.u16(name)
+    }
+}
+impl FromObject for u32 {
+    fn from_object(o: &Object, name: &str) -> Result<Option<u32>> {
+        o.u32(name)
+    }
+}
+impl FromObject for u64 {
+    fn from_object(o: &Object, name: &str) -> Result<Option<u64>> {
+        o.u64(name)
+    }
+}
+impl FromObject for bool {
+    fn from_object(o: &Object, name: &str) -> Result<Option<bool>> {
+        o.bool(name)
+    }
+}
+impl FromObject for String {
+    fn from_object(o: &Object, name: &str) -> Result<Option<String>> {
+        o.string(name)
+    }
+}
+
+impl From<u16> for Value {
+    fn from(n: u16) -> Value {
+        Value::U32(n.into())
+    }
+}
+impl From<u32> for Value {
+    fn from(n: u32) -> Value {
+        Value::U32(n)
+    }
+}
+impl From<u64> for Value {
+    fn from(n: u64) -> Value {
+        Value::U64(n)
+    }
+}
+impl From<bool> for Value {
+    fn from(b: bool) -> Value {
+        Value::Bool(b)
+    }
+}
+impl From<String> for Value {
+    fn from(s: String) -> Value {
+        Value::Str(s)
+    }
+}
+impl From<Zeroizing<String>> for Value {
+    fn from(s: Zeroizing<String>) -> Value {
+        Value::Secret(s)
+    }
+}
+
+impl<T: Into<Value>> Param<T> {
+    /// This in-parameter with value `v`, for `Wmi::exec_method`.
+    pub fn value(&self, v: T) -> (&'static str, Value) {
+        (self.name, v.into())
     }
 }
 

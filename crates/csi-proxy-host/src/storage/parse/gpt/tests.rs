@@ -1491,3 +1491,23 @@ mod tools {
         assert_eq!(fields[2], (sectors - 6).to_string(), "{line}");
     }
 }
+
+#[test]
+fn an_empty_table_is_a_gpt_without_partitions_that_takes_one() {
+    for ss in [512u32, 4096] {
+        let sectors = (64u64 << 20) / u64::from(ss);
+        let mut disk = SparseDisk::new(ss, sectors);
+        disk.apply(&create_empty(ss, sectors, guid(1)).unwrap());
+        let g = disk.gpt();
+        assert!(g.partitions.is_empty(), "{ss}");
+        assert_eq!(disk.backup().unwrap().partitions.len(), 0);
+        let add = add_single_partition(&g, ss, sectors, guid(2), Guid::BASIC_DATA, "data").unwrap();
+        disk.apply(&add);
+        let g = disk.gpt();
+        assert_eq!(g.partitions.len(), 1, "{ss}");
+        assert_eq!(g.partitions[0].type_guid, Guid::BASIC_DATA);
+        assert_eq!(g.partitions[0].first_lba, (1 << 20) / u64::from(ss));
+        assert_eq!(g.partitions[0].last_lba, g.last_usable);
+    }
+    assert!(create_empty(512, 10, guid(1)).is_err());
+}

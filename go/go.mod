@@ -1,0 +1,3 @@
+module example.invalid/csi-proxy-rs/go
+
+go 1.19
