@@ -22,7 +22,11 @@
 //!   connection), server CPU per existing-path call (process times across
 //!   a run of such calls), peak working set and threads, per round and
 //!   their medians, with the ratio ours/upstream. Upstream serves the
-//!   default pipe names only, so no csiproxy service may run meanwhile.
+//!   default pipe names only, so no csiproxy service may run meanwhile,
+//!   and under wine nothing else in the same prefix (a test run serving
+//!   the default names would answer some of the calls): give the bench a
+//!   prefix of its own (`WINEPREFIX=/tmp/wine-bench scripts/setup.sh`
+//!   once, then the same `WINEPREFIX` for the run).
 //!
 //! Run: `compat/go/build.sh windows && cargo bench -p csi-proxy --bench
 //! pipes --target x86_64-pc-windows-gnu` (under wine; on Windows also the
