@@ -64,7 +64,7 @@ pub fn open_disk(disk: u32, write: bool) -> io::Result<File> {
 
 /// `DeviceIoControl` with `input` (any plain struct, or nothing) and an
 /// output buffer of `out` bytes (8-byte aligned); the bytes returned.
-fn ioctl<T>(f: &File, code: u32, input: Option<&T>, out: usize) -> io::Result<Vec<u64>> {
+pub fn ioctl<T>(f: &File, code: u32, input: Option<&T>, out: usize) -> io::Result<Vec<u64>> {
     let mut buf = vec![0u64; out.div_ceil(8)];
     let mut got = 0u32;
     let (ptr, len) = match input {

@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 
 pub mod calls;
 pub mod disks;
+pub mod host_volumes;
 pub mod links;
 pub mod vhd;
 

@@ -21,6 +21,7 @@ pub mod error;
 pub mod extents;
 pub mod fs_probe;
 pub mod gpt;
+pub mod grow;
 pub mod guid;
 pub mod layout;
 pub mod location;

@@ -12,6 +12,7 @@ use windows_sys::Win32::System::Ioctl::{
 use super::errors::{self, win32};
 use super::win32::{self as w, Handle, GENERIC_READ, GENERIC_WRITE};
 use crate::disk::DiskIds;
+use crate::storage::parse::grow::{self, GrowError};
 use crate::storage::parse::{device_id, extents, ParseError};
 use crate::{Error, Result};
 
@@ -138,24 +139,17 @@ fn query_property<T>(
         QueryType: PropertyStandardQuery,
         AdditionalParameters: [0],
     };
-    let mut size = 1024;
-    loop {
-        let out = match w::ioctl(h, IOCTL_STORAGE_QUERY_PROPERTY, Some(&query), size) {
-            Ok(out) => out,
-            Err(e) if not_supported(&e) => return Ok(None),
-            Err(e) => return Err(win32("IOCTL_STORAGE_QUERY_PROPERTY", subject, e)),
-        };
-        match parse(&out) {
-            Ok(v) => return Ok(Some(v)),
-            // A driver may fill the buffer or return just the header (whose
-            // Size is the full length): ask again with more room, doubling
-            // at least, up to the 1 MiB limit.
-            Err(ParseError::Truncated { need, .. }) if size < w::MAX_OUTPUT => {
-                size = need.max(size * 2).min(w::MAX_OUTPUT);
-            }
-            Err(e) => return Err(bad_answer("IOCTL_STORAGE_QUERY_PROPERTY", subject, e)),
-        }
-    }
+    let ask = |size: usize| match w::ioctl(h, IOCTL_STORAGE_QUERY_PROPERTY, Some(&query), size) {
+        Ok(out) => Ok(Some(out)),
+        Err(e) if not_supported(&e) => Ok(None),
+        Err(e) => Err(e),
+    };
+    // A descriptor larger than 1 KiB is asked for again with more room, up
+    // to the 1 MiB limit (`parse::grow`, tested with a simulated device).
+    grow::read_growing(1024, w::MAX_OUTPUT, ask, parse).map_err(|e| match e {
+        GrowError::Ask(e) => win32("IOCTL_STORAGE_QUERY_PROPERTY", subject, e),
+        GrowError::Parse(e) => bad_answer("IOCTL_STORAGE_QUERY_PROPERTY", subject, e),
+    })
 }
 
 /// Page-0x83 id (first device-associated identifier, as upstream) and
