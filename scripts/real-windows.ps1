@@ -19,7 +19,13 @@ Steps (-Step, several allowed; default all):
                   for the Linux host) does not apply.
   bench           crates/csi-proxy/benches/pipes against upstream's
                   csi-proxy.exe built from -Upstream, alternating rounds;
-                  the table goes to <OutDir>\bench-table.md.
+                  the table goes to <OutDir>\bench-table.md; then the
+                  confined walk's fast path with and without its final-path
+                  proof (csi-proxy-host bench confined_fast_path,
+                  <OutDir>\fast-path.log).
+  go-library      library mode (docs/library-mode.md): csi_proxy.dll built
+                  for x86_64-pc-windows-msvc and the Go package go/csiproxy's
+                  tests run against it (go test, CGO_ENABLED=0).
   upstream-tests  our csi-proxy.exe installed with install-service, started
                   through the SCM, upstream's integrationtests run against
                   it with go test -json (<OutDir>\upstream-tests.json); the
@@ -44,7 +50,7 @@ in module mode (needs the Go module proxy).
 #>
 [CmdletBinding()]
 param(
-    [ValidateSet('all', 'features', 'tests-msvc', 'tests-gnu', 'bench', 'upstream-tests')]
+    [ValidateSet('all', 'features', 'tests-msvc', 'tests-gnu', 'go-library', 'bench', 'upstream-tests')]
     [string[]] $Step = @('all'),
     [switch] $InstallFeatures,
     [string] $Upstream,
@@ -238,6 +244,39 @@ function Step-Bench {
     Get-Content -LiteralPath $log | Where-Object { $_ -match '^(\||ours:|upstream:|grpc-go client)' } |
         Set-Content -LiteralPath $table
     Add-Summary 'bench' $(if ($rc -eq 0) { 'ok' } else { "FAILED (exit $rc)" }) "table: $table"
+    $log = Join-Path $OutDir 'fast-path.log'
+    Push-Location $RepoRoot
+    try {
+        $rc = Invoke-Logged -Log $log -Exe 'cargo' -Arguments @('bench', '--locked', '-p', 'csi-proxy-host',
+            '--features', 'bench-internals', '--bench', 'confined_fast_path', '--target', 'x86_64-pc-windows-msvc')
+    } finally {
+        Pop-Location
+    }
+    Add-Summary 'fast-path' $(if ($rc -eq 0) { 'ok' } else { "FAILED (exit $rc)" }) "see $log"
+}
+
+function Step-GoLibrary {
+    $log = Join-Path $OutDir 'go-library.log'
+    Push-Location $RepoRoot
+    try {
+        $rc = Invoke-Logged -Log $log -Exe 'cargo' -Arguments @('build', '--locked', '--release', '-p', 'csi-proxy-ffi',
+            '--target', 'x86_64-pc-windows-msvc')
+    } finally {
+        Pop-Location
+    }
+    if ($rc -ne 0) { Add-Summary 'go-library' "FAILED (cargo build exit $rc)" "see $log"; return }
+    $dll = Join-Path $RepoRoot 'target\x86_64-pc-windows-msvc\release\csi_proxy.dll'
+    $saved = @{ DLL = $env:CSI_PROXY_DLL; CGO = $env:CGO_ENABLED; FLAGS = $env:GOFLAGS; PROXY = $env:GOPROXY }
+    Push-Location (Join-Path $RepoRoot 'go')
+    try {
+        $env:CSI_PROXY_DLL = $dll; $env:CGO_ENABLED = '0'; $env:GOFLAGS = '-mod=mod'; $env:GOPROXY = 'off'
+        $rc = Invoke-Logged -Log $log -Exe 'go' -Arguments @('test', '-v', './...')
+    } finally {
+        $env:CSI_PROXY_DLL = $saved.DLL; $env:CGO_ENABLED = $saved.CGO; $env:GOFLAGS = $saved.FLAGS; $env:GOPROXY = $saved.PROXY
+        Pop-Location
+    }
+    $skips = @(Get-Content -LiteralPath $log | Where-Object { $_ -match '^\s*--- SKIP' }).Count
+    Add-Summary 'go-library' $(if ($rc -eq 0) { 'ok' } else { "FAILED (go test exit $rc)" }) "go tests skipped: $skips; see $log"
 }
 
 function Wait-Pipe([string] $Name, [int] $Seconds) {
@@ -316,7 +355,7 @@ function Step-UpstreamTests {
     Add-Summary 'upstream-tests' $(if ($rc -eq 0) { 'ok' } else { "FAILED (go test exit $rc)" }) $detail
 }
 
-$steps = if ($Step -contains 'all') { @('features', 'tests-msvc', 'tests-gnu', 'bench', 'upstream-tests') } else { $Step }
+$steps = if ($Step -contains 'all') { @('features', 'tests-msvc', 'tests-gnu', 'go-library', 'bench', 'upstream-tests') } else { $Step }
 foreach ($s in $steps) {
     Write-Host "`n=== $s"
     try {
@@ -324,6 +363,7 @@ foreach ($s in $steps) {
             'features' { Step-Features }
             'tests-msvc' { Step-Tests 'tests-msvc' 'x86_64-pc-windows-msvc' }
             'tests-gnu' { Step-Tests 'tests-gnu' 'x86_64-pc-windows-gnu' }
+            'go-library' { Step-GoLibrary }
             'bench' { Step-Bench }
             'upstream-tests' { Step-UpstreamTests }
         }
