@@ -167,6 +167,13 @@ fn clean_failure(e: &tonic::Status) -> bool {
         Code::Unavailable | Code::Cancelled => true,
         // tonic's code for a connection closed under a call.
         Code::Unknown => e.message() == "transport error",
+        // A connection accepted while the server drains: its GOAWAY
+        // (NO_ERROR, last stream 0) refuses the call before it is read,
+        // which hyper reports as a protocol error of the stream.
+        Code::Internal => {
+            let d = format!("{e:?}");
+            d.contains("GoAway(") && d.contains("NO_ERROR") && d.contains("Remote")
+        }
         _ => false,
     }
 }
