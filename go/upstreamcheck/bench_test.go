@@ -9,12 +9,29 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"syscall"
 	"testing"
-	"time"
+	"unsafe"
 
 	"github.com/kubernetes-csi/csi-proxy/v2/pkg/filesystem"
 	filesystemapi "github.com/kubernetes-csi/csi-proxy/v2/pkg/filesystem/hostapi"
 )
+
+// The clock: QueryPerformanceCounter. Go 1.19 (go/csiproxy's TestBench,
+// built with Debian's Go) reads it for time.Now under wine; Go >= 1.25
+// reads the shared user data's interrupt time, which wine 8 updates in
+// coarse steps (most calls measure 0). Both modes thus use the same clock.
+var (
+	kernel32                  = syscall.NewLazyDLL("kernel32.dll")
+	queryPerformanceCounter   = kernel32.NewProc("QueryPerformanceCounter")
+	queryPerformanceFrequency = kernel32.NewProc("QueryPerformanceFrequency")
+)
+
+func ticks() int64 {
+	var t int64
+	queryPerformanceCounter.Call(uintptr(unsafe.Pointer(&t)))
+	return t
+}
 
 // TestBenchUpstream is a measuring mode, run by
 // crates/csi-proxy/benches/pipes/library.rs beside go/csiproxy's TestBench:
@@ -37,18 +54,22 @@ func TestBenchUpstream(t *testing.T) {
 	ctx := context.Background()
 	exists, outside := os.Getenv("CSI_PROXY_BENCH_EXISTS"), os.Getenv("CSI_PROXY_BENCH_OUTSIDE")
 	dir := filepath.Join(os.Getenv("CSI_PROXY_BENCH_MKDIR"), "upstream-library")
+	var freq int64
+	if r, _, err := queryPerformanceFrequency.Call(uintptr(unsafe.Pointer(&freq))); r == 0 {
+		t.Fatal(err)
+	}
 	run := func(name string, call func() error) {
-		lat := make([]time.Duration, 0, n)
+		lat := make([]int64, 0, n)
 		for i := 0; i < n; i++ {
-			start := time.Now()
+			start := ticks()
 			if err := call(); err != nil {
 				fmt.Printf("note %s does not answer: %v\n", name, err)
 				return
 			}
-			lat = append(lat, time.Since(start))
+			lat = append(lat, ticks()-start)
 		}
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-		at := func(q float64) float64 { return float64(lat[int(float64(len(lat))*q)].Nanoseconds()) / 1e3 }
+		at := func(q float64) float64 { return float64(lat[int(float64(len(lat))*q)]) * 1e6 / float64(freq) }
 		fmt.Printf("bench %s p50 %.1f p99 %.1f\n", name, at(0.50), at(0.99))
 	}
 	run("pathexists-existing", func() error {

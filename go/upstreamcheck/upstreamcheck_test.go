@@ -4,6 +4,7 @@ package upstreamcheck
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -24,7 +25,11 @@ func TestFrontEndsOverTheDLL(t *testing.T) {
 	if dll == "" {
 		t.Fatal("CSI_PROXY_DLL is not set (check.sh sets it)")
 	}
-	root := t.TempDir()
+	root, err := os.MkdirTemp("", "upstreamcheck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer removeTree(t, root)
 	kubelet, outside := filepath.Join(root, "kubelet"), filepath.Join(root, "outside")
 	for _, d := range []string{kubelet, outside} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -113,6 +118,24 @@ func TestFrontEndsOverTheDLL(t *testing.T) {
 			if got := ids.DiskIDs[n]; got == nil || got.Page83 != v.Page83 || got.SerialNumber != v.SerialNumber {
 				t.Fatalf("disk %d: %+v, core %+v", n, got, v)
 			}
+		}
+	}
+}
+
+// removeTree removes root bottom-up with os.Remove, as t.TempDir's
+// clean-up would: Go 1.27's os.RemoveAll fails on a directory under wine 8
+// ("unlinkat ...: Invalid function").
+func removeTree(t *testing.T, root string) {
+	var paths []string
+	if err := filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
+		paths = append(paths, p)
+		return err
+	}); err != nil {
+		t.Error(err)
+	}
+	for i := len(paths) - 1; i >= 0; i-- {
+		if err := os.Remove(paths[i]); err != nil {
+			t.Error(err)
 		}
 	}
 }
