@@ -13,7 +13,10 @@
 //!   ours with the same client.
 //!   Beside them, the same calls in-process from Go through csi_proxy.dll
 //!   (library mode, `go/csiproxy`, built by `RELEASE=1 go/test-windows.sh`)
-//!   and the pipe/in-process ratio of each.
+//!   and the pipe/in-process ratio of each; and upstream's own library
+//!   in-process (its `pkg/filesystem` over its default host API,
+//!   `go/upstreamcheck`, built by `go/upstreamcheck/check.sh <checkout>`)
+//!   with the ratio ours-in-process/upstream.
 //! - against upstream (`CSI_PROXY_UPSTREAM_EXE=<path to upstream's
 //!   csi-proxy.exe>`): ours and upstream's, both serving every API group,
 //!   in alternating rounds (`ROUNDS`, default 3; the first to go alternates
