@@ -50,16 +50,23 @@ fn label(dev: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-#[test]
-fn the_finer_steps_initialize_then_partition_a_raw_disk() {
-    if !can_run() {
-        return;
-    }
+/// A library host over `<tmp>/kubelet` and a 64 MiB loop disk in `<tmp>`;
+/// bound in this order, they drop disk first, directory last.
+fn library_with_a_disk() -> (tempfile::TempDir, ffi::Lib, LoopDisk) {
     let dir = tempfile::tempdir().unwrap();
     let kubelet = dir.path().join("kubelet");
     std::fs::create_dir(&kubelet).unwrap();
     let lib = ffi::Lib::open(&ffi::options(&kubelet.display().to_string())).unwrap();
     let disk = LoopDisk::new(dir.path(), 64 * MIB);
+    (dir, lib, disk)
+}
+
+#[test]
+fn the_finer_steps_initialize_then_partition_a_raw_disk() {
+    if !can_run() {
+        return;
+    }
+    let (_dir, lib, disk) = library_with_a_disk();
     let n = disk.number;
 
     assert!(!ask(&lib, "IsDiskInitialized", n));
@@ -99,11 +106,7 @@ fn a_filesystem_without_a_table_is_not_initialised_over() {
         eprintln!("skipping: mkfs.ext4 is not installed");
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let kubelet = dir.path().join("kubelet");
-    std::fs::create_dir(&kubelet).unwrap();
-    let lib = ffi::Lib::open(&ffi::options(&kubelet.display().to_string())).unwrap();
-    let disk = LoopDisk::new(dir.path(), 64 * MIB);
+    let (_dir, lib, disk) = library_with_a_disk();
     let st = std::process::Command::new(mkfs)
         .args(["-q", "-F", &disk.dev])
         .status()
