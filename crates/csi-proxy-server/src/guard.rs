@@ -41,13 +41,6 @@ impl Guard {
 
     /// Run `call` under the policy and the audit log.
     pub(crate) fn run(&self, c: Call<'_>, call: impl FnOnce() -> Outcome) -> Outcome {
-        let started = Started {
-            time: SystemTime::now(),
-            at: Instant::now(),
-            api: c.api,
-            method: c.method,
-            caller: c.caller.clone(),
-        };
         let group = c.api.group.as_str();
         if let Some(p) = &self.policy {
             if !p.current().allows(group, c.method, c.caller) {
@@ -58,7 +51,11 @@ impl Guard {
                         c.method
                     ),
                 );
-                return self.refused(started.entry(&reply, c.request.to_vec()), reply, true);
+                return self.refused(
+                    Started::now(&c).entry(&reply, c.request.to_vec()),
+                    reply,
+                    true,
+                );
             }
         }
         let Some(audit) = self.audit.as_ref() else {
@@ -70,11 +67,17 @@ impl Guard {
                 Code::Unavailable,
                 "the audit log cannot be written (-audit-mode=blocking): call refused before it ran",
             );
-            return self.refused(started.entry(&reply, c.request.to_vec()), reply, recorded);
+            return self.refused(
+                Started::now(&c).entry(&reply, c.request.to_vec()),
+                reply,
+                recorded,
+            );
         }
         if !recorded {
             return call();
         }
+        // Only a recorded call pays for its clocks and caller.
+        let started = Started::now(&c);
         let (log, request) = (audit.clone(), c.request.to_vec());
         let finish = move |reply: Reply| log.settle(started.entry(&reply, request), reply);
         match (call(), audit.mode()) {
@@ -120,6 +123,16 @@ struct Started {
 }
 
 impl Started {
+    fn now(c: &Call<'_>) -> Started {
+        Started {
+            time: SystemTime::now(),
+            at: Instant::now(),
+            api: c.api,
+            method: c.method,
+            caller: c.caller.clone(),
+        }
+    }
+
     fn entry(self, reply: &Reply, request: Vec<u8>) -> Entry {
         Entry {
             time: self.time,
