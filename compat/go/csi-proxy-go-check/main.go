@@ -63,6 +63,7 @@ var (
 	dials    = flag.Int("dials", 1, "gRPC connections the client must have dialed: exactly 1, or at least this many (when the server closes idle connections during -pause, grpc-go redials)")
 	bench    = flag.Int("bench", 0, "instead of the checks: time this many sequential calls of each kind (PathExists of -exists, PathExists of -outside, Mkdir+Rmdir of -mkdir) and print their p50/p99 in microseconds")
 	kinds    = flag.String("kinds", "pathexists-existing,pathexists-refused,mkdir-rmdir", "with -bench: the kinds of call to time, comma-separated (empty: none)")
+	refusedT = flag.Bool("throughput-refused", false, "with -clients: the calls are PathExists of -outside, each answered with an error status (the transport's ceiling: no file-system work on the server)")
 	clients  = flag.String("clients", "", "with -bench: then, for each count in this comma-separated list (e.g. 1,4,16), that many clients, each on its own gRPC connection, make -bench PathExists calls of -exists in total, all at once; prints the calls per second")
 )
 
@@ -417,6 +418,22 @@ func runBench(ctx context.Context, cc *grpc.ClientConn) {
 	}
 }
 
+// throughputCall makes one call of the throughput run: PathExists of
+// -exists answered true, or with -throughput-refused PathExists of -outside
+// answered with an error status from the server (not a transport failure).
+func throughputCall(ctx context.Context, cc *grpc.ClientConn) bool {
+	if *refusedT {
+		_, err := pathExists(ctx, cc, *outside)
+		switch status.Code(err) {
+		case codes.OK, codes.Unavailable, codes.Canceled, codes.DeadlineExceeded:
+			return false
+		}
+		return true
+	}
+	ok, err := pathExists(ctx, cc, *existing)
+	return err == nil && ok
+}
+
 // runThroughput prints one "throughput clients <n> calls <c> seconds <s>
 // per-second <r>" line per count of -clients: n clients, each on its own
 // gRPC connection (dialed and used once before the clock starts), make
@@ -439,8 +456,8 @@ func runThroughput(ctx context.Context) {
 					return dialEndpoint(ctx, *endpoint)
 				}),
 				grpc.WithInsecure())
-			if err == nil {
-				_, err = pathExists(ctx, cc, *existing)
+			if err == nil && !throughputCall(ctx, cc) {
+				err = fmt.Errorf("the first call failed")
 			}
 			if err != nil {
 				fmt.Printf("throughput: client %d: %v\n", i, err)
@@ -457,7 +474,7 @@ func runThroughput(ctx context.Context) {
 			go func(cc *grpc.ClientConn) {
 				defer wg.Done()
 				for i := 0; i < per; i++ {
-					if ok, err := pathExists(ctx, cc, *existing); err != nil || !ok {
+					if !throughputCall(ctx, cc) {
 						atomic.AddInt32(&failed, 1)
 						return
 					}

@@ -18,7 +18,9 @@
 //!
 //! Run: `cargo bench -p csi-proxy --bench pathexists` (CALLS=n to change
 //! the number of calls per client; default 20000; CSI_PROXY_BIN=path to
-//! measure another build of the binary; ONLY=audit for the audit part
+//! measure another build of the binary; ONLY=async for the 16-client async
+//! echo comparison alone, in alternating rounds with server CPU per call;
+//! ONLY=audit for the audit part
 //! alone, ROUNDS=n for its number of rounds).
 
 #[cfg(unix)]
@@ -160,6 +162,7 @@ mod unix {
         listener.set_nonblocking(true).unwrap();
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread()
+                .thread_name("echo-runtime")
                 .enable_all()
                 .build()
                 .unwrap();
@@ -328,11 +331,25 @@ mod unix {
     /// async echo client: write the request frames, read frames until the
     /// stream's trailers.
     async fn raw_async(sock: &Path, path: &str, clients: usize, calls: usize) -> Stats {
+        raw_async_calls(sock, path, false, clients, calls).await
+    }
+
+    /// [`raw_async`] of a path that exists (`refused` false: answered
+    /// true) or that the lexical check refuses (`refused` true: answered
+    /// PermissionDenied, nothing on disk touched).
+    async fn raw_async_calls(
+        sock: &Path,
+        path: &str,
+        refused: bool,
+        clients: usize,
+        calls: usize,
+    ) -> Stats {
         async fn round(
             s: &mut UnixStream,
             enc: &mut RequestEncoder,
             msg: &[u8],
             input: &mut Vec<u8>,
+            refused: bool,
         ) {
             let block = enc.request_block(
                 "/v1.Filesystem/PathExists",
@@ -353,13 +370,17 @@ mod unix {
                     if head.stream == id && head.kind == frame::DATA {
                         message = Some(PathExistsResponse::decode(&payload[5..]).unwrap());
                     }
-                    if end {
+                    if end && refused {
+                        // Trailers only, with grpc-status 7 (PermissionDenied).
+                        let want = b"\x0bgrpc-status\x017";
+                        assert!(payload.windows(want.len()).any(|w| w == want));
+                    } else if end {
                         // The trailers: grpc-status 0, a literal of our encoder.
                         assert_eq!(payload, b"\x00\x0bgrpc-status\x010");
                     }
                     input.drain(..used);
                     if end {
-                        assert!(message.expect("a response message").exists);
+                        assert!(refused || message.expect("a response message").exists);
                         return;
                     }
                 }
@@ -384,12 +405,12 @@ mod unix {
                 let mut enc = RequestEncoder::new(Shape::default());
                 let mut input = Vec::new();
                 for _ in 0..200 {
-                    round(&mut s, &mut enc, &msg, &mut input).await;
+                    round(&mut s, &mut enc, &msg, &mut input, refused).await;
                 }
                 let mut lat = Vec::with_capacity(calls);
                 for _ in 0..calls {
                     let t = Instant::now();
-                    round(&mut s, &mut enc, &msg, &mut input).await;
+                    round(&mut s, &mut enc, &msg, &mut input, refused).await;
                     lat.push(t.elapsed());
                 }
                 lat
@@ -400,6 +421,102 @@ mod unix {
             all.extend(t.await.unwrap());
         }
         stats(all, start.elapsed())
+    }
+
+    /// CPU time (user + system) of a process, or of this process's
+    /// threads whose name starts with `thread_prefix`.
+    fn cpu_ticks(pid: u32, thread_prefix: Option<&str>) -> u64 {
+        let of = |stat: &str| -> u64 {
+            // The fields after the command name (which may hold spaces).
+            let rest = &stat[stat.rfind(')').unwrap() + 2..];
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+        };
+        match thread_prefix {
+            None => of(&std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap()),
+            Some(prefix) => std::fs::read_dir(format!("/proc/{pid}/task"))
+                .unwrap()
+                .filter_map(|t| {
+                    let t = t.ok()?.path();
+                    let comm = std::fs::read_to_string(t.join("comm")).ok()?;
+                    comm.starts_with(prefix)
+                        .then(|| std::fs::read_to_string(t.join("stat")).ok())
+                        .flatten()
+                })
+                .map(|s| of(&s))
+                .sum(),
+        }
+    }
+
+    /// `ONLY=async`: the 16-client comparison alone, in alternating rounds
+    /// (ROUNDS, default 5; CLIENTS, default 16): async echo, PathExists of
+    /// an existing path, and PathExists refused by the lexical check
+    /// (everything but the confined open), all with the async minimal
+    /// client. Prints per round the p50, the calls/s and the CPU per call
+    /// of the server (the echo's runtime threads, our server process) and
+    /// of the client (this process but the echo), in microseconds (clock
+    /// ticks of 10 ms: use enough CALLS); then the medians and ratios.
+    fn async_rounds(
+        rt: &tokio::runtime::Runtime,
+        echo_sock: &Path,
+        sock: &Path,
+        server: u32,
+        path: &str,
+        size: usize,
+        calls: usize,
+    ) {
+        let clients: usize = std::env::var("CLIENTS")
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(16);
+        let rounds: usize = std::env::var("ROUNDS")
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(5);
+        let me = std::process::id();
+        let n = (clients * calls) as f64;
+        let per_call = |ticks: u64| ticks as f64 * 1e4 / n;
+        let client_ticks = || cpu_ticks(me, None) - cpu_ticks(me, Some("echo-"));
+        // [case] -> per round (p50, server CPU/call, client CPU/call)
+        let names = ["echo", "PathExists existing", "PathExists refused"];
+        let mut seen: [Vec<(f64, f64, f64)>; 3] = Default::default();
+        for _ in 0..rounds {
+            for (case, name) in names.iter().enumerate() {
+                let (server_pid, thread) = match case {
+                    0 => (me, Some("echo-")),
+                    _ => (server, None),
+                };
+                let (s0, c0) = (cpu_ticks(server_pid, thread), client_ticks());
+                let stats = match case {
+                    0 => rt.block_on(echo(echo_sock, size, clients, calls)),
+                    1 => rt.block_on(raw_async_calls(sock, path, false, clients, calls)),
+                    _ => rt.block_on(raw_async_calls(sock, "/etc/hostname", true, clients, calls)),
+                };
+                let (s1, c1) = (cpu_ticks(server_pid, thread), client_ticks());
+                let row = (us(stats.p50), per_call(s1 - s0), per_call(c1 - c0));
+                println!(
+                    "{name:<20} p50 {:7.1} us {:9.0} calls/s  CPU/call: server {:5.2} us, client {:5.2} us",
+                    row.0, stats.per_sec, row.1, row.2
+                );
+                seen[case].push(row);
+            }
+        }
+        let median = |case: usize, f: fn(&(f64, f64, f64)) -> f64| {
+            let mut v: Vec<f64> = seen[case].iter().map(f).collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        println!("{clients} clients, medians of {rounds} rounds:");
+        let echo_p50 = median(0, |r| r.0);
+        for (case, name) in names.iter().enumerate() {
+            let p50 = median(case, |r| r.0);
+            println!(
+                "  {name:<20} p50 {p50:7.1} us ({:.2}x echo)  CPU/call: server {:5.2} us, client {:5.2} us",
+                p50 / echo_p50,
+                median(case, |r| r.1),
+                median(case, |r| r.2)
+            );
+        }
     }
 
     fn us(d: Duration) -> f64 {
@@ -435,6 +552,10 @@ mod unix {
         let path = target.display().to_string();
         // The size of the gRPC request message on the wire, for the echo.
         let size = 5 + 2 + path.len();
+        if std::env::var("ONLY").is_ok_and(|o| o == "async") {
+            async_rounds(&rt, &echo_sock, &sock, _child.0.id(), &path, size, calls);
+            return;
+        }
         println!(
             "PathExists over a Unix socket vs raw echo of {size} bytes; {calls} calls per client"
         );

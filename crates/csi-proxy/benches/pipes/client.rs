@@ -40,6 +40,19 @@ pub struct Figures {
 /// spread over each client count of `clients` (comma-separated, may be
 /// empty).
 pub fn run(go: &Path, server: &Server, calls: usize, kinds: &str, clients: &str) -> Figures {
+    run_with(go, server, calls, kinds, clients, &[])
+}
+
+/// [`run`] with `extra` flags for the client (`-throughput-refused`: the
+/// throughput calls are PathExists refused by the server's path check).
+pub fn run_with(
+    go: &Path,
+    server: &Server,
+    calls: usize,
+    kinds: &str,
+    clients: &str,
+    extra: &[&str],
+) -> Figures {
     let target = &server.target;
     let out = Command::new(go)
         .arg(format!("-endpoint={}", server.endpoint))
@@ -51,6 +64,7 @@ pub fn run(go: &Path, server: &Server, calls: usize, kinds: &str, clients: &str)
         .arg(format!("-kinds={kinds}"))
         .arg(format!("-clients={clients}"))
         .arg("-timeout=1200s")
+        .args(extra)
         .output()
         .expect("run csi-proxy-go-check.exe");
     let text = String::from_utf8_lossy(&out.stdout);

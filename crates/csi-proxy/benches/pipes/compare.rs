@@ -14,6 +14,9 @@ struct Round {
     figures: Figures,
     /// Server CPU (user + kernel) per existing-path PathExists, in µs.
     cpu_per_call: f64,
+    /// 16 clients' calls/s of PathExists refused by the path check: the
+    /// server's ceiling without file-system work.
+    refused_16: f64,
     peak_rss: u64,
     threads: usize,
 }
@@ -67,10 +70,12 @@ fn measure(exe: &Path, flavor: Flavor, round: usize, go: &Path, calls: usize) ->
     let cpu_per_call = (after.cpu - before.cpu).as_secs_f64() * 1e6 / made;
     let clients = CLIENTS.map(|c| c.to_string()).join(",");
     let figures = client::run(go, &server, calls, KINDS, &clients);
+    let refused = client::run_with(go, &server, calls, "", "16", &["-throughput-refused"]);
     let end = usage::of(&server);
     Round {
         figures,
         cpu_per_call,
+        refused_16: refused.throughput[&16],
         peak_rss: end.peak_rss,
         threads: end.threads,
     }
@@ -109,6 +114,10 @@ fn print_table(ours: &[Round], upstream: &[Round]) {
             Box::new(move |r: &Round| r.figures.throughput[&c]),
         ));
     }
+    rows.push((
+        "16 clients, refused PathExists calls/s".into(),
+        Box::new(|r: &Round| r.refused_16),
+    ));
     rows.push((
         "server CPU per existing-path call (us)".into(),
         Box::new(|r: &Round| r.cpu_per_call),

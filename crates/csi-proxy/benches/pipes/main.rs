@@ -22,7 +22,9 @@
 //!   in alternating rounds (`ROUNDS`, default 3; the first to go alternates
 //!   too), the same client; prints one table: p50/p99 of the three calls,
 //!   PathExists calls/s of 1, 4 and 16 clients (each on its own
-//!   connection), server CPU per existing-path call (process times across
+//!   connection), and of 16 clients whose calls the path check refuses
+//!   (the server's ceiling without file-system work), server CPU per
+//!   existing-path call (process times across
 //!   a run of such calls), peak working set and threads, per round and
 //!   their medians, with the ratio ours/upstream. Upstream serves the
 //!   default pipe names only, so no csiproxy service may run meanwhile,
