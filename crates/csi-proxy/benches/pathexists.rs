@@ -423,7 +423,20 @@ mod unix {
         stats(all, start.elapsed())
     }
 
-    /// CPU time (user + system) of a process, or of this process's
+    /// The `/proc` directories of a process's threads, of those whose name
+    /// starts with `prefix` if given.
+    fn task_dirs(pid: u32, prefix: Option<&str>) -> Vec<PathBuf> {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .filter_map(|t| {
+                let t = t.ok()?.path();
+                let comm = std::fs::read_to_string(t.join("comm")).ok()?;
+                prefix.is_none_or(|p| comm.starts_with(p)).then_some(t)
+            })
+            .collect()
+    }
+
+    /// CPU time (user + system, clock ticks) of a process, or of its
     /// threads whose name starts with `thread_prefix`.
     fn cpu_ticks(pid: u32, thread_prefix: Option<&str>) -> u64 {
         let of = |stat: &str| -> u64 {
@@ -434,18 +447,28 @@ mod unix {
         };
         match thread_prefix {
             None => of(&std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap()),
-            Some(prefix) => std::fs::read_dir(format!("/proc/{pid}/task"))
-                .unwrap()
-                .filter_map(|t| {
-                    let t = t.ok()?.path();
-                    let comm = std::fs::read_to_string(t.join("comm")).ok()?;
-                    comm.starts_with(prefix)
-                        .then(|| std::fs::read_to_string(t.join("stat")).ok())
-                        .flatten()
-                })
+            Some(_) => task_dirs(pid, thread_prefix)
+                .iter()
+                .filter_map(|t| std::fs::read_to_string(t.join("stat")).ok())
                 .map(|s| of(&s))
                 .sum(),
         }
+    }
+
+    /// Context switches (voluntary + involuntary) of the live threads of a
+    /// process, or of those whose name starts with `thread_prefix`.
+    fn switches(pid: u32, thread_prefix: Option<&str>) -> u64 {
+        task_dirs(pid, thread_prefix)
+            .iter()
+            .filter_map(|t| std::fs::read_to_string(t.join("status")).ok())
+            .flat_map(|status| {
+                status
+                    .lines()
+                    .filter(|l| l.contains("ctxt_switches:"))
+                    .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .sum()
     }
 
     /// `ONLY=async`: the 16-client comparison alone, in alternating rounds
@@ -487,16 +510,23 @@ mod unix {
                     _ => (server, None),
                 };
                 let (s0, c0) = (cpu_ticks(server_pid, thread), client_ticks());
+                let w0 = switches(server_pid, thread);
                 let stats = match case {
                     0 => rt.block_on(echo(echo_sock, size, clients, calls)),
                     1 => rt.block_on(raw_async_calls(sock, path, false, clients, calls)),
                     _ => rt.block_on(raw_async_calls(sock, "/etc/hostname", true, clients, calls)),
                 };
                 let (s1, c1) = (cpu_ticks(server_pid, thread), client_ticks());
+                let w1 = switches(server_pid, thread);
                 let row = (us(stats.p50), per_call(s1 - s0), per_call(c1 - c0));
                 println!(
-                    "{name:<20} p50 {:7.1} us {:9.0} calls/s  CPU/call: server {:5.2} us, client {:5.2} us",
-                    row.0, stats.per_sec, row.1, row.2
+                    "{name:<20} p50 {:7.1} us {:9.0} calls/s  CPU/call: server {:5.2} us, client {:5.2} us; \
+                     server context switches/call {:.3}",
+                    row.0,
+                    stats.per_sec,
+                    row.1,
+                    row.2,
+                    (w1 - w0) as f64 / n
                 );
                 seen[case].push(row);
             }
