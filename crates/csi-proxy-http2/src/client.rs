@@ -52,7 +52,7 @@ pub struct RequestEncoder {
 pub struct RawClient<S> {
     io: S,
     enc: RequestEncoder,
-    decoder: loona_hpack::Decoder<'static>,
+    decoder: crate::hpack::Decoder,
     input: Vec<u8>,
     unacked: usize,
     /// Frame types received, in order (for tests).
@@ -205,7 +205,7 @@ impl<S: Read + Write> RawClient<S> {
         let mut c = RawClient {
             io,
             enc: RequestEncoder::new(shape),
-            decoder: loona_hpack::Decoder::new(),
+            decoder: crate::hpack::Decoder::new(4096),
             input: Vec::new(),
             unacked: 0,
             received: Vec::new(),
@@ -335,7 +335,7 @@ impl<S: Read + Write> RawClient<S> {
                     if head.flags & frame::END_HEADERS != 0 {
                         let fields = self
                             .decoder
-                            .decode(&block)
+                            .decode_all(&block)
                             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
                         block.clear();
                         if head.stream == id {

@@ -4,12 +4,11 @@
 //! to thousands of times its size), and the RFC 9113 §8 checks of request
 //! headers and trailers.
 //!
-//! The `loona-hpack` decoder keeps the tables; it is given one
-//! representation at a time (dynamic table size updates together with the
-//! field that follows them, the only place they are allowed).
+//! The tables live in [`hpack::Decoder`], which hands out one field at a
+//! time.
 
 use crate::hpack;
-use loona_hpack::Decoder;
+use crate::hpack::Decoder;
 use std::time::Duration;
 
 /// Why a header block could not be taken in. Either way the decoder state
@@ -26,97 +25,27 @@ pub enum BlockError {
 /// with [`BlockError::TooLarge`] once the decoded size (name + value + 32
 /// per field, as SETTINGS_MAX_HEADER_LIST_SIZE counts) passes `limit`.
 pub fn decode_block(
-    decoder: &mut Decoder<'static>,
+    decoder: &mut Decoder,
     block: &[u8],
     limit: usize,
     mut field: impl FnMut(&[u8], &[u8]),
 ) -> Result<(), BlockError> {
     let mut size = 0usize;
-    let mut pos = 0;
-    let mut first = true;
-    while pos < block.len() {
-        let start = pos;
-        while pos < block.len() && block[pos] & 0xe0 == 0x20 {
-            if !first {
-                return Err(BlockError::Compression(
-                    "a dynamic table size update after a header field".into(),
-                ));
+    let complete = decoder
+        .decode(block, |n, v| {
+            size = size.saturating_add(n.len() + v.len() + 32);
+            if size > limit {
+                return false;
             }
-            pos += representation_len(&block[pos..])?;
-        }
-        if pos < block.len() {
-            pos += representation_len(&block[pos..])?;
-        }
-        first = false;
-        let mut over = false;
-        decoder
-            .decode_with_cb(&block[start..pos], |n, v| {
-                size = size.saturating_add(n.len() + v.len() + 32);
-                if size > limit {
-                    over = true;
-                } else {
-                    field(&n, &v);
-                }
-            })
-            .map_err(|e| BlockError::Compression(format!("{e:?}")))?;
-        if over {
-            return Err(BlockError::TooLarge);
-        }
+            field(n, v);
+            true
+        })
+        .map_err(|e| BlockError::Compression(e.to_string()))?;
+    if complete {
+        Ok(())
+    } else {
+        Err(BlockError::TooLarge)
     }
-    Ok(())
-}
-
-fn truncated() -> BlockError {
-    BlockError::Compression("a truncated header field representation".into())
-}
-
-/// The length of the HPACK representation at the start of `buf`
-/// (RFC 7541 §6), without decoding it.
-fn representation_len(buf: &[u8]) -> Result<usize, BlockError> {
-    let b = buf[0];
-    let prefix = match b {
-        _ if b & 0x80 != 0 => return Ok(int(buf, 7)?.1),
-        _ if b & 0x40 != 0 => 6,
-        _ if b & 0x20 != 0 => return Ok(int(buf, 5)?.1),
-        _ => 4,
-    };
-    let (index, mut n) = int(buf, prefix)?;
-    if index == 0 {
-        n += string_len(&buf[n..])?;
-    }
-    n += string_len(&buf[n..])?;
-    Ok(n)
-}
-
-/// An HPACK integer with an `prefix`-bit prefix: its value and length.
-/// Values are capped far above anything a 64 KiB block can use.
-fn int(buf: &[u8], prefix: u8) -> Result<(usize, usize), BlockError> {
-    let max = (1usize << prefix) - 1;
-    let first = usize::from(*buf.first().ok_or_else(truncated)?) & max;
-    if first < max {
-        return Ok((first, 1));
-    }
-    let mut value = max;
-    let mut shift = 0;
-    for (i, &b) in buf.iter().enumerate().skip(1) {
-        if shift > 21 {
-            return Err(BlockError::Compression("an HPACK integer too large".into()));
-        }
-        value += usize::from(b & 0x7f) << shift;
-        shift += 7;
-        if b & 0x80 == 0 {
-            return Ok((value, i + 1));
-        }
-    }
-    Err(truncated())
-}
-
-fn string_len(buf: &[u8]) -> Result<usize, BlockError> {
-    let (len, n) = int(buf, 7)?;
-    if buf.len() - n < len {
-        return Err(truncated());
-    }
-    Ok(n + len)
 }
 
 /// Which block a [`HeaderCheck`] reads.
@@ -414,7 +343,7 @@ mod tests {
         put_field(&mut block, b"x-b", b"w");
         put_int(&mut block, 0x80, 7, 62); // the x-a entry
         let mut got = Vec::new();
-        let mut d = Decoder::new();
+        let mut d = Decoder::new(4096);
         decode_block(&mut d, &block, 1 << 20, |n, v| {
             got.push((n.to_vec(), v.len()))
         })
@@ -430,7 +359,7 @@ mod tests {
         );
         // Truncated anywhere: a compression error, never a panic.
         for n in 1..block.len() {
-            let mut d = Decoder::new();
+            let mut d = Decoder::new(4096);
             let r = decode_block(&mut d, &block[..n], 1 << 20, |_, _| {});
             assert!(r.is_ok() || matches!(r, Err(BlockError::Compression(_))));
         }
@@ -438,14 +367,14 @@ mod tests {
         let mut late = vec![0x83];
         put_int(&mut late, 0x20, 5, 0);
         late.push(0x83);
-        let r = decode_block(&mut Decoder::new(), &late, 1 << 20, |_, _| {});
+        let r = decode_block(&mut Decoder::new(4096), &late, 1 << 20, |_, _| {});
         assert!(matches!(r, Err(BlockError::Compression(_))), "{r:?}");
     }
 
     #[test]
     fn decoding_stops_at_the_limit() {
         // One 4000-byte entry, then thousands of one-byte references to it.
-        let mut d = Decoder::new();
+        let mut d = Decoder::new(4096);
         let mut first = vec![0x40];
         put_str(&mut first, b"x-big");
         put_str(&mut first, &[b'a'; 4000]);

@@ -285,8 +285,8 @@ impl Probe {
                     let frag = frame::headers_fragment(&head, &fr.payload)
                         .map_err(|e| e.to_string())?
                         .0;
-                    let fields = loona_hpack::Decoder::new()
-                        .decode(frag)
+                    let fields = crate::hpack::Decoder::new(4096)
+                        .decode_all(frag)
                         .map_err(|e| format!("undecodable response headers: {e:?}"))?;
                     for (n, v) in fields {
                         if n == b"grpc-status" {

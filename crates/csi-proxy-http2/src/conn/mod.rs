@@ -112,7 +112,7 @@ pub struct Connection {
     limits: Limits,
     phase: Phase,
     out: Buffer,
-    decoder: loona_hpack::Decoder<'static>,
+    decoder: crate::hpack::Decoder,
     pending_block: Option<PendingBlock>,
     streams: BTreeMap<u32, Stream>,
     closed_streams: ClosedStreams,
@@ -149,8 +149,7 @@ impl Connection {
 
     /// A connection whose held request bytes count against `budget`.
     pub fn with_budget(limits: Limits, budget: BodyBudget) -> Self {
-        let mut decoder = loona_hpack::Decoder::new();
-        decoder.set_max_allowed_table_size(HPACK_TABLE_SIZE);
+        let decoder = crate::hpack::Decoder::new(HPACK_TABLE_SIZE);
         Connection {
             limits,
             phase: Phase::Preface(0),

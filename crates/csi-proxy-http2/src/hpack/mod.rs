@@ -1,12 +1,20 @@
 //! The header side of gRPC over HTTP/2.
 //!
-//! Decoding uses the `loona-hpack` crate (static and dynamic tables, Huffman
-//! codes, table size updates). Encoding is ours and deliberately minimal:
+//! Decoding is ours too ([`Decoder`]: static and dynamic tables, Huffman
+//! codes, table size updates), in `decoder.rs`, `huffman.rs` and
+//! `tables.rs`. Encoding is ours and deliberately minimal:
 //! every field is a literal "without indexing" and no Huffman coding is
 //! used, so the encoder keeps no state and any decoder understands it,
 //! whatever table size the peer announced.
 
 use std::time::Duration;
+
+mod decoder;
+mod huffman;
+mod tables;
+
+pub use decoder::{DecodeError, Decoder};
+pub use huffman::HuffmanError;
 
 /// Append an HPACK integer with an `n`-bit prefix; `first` holds the bits
 /// above the prefix.
@@ -206,7 +214,7 @@ mod tests {
     use super::*;
 
     fn decode(block: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-        loona_hpack::Decoder::new().decode(block).unwrap()
+        Decoder::new(4096).decode_all(block).unwrap()
     }
 
     #[test]
