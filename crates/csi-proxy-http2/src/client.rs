@@ -6,7 +6,7 @@
 //! dynamic table. Not for production use: no timeouts, one call at a time.
 
 use super::frame::{self, ErrorCode};
-use super::hpack::{percent_decode, put_int, put_str};
+use super::hpack::{percent_decode, put_huffman_str, put_int, put_str};
 use std::io::{self, Read, Write};
 
 /// How requests are framed.
@@ -21,6 +21,8 @@ pub struct Shape {
     pub fragment: Option<usize>,
     /// Never use the dynamic table (every field a literal without indexing).
     pub no_indexing: bool,
+    /// Huffman-code every string literal, as grpc-go does.
+    pub huffman: bool,
 }
 
 /// One response.
@@ -88,10 +90,17 @@ impl RequestEncoder {
     /// Encode one field as grpc-go would: indexed if it is in a table,
     /// else a literal with incremental indexing.
     fn encode(&mut self, out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+        let put = |out: &mut Vec<u8>, s: &[u8]| {
+            if self.shape.huffman {
+                put_huffman_str(out, s);
+            } else {
+                put_str(out, s);
+            }
+        };
         if self.shape.no_indexing {
             out.push(0);
-            put_str(out, name);
-            put_str(out, value);
+            put(out, name);
+            put(out, value);
             return;
         }
         if let Some(&(_, _, i)) = STATIC.iter().find(|(n, v, _)| *n == name && *v == value) {
@@ -103,8 +112,8 @@ impl RequestEncoder {
             return;
         }
         out.push(0x40);
-        put_str(out, name);
-        put_str(out, value);
+        put(out, name);
+        put(out, value);
         let size = name.len() + value.len() + 32;
         self.table.insert(0, (name.to_vec(), value.to_vec()));
         self.table_size += size;

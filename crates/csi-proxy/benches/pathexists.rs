@@ -19,7 +19,8 @@
 //! Run: `cargo bench -p csi-proxy --bench pathexists` (CALLS=n to change
 //! the number of calls per client; default 20000; CSI_PROXY_BIN=path to
 //! measure another build of the binary; ONLY=async for the 16-client async
-//! echo comparison alone, in alternating rounds with server CPU per call;
+//! echo comparison alone (also with grpc-go's header shape), in alternating
+//! rounds with server CPU per call;
 //! ONLY=audit for the audit part
 //! alone, ROUNDS=n for its number of rounds).
 
@@ -331,16 +332,26 @@ mod unix {
     /// async echo client: write the request frames, read frames until the
     /// stream's trailers.
     async fn raw_async(sock: &Path, path: &str, clients: usize, calls: usize) -> Stats {
-        raw_async_calls(sock, path, false, clients, calls).await
+        raw_async_calls(sock, path, Calls::default(), clients, calls).await
     }
 
-    /// [`raw_async`] of a path that exists (`refused` false: answered
-    /// true) or that the lexical check refuses (`refused` true: answered
-    /// PermissionDenied, nothing on disk touched).
+    /// What [`raw_async_calls`] sends.
+    #[derive(Clone, Copy, Default)]
+    struct Calls {
+        /// The path is refused by the lexical check (answered
+        /// PermissionDenied, nothing on disk touched); else it exists.
+        refused: bool,
+        /// Header blocks shaped as grpc-go's: Huffman-coded literals and a
+        /// `grpc-timeout` that changes on every call (a new literal each
+        /// time, as a deadline gives).
+        grpc_go: bool,
+    }
+
+    /// [`raw_async`] of `calls` shaped as `kind` says.
     async fn raw_async_calls(
         sock: &Path,
         path: &str,
-        refused: bool,
+        kind: Calls,
         clients: usize,
         calls: usize,
     ) -> Stats {
@@ -349,12 +360,20 @@ mod unix {
             enc: &mut RequestEncoder,
             msg: &[u8],
             input: &mut Vec<u8>,
-            refused: bool,
+            kind: Calls,
+            call: usize,
         ) {
+            let refused = kind.refused;
+            let timeout = format!("{}u", 9_999_000 - call % 1000);
+            let extra: &[(&[u8], &[u8])] = if kind.grpc_go {
+                &[(b"grpc-timeout", timeout.as_bytes())]
+            } else {
+                &[]
+            };
             let block = enc.request_block(
                 "/v1.Filesystem/PathExists",
                 Some(br"\\.\pipe\csi-proxy-filesystem-v1"),
-                &[],
+                extra,
             );
             let mut out = Vec::with_capacity(128);
             let id = enc.put_request(&mut out, &block, msg);
@@ -402,15 +421,18 @@ mod unix {
                 // Open the connection window for the whole run.
                 frame::put_window_update(&mut hello, 0, frame::MAX_WINDOW - 65_535);
                 s.write_all(&hello).await.unwrap();
-                let mut enc = RequestEncoder::new(Shape::default());
+                let mut enc = RequestEncoder::new(Shape {
+                    huffman: kind.grpc_go,
+                    ..Shape::default()
+                });
                 let mut input = Vec::new();
-                for _ in 0..200 {
-                    round(&mut s, &mut enc, &msg, &mut input, refused).await;
+                for i in 0..200 {
+                    round(&mut s, &mut enc, &msg, &mut input, kind, i).await;
                 }
                 let mut lat = Vec::with_capacity(calls);
-                for _ in 0..calls {
+                for i in 0..calls {
                     let t = Instant::now();
-                    round(&mut s, &mut enc, &msg, &mut input, refused).await;
+                    round(&mut s, &mut enc, &msg, &mut input, kind, i).await;
                     lat.push(t.elapsed());
                 }
                 lat
@@ -473,9 +495,10 @@ mod unix {
 
     /// `ONLY=async`: the 16-client comparison alone, in alternating rounds
     /// (ROUNDS, default 5; CLIENTS, default 16): async echo, PathExists of
-    /// an existing path, and PathExists refused by the lexical check
-    /// (everything but the confined open), all with the async minimal
-    /// client. Prints per round the p50, the calls/s and the CPU per call
+    /// an existing path, PathExists refused by the lexical check
+    /// (everything but the confined open), and the existing path with
+    /// grpc-go's header shape (Huffman-coded literals, a new `grpc-timeout`
+    /// on every call), all with the async minimal client. Prints per round the p50, the calls/s and the CPU per call
     /// of the server (the echo's runtime threads, our server process) and
     /// of the client (this process but the echo), in microseconds (clock
     /// ticks of 10 ms: use enough CALLS); then the medians and ratios.
@@ -501,8 +524,13 @@ mod unix {
         let per_call = |ticks: u64| ticks as f64 * 1e4 / n;
         let client_ticks = || cpu_ticks(me, None) - cpu_ticks(me, Some("echo-"));
         // [case] -> per round (p50, server CPU/call, client CPU/call)
-        let names = ["echo", "PathExists existing", "PathExists refused"];
-        let mut seen: [Vec<(f64, f64, f64)>; 3] = Default::default();
+        let names = [
+            "echo",
+            "PathExists existing",
+            "PathExists refused",
+            "existing, grpc-go",
+        ];
+        let mut seen: [Vec<(f64, f64, f64)>; 4] = Default::default();
         for _ in 0..rounds {
             for (case, name) in names.iter().enumerate() {
                 let (server_pid, thread) = match case {
@@ -513,8 +541,33 @@ mod unix {
                 let w0 = switches(server_pid, thread);
                 let stats = match case {
                     0 => rt.block_on(echo(echo_sock, size, clients, calls)),
-                    1 => rt.block_on(raw_async_calls(sock, path, false, clients, calls)),
-                    _ => rt.block_on(raw_async_calls(sock, "/etc/hostname", true, clients, calls)),
+                    1 => rt.block_on(raw_async_calls(
+                        sock,
+                        path,
+                        Calls::default(),
+                        clients,
+                        calls,
+                    )),
+                    2 => {
+                        let refused = Calls {
+                            refused: true,
+                            ..Calls::default()
+                        };
+                        rt.block_on(raw_async_calls(
+                            sock,
+                            "/etc/hostname",
+                            refused,
+                            clients,
+                            calls,
+                        ))
+                    }
+                    _ => {
+                        let grpc_go = Calls {
+                            grpc_go: true,
+                            ..Calls::default()
+                        };
+                        rt.block_on(raw_async_calls(sock, path, grpc_go, clients, calls))
+                    }
                 };
                 let (s1, c1) = (cpu_ticks(server_pid, thread), client_ticks());
                 let w1 = switches(server_pid, thread);

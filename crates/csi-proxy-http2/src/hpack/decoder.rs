@@ -250,32 +250,16 @@ fn string<'a>(buf: &'a [u8], scratch: &'a mut Vec<u8>) -> Result<(&'a [u8], usiz
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hpack::{put_int, put_str};
+    use crate::hpack::{put_huffman_str, put_int, put_str};
     use proptest::prelude::*;
 
-    /// A string literal, Huffman-coded when `huff` (the reference encoder
-    /// of Appendix B).
+    /// A string literal, Huffman-coded when `huff`.
     fn put_lit(out: &mut Vec<u8>, s: &[u8], huff: bool) {
-        if !huff {
+        if huff {
+            put_huffman_str(out, s);
+        } else {
             put_str(out, s);
-            return;
         }
-        let mut coded = Vec::new();
-        let (mut acc, mut bits) = (0u64, 0u32);
-        for &b in s {
-            let (code, len) = super::super::tables::HUFFMAN_CODES[usize::from(b)];
-            acc = (acc << len) | u64::from(code);
-            bits += u32::from(len);
-            while bits >= 8 {
-                bits -= 8;
-                coded.push((acc >> bits) as u8);
-            }
-        }
-        if bits > 0 {
-            coded.push(((acc << (8 - bits)) as u8) | ((1u8 << (8 - bits)) - 1));
-        }
-        put_int(out, 0x80, 7, coded.len());
-        out.extend_from_slice(&coded);
     }
 
     /// One representation of a generated block.

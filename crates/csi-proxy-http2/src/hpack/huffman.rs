@@ -93,29 +93,30 @@ pub fn decode(input: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
     Ok(())
 }
 
+/// The Huffman coding of `input` (the test client codes literals as
+/// grpc-go does; the server's own encoder never uses it).
+pub fn encode(input: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let (mut acc, mut bits) = (0u64, 0u32);
+    for &b in input {
+        let (code, len) = HUFFMAN_CODES[usize::from(b)];
+        acc = (acc << len) | u64::from(code);
+        bits += u32::from(len);
+        while bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    if bits > 0 {
+        // Pad with the most significant bits of EOS (ones).
+        out.push(((acc << (8 - bits)) as u8) | ((1u8 << (8 - bits)) - 1));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The reference encoder, straight from Appendix B.
-    fn encode(input: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        let (mut acc, mut bits) = (0u64, 0u32);
-        for &b in input {
-            let (code, len) = HUFFMAN_CODES[usize::from(b)];
-            acc = (acc << len) | u64::from(code);
-            bits += u32::from(len);
-            while bits >= 8 {
-                bits -= 8;
-                out.push((acc >> bits) as u8);
-            }
-        }
-        if bits > 0 {
-            // Pad with the most significant bits of EOS (ones).
-            out.push(((acc << (8 - bits)) as u8) | ((1u8 << (8 - bits)) - 1));
-        }
-        out
-    }
 
     #[test]
     fn codes_are_consecutive_within_each_length_and_prefix_free() {

@@ -39,6 +39,13 @@ pub fn put_str(out: &mut Vec<u8>, s: &[u8]) {
     out.extend_from_slice(s);
 }
 
+/// Append a Huffman-coded string literal.
+pub fn put_huffman_str(out: &mut Vec<u8>, s: &[u8]) {
+    let coded = huffman::encode(s);
+    put_int(out, 0x80, 7, coded.len());
+    out.extend_from_slice(&coded);
+}
+
 /// Append a literal field without indexing whose name is given as text.
 pub fn put_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.push(0x00);

@@ -37,9 +37,14 @@ fn padding_priority_and_continuation_frames() {
             priority: true,
             fragment: Some(1),
             no_indexing: false,
+            huffman: true,
         },
         Shape {
             no_indexing: true,
+            ..Shape::default()
+        },
+        Shape {
+            huffman: true,
             ..Shape::default()
         },
     ];

@@ -47,6 +47,10 @@ pub fn shapes() -> Vec<Shape> {
             no_indexing: true,
             ..Shape::default()
         },
+        Shape {
+            huffman: true,
+            ..Shape::default()
+        },
     ]
 }
 
