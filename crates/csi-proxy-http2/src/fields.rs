@@ -333,7 +333,7 @@ mod tests {
     }
 
     #[test]
-    fn representations_are_split_without_decoding() {
+    fn fields_of_every_representation_and_clean_errors() {
         let mut block = Vec::new();
         put_int(&mut block, 0x20, 5, 4096); // size update
         put_int(&mut block, 0x80, 7, 3); // :method POST

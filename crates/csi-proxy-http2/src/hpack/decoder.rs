@@ -214,7 +214,7 @@ fn entry(table: &VecDeque<Entry>, index: usize) -> Result<(&[u8], &[u8]), Decode
 
 /// An HPACK integer with a `prefix`-bit prefix at the start of `buf`: its
 /// value and length. Values past 2^28 are refused (no block comes close).
-pub(crate) fn int(buf: &[u8], prefix: u8) -> Result<(usize, usize), DecodeError> {
+fn int(buf: &[u8], prefix: u8) -> Result<(usize, usize), DecodeError> {
     let max = (1usize << prefix) - 1;
     let first = usize::from(*buf.first().ok_or(DecodeError::Truncated)?) & max;
     if first < max {
