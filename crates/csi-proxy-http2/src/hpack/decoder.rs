@@ -70,6 +70,10 @@ pub type Field = (Vec<u8>, Vec<u8>);
 /// A dynamic table entry: name and value.
 type Entry = (Box<[u8]>, Box<[u8]>);
 
+/// Scratch buffers (Huffman-decoded literals) larger than this are freed
+/// after each block.
+const SCRATCH_KEPT: usize = 1024;
+
 /// Per-entry overhead in the table size (RFC 7541 §4.1).
 const ENTRY_OVERHEAD: usize = 32;
 
@@ -106,6 +110,21 @@ impl Decoder {
     /// `field` returns false to stop: then `Ok(false)` comes back at once
     /// and the rest of the block is not looked at.
     pub fn decode(
+        &mut self,
+        block: &[u8],
+        field: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<bool, DecodeError> {
+        let result = self.decode_fields(block, field);
+        // A large literal must not stay allocated on an idle connection.
+        for scratch in [&mut self.name, &mut self.value] {
+            if scratch.capacity() > SCRATCH_KEPT {
+                *scratch = Vec::new();
+            }
+        }
+        result
+    }
+
+    fn decode_fields(
         &mut self,
         block: &[u8],
         mut field: impl FnMut(&[u8], &[u8]) -> bool,
@@ -431,6 +450,17 @@ mod tests {
             d.decode_all(&[0x00, 0x01, b'x', 0x81, 0x18]),
             Err(DecodeError::Huffman(HuffmanError::Padding))
         );
+    }
+
+    #[test]
+    fn large_literals_leave_no_buffer_behind() {
+        let mut d = Decoder::new(4096);
+        let mut block = vec![0x00];
+        put_huffman_str(&mut block, b"x-big");
+        put_huffman_str(&mut block, &[b'a'; 20_000]);
+        let fields = d.decode_all(&block).unwrap();
+        assert_eq!(fields[0].1.len(), 20_000);
+        assert!(d.name.capacity() <= SCRATCH_KEPT && d.value.capacity() <= SCRATCH_KEPT);
     }
 
     #[test]
