@@ -20,9 +20,8 @@
 //! the number of calls per client; default 20000; CSI_PROXY_BIN=path to
 //! measure another build of the binary; ONLY=async for the 16-client async
 //! echo comparison alone (also with grpc-go's header shape), in alternating
-//! rounds with server CPU per call;
-//! ONLY=audit for the audit part
-//! alone, ROUNDS=n for its number of rounds).
+//! rounds with server CPU per call; ONLY=audit for the audit part alone;
+//! ROUNDS=n for the number of rounds of either).
 
 #[cfg(unix)]
 fn main() {
@@ -364,11 +363,12 @@ mod unix {
             call: usize,
         ) {
             let refused = kind.refused;
-            let timeout = format!("{}u", 9_999_000 - call % 1000);
-            let extra: &[(&[u8], &[u8])] = if kind.grpc_go {
-                &[(b"grpc-timeout", timeout.as_bytes())]
-            } else {
-                &[]
+            let timeout = kind
+                .grpc_go
+                .then(|| format!("{}u", 9_999_000 - call % 1000));
+            let extra: &[(&[u8], &[u8])] = match &timeout {
+                Some(t) => &[(b"grpc-timeout", t.as_bytes())],
+                None => &[],
             };
             let block = enc.request_block(
                 "/v1.Filesystem/PathExists",
@@ -498,10 +498,11 @@ mod unix {
     /// an existing path, PathExists refused by the lexical check
     /// (everything but the confined open), and the existing path with
     /// grpc-go's header shape (Huffman-coded literals, a new `grpc-timeout`
-    /// on every call), all with the async minimal client. Prints per round the p50, the calls/s and the CPU per call
-    /// of the server (the echo's runtime threads, our server process) and
-    /// of the client (this process but the echo), in microseconds (clock
-    /// ticks of 10 ms: use enough CALLS); then the medians and ratios.
+    /// on every call), all with the async minimal client. Prints per round
+    /// the p50, the calls/s and the CPU per call of the server (the echo's
+    /// runtime threads, our server process) and of the client (this
+    /// process but the echo), in microseconds (clock ticks of 10 ms: use
+    /// enough CALLS); then the medians and ratios.
     fn async_rounds(
         rt: &tokio::runtime::Runtime,
         echo_sock: &Path,
@@ -523,14 +524,31 @@ mod unix {
         let n = (clients * calls) as f64;
         let per_call = |ticks: u64| ticks as f64 * 1e4 / n;
         let client_ticks = || cpu_ticks(me, None) - cpu_ticks(me, Some("echo-"));
-        // [case] -> per round (p50, server CPU/call, client CPU/call)
-        let names = [
-            "echo",
-            "PathExists existing",
-            "PathExists refused",
-            "existing, grpc-go",
+        // The cases after the echo: name, path, what is sent.
+        let ours = [
+            ("PathExists existing", path, Calls::default()),
+            (
+                "PathExists refused",
+                "/etc/hostname",
+                Calls {
+                    refused: true,
+                    ..Calls::default()
+                },
+            ),
+            (
+                "existing, grpc-go",
+                path,
+                Calls {
+                    grpc_go: true,
+                    ..Calls::default()
+                },
+            ),
         ];
-        let mut seen: [Vec<(f64, f64, f64)>; 4] = Default::default();
+        let names: Vec<&str> = std::iter::once("echo")
+            .chain(ours.iter().map(|c| c.0))
+            .collect();
+        // [case] -> per round (p50, server CPU/call, client CPU/call)
+        let mut seen = vec![Vec::<(f64, f64, f64)>::new(); names.len()];
         for _ in 0..rounds {
             for (case, name) in names.iter().enumerate() {
                 let (server_pid, thread) = match case {
@@ -541,32 +559,9 @@ mod unix {
                 let w0 = switches(server_pid, thread);
                 let stats = match case {
                     0 => rt.block_on(echo(echo_sock, size, clients, calls)),
-                    1 => rt.block_on(raw_async_calls(
-                        sock,
-                        path,
-                        Calls::default(),
-                        clients,
-                        calls,
-                    )),
-                    2 => {
-                        let refused = Calls {
-                            refused: true,
-                            ..Calls::default()
-                        };
-                        rt.block_on(raw_async_calls(
-                            sock,
-                            "/etc/hostname",
-                            refused,
-                            clients,
-                            calls,
-                        ))
-                    }
                     _ => {
-                        let grpc_go = Calls {
-                            grpc_go: true,
-                            ..Calls::default()
-                        };
-                        rt.block_on(raw_async_calls(sock, path, grpc_go, clients, calls))
+                        let (_, path, kind) = ours[case - 1];
+                        rt.block_on(raw_async_calls(sock, path, kind, clients, calls))
                     }
                 };
                 let (s1, c1) = (cpu_ticks(server_pid, thread), client_ticks());
