@@ -6,7 +6,7 @@
 //! dynamic table. Not for production use: no timeouts, one call at a time.
 
 use super::frame::{self, ErrorCode};
-use super::hpack::{percent_decode, put_huffman_str, put_int, put_str};
+use super::hpack::{percent_decode, put_huffman_str, put_int, put_str, DEFAULT_TABLE_SIZE};
 use std::io::{self, Read, Write};
 
 /// How requests are framed.
@@ -60,8 +60,6 @@ pub struct RawClient<S> {
     /// Frame types received, in order (for tests).
     pub received: Vec<u8>,
 }
-
-const TABLE_SIZE: usize = 4096;
 
 /// Static-table entries the encoder uses for exact matches.
 const STATIC: [(&[u8], &[u8], usize); 3] = [
@@ -117,7 +115,7 @@ impl RequestEncoder {
         let size = name.len() + value.len() + 32;
         self.table.insert(0, (name.to_vec(), value.to_vec()));
         self.table_size += size;
-        while self.table_size > TABLE_SIZE {
+        while self.table_size > DEFAULT_TABLE_SIZE {
             let (n, v) = self.table.pop().expect("table holds entries");
             self.table_size -= n.len() + v.len() + 32;
         }
@@ -214,7 +212,7 @@ impl<S: Read + Write> RawClient<S> {
         let mut c = RawClient {
             io,
             enc: RequestEncoder::new(shape),
-            decoder: crate::hpack::Decoder::new(4096),
+            decoder: crate::hpack::Decoder::new(DEFAULT_TABLE_SIZE),
             input: Vec::new(),
             unacked: 0,
             received: Vec::new(),

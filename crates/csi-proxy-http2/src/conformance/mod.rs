@@ -285,7 +285,7 @@ impl Probe {
                     let frag = frame::headers_fragment(&head, &fr.payload)
                         .map_err(|e| e.to_string())?
                         .0;
-                    let fields = crate::hpack::Decoder::new(4096)
+                    let fields = crate::hpack::Decoder::new(crate::hpack::DEFAULT_TABLE_SIZE)
                         .decode_all(frag)
                         .map_err(|e| format!("undecodable response headers: {e:?}"))?;
                     for (n, v) in fields {

@@ -87,7 +87,6 @@ pub struct Request {
 
 const DEFAULT_WINDOW: i64 = 65_535;
 const DEFAULT_MAX_FRAME: usize = frame::MIN_MAX_FRAME_SIZE as usize;
-const HPACK_TABLE_SIZE: usize = 4096;
 
 #[derive(Debug)]
 enum Phase {
@@ -149,7 +148,7 @@ impl Connection {
 
     /// A connection whose held request bytes count against `budget`.
     pub fn with_budget(limits: Limits, budget: BodyBudget) -> Self {
-        let decoder = crate::hpack::Decoder::new(HPACK_TABLE_SIZE);
+        let decoder = crate::hpack::Decoder::new(crate::hpack::DEFAULT_TABLE_SIZE);
         Connection {
             limits,
             phase: Phase::Preface(0),

@@ -1,11 +1,12 @@
 //! The header side of gRPC over HTTP/2.
 //!
-//! Decoding is ours too ([`Decoder`]: static and dynamic tables, Huffman
-//! codes, table size updates), in `decoder.rs`, `huffman.rs` and
-//! `tables.rs`. Encoding is ours and deliberately minimal:
-//! every field is a literal "without indexing" and no Huffman coding is
-//! used, so the encoder keeps no state and any decoder understands it,
-//! whatever table size the peer announced.
+//! Encoding (here) is deliberately minimal: every field the server sends is
+//! a literal "without indexing" and no Huffman coding is used, so the
+//! encoder keeps no state and any decoder understands it, whatever table
+//! size the peer announced (`put_huffman_str` serves the test client,
+//! which codes its requests as grpc-go does). Decoding ([`Decoder`]: static
+//! and dynamic tables, Huffman codes, table size updates) is in
+//! `decoder.rs`, `huffman.rs` and `tables.rs`.
 
 use std::time::Duration;
 
@@ -14,6 +15,10 @@ mod huffman;
 mod tables;
 
 pub use decoder::{DecodeError, Decoder};
+
+/// The dynamic table size both sides of a connection use: the initial
+/// SETTINGS_HEADER_TABLE_SIZE (RFC 9113 §6.5.2), which neither changes.
+pub const DEFAULT_TABLE_SIZE: usize = 4096;
 pub use huffman::HuffmanError;
 
 /// Append an HPACK integer with an `n`-bit prefix; `first` holds the bits
@@ -221,7 +226,7 @@ mod tests {
     use super::*;
 
     fn decode(block: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-        Decoder::new(4096).decode_all(block).unwrap()
+        Decoder::new(DEFAULT_TABLE_SIZE).decode_all(block).unwrap()
     }
 
     #[test]
