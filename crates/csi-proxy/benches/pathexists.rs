@@ -34,7 +34,12 @@ fn main() {
 }
 
 #[cfg(unix)]
+#[path = "../tests/procfs/mod.rs"]
+mod procfs;
+
+#[cfg(unix)]
 mod unix {
+    use super::procfs;
     use csi_proxy_api::filesystem::v1::filesystem_client::FilesystemClient;
     use csi_proxy_api::filesystem::v1::{PathExistsRequest, PathExistsResponse};
     use csi_proxy_http2::client::{RawClient, RequestEncoder, Shape};
@@ -461,18 +466,14 @@ mod unix {
     /// CPU time (user + system, clock ticks) of a process, or of its
     /// threads whose name starts with `thread_prefix`.
     fn cpu_ticks(pid: u32, thread_prefix: Option<&str>) -> u64 {
-        let of = |stat: &str| -> u64 {
-            // The fields after the command name (which may hold spaces).
-            let rest = &stat[stat.rfind(')').unwrap() + 2..];
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
-        };
         match thread_prefix {
-            None => of(&std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap()),
+            None => {
+                procfs::cpu_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap())
+            }
             Some(_) => task_dirs(pid, thread_prefix)
                 .iter()
                 .filter_map(|t| std::fs::read_to_string(t.join("stat")).ok())
-                .map(|s| of(&s))
+                .map(|s| procfs::cpu_ticks(&s))
                 .sum(),
         }
     }

@@ -3,6 +3,7 @@
 #![cfg(target_os = "linux")]
 
 mod common;
+mod procfs;
 
 use common::Proxy;
 use csi_proxy_api::filesystem::v1::{PathExistsRequest, PathExistsResponse};
@@ -123,12 +124,7 @@ fn connections_over_the_cap_are_closed_at_once_and_new_ones_served_once_some_end
 
 /// utime + stime of `pid`, in clock ticks.
 fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    // The command name may hold spaces: fields are counted after its ')'.
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = rest.split(' ').collect();
-    // Fields 14 and 15 of the whole line (utime, stime) are 11 and 12 here.
-    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    procfs::cpu_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap())
 }
 
 #[test]

@@ -10,6 +10,8 @@
 //! the wineserver's share. Threads are the Windows threads either way (a
 //! Toolhelp snapshot).
 
+#[path = "../../tests/procfs/mod.rs"]
+mod procfs;
 #[path = "../../tests/real_windows/mod.rs"]
 mod real_windows;
 
@@ -98,13 +100,8 @@ fn linux_process(marker: &str) -> (Duration, u64) {
         "{} Linux processes with argument {marker}: {found:?}",
         found.len()
     );
-    let stat = std::fs::read_to_string(found[0].join("stat")).unwrap();
-    // Fields after "(comm) ": state is field 3, utime 14, stime 15, in
-    // clock ticks (USER_HZ, 100 on Linux).
-    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
-        .split_whitespace()
-        .collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // Clock ticks (USER_HZ, 100 on Linux).
+    let ticks = procfs::cpu_ticks(&std::fs::read_to_string(found[0].join("stat")).unwrap());
     let status = std::fs::read_to_string(found[0].join("status")).unwrap();
     let hwm_kib: u64 = status
         .lines()
