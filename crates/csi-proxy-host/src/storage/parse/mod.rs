@@ -15,6 +15,7 @@
 
 mod bytes;
 pub mod cim;
+pub mod content;
 mod crc32;
 pub mod device_id;
 pub mod error;
