@@ -14,6 +14,7 @@
 //! worker thread where Windows has no other API) and [`fake::FakeStorage`]
 //! (an in-memory model for tests of the layers above).
 
+pub mod content;
 pub mod fake;
 pub mod inventory;
 #[cfg(target_os = "linux")]

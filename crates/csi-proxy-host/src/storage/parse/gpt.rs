@@ -1065,10 +1065,15 @@ fn fresh(
         encode_entry(&mut array, DEFAULT_ENTRY_SIZE, &partition)?;
     }
     let mut writes = layout.writes(&array, None, None);
+    // The protective MBR goes before the primary header: the header is
+    // the last write, so a table cut short by a kill is never taken for a
+    // complete one, and [`resume_fresh`] recognises every earlier state.
+    let header = writes.pop().expect("writes end with the primary header");
     writes.push(Write {
         offset: 0,
         bytes: protective_mbr(ss, disk_sectors),
     });
+    writes.push(header);
     Ok(writes)
 }
 
@@ -1220,6 +1225,9 @@ pub fn grow(
         new_last_lba: requested,
     })
 }
+
+mod resume;
+pub use resume::resume_fresh;
 
 #[cfg(test)]
 mod tests;

@@ -335,14 +335,14 @@ fn create_rejects_bad_arguments() {
 }
 
 #[test]
-fn write_order_backup_first_mbr_last() {
+fn write_order_backup_first_primary_header_last() {
     let writes =
         create_single_partition(512, 1 << 21, guid(1), guid(2), Guid::BASIC_DATA, "x").unwrap();
     let offsets: Vec<u64> = writes.iter().map(|w| w.offset).collect();
     let last = (1u64 << 21) - 1;
     assert_eq!(
         offsets,
-        vec![(last - 32) * 512, last * 512, 2 * 512, 512, 0]
+        vec![(last - 32) * 512, last * 512, 2 * 512, 0, 512]
     );
 }
 
