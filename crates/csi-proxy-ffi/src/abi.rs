@@ -319,6 +319,9 @@ unsafe fn read_options(o: &CsiProxyOptions) -> Result<Options, Failure> {
             protected_services: unsafe { list(o.protected_services, "protected_services") }?,
             unprotected_services: unsafe { list(o.unprotected_services, "unprotected_services") }?,
             service_name: (!service_name.is_empty()).then_some(service_name),
+            // Library mode keeps the safe default: nothing unidentified is
+            // written over.
+            overwrite_unidentified_content: false,
         },
     })
 }

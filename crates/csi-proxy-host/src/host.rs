@@ -49,6 +49,10 @@ pub struct HostOptions {
     /// with everything it depends on. On Linux the unit the process runs
     /// under (from its cgroup) is protected too.
     pub service_name: Option<String>,
+    /// PartitionDisk and FormatVolume may write over non-zero bytes that no
+    /// probe identifies (`-overwrite-unidentified-content`; default false).
+    /// Identified content is never written over.
+    pub overwrite_unidentified_content: bool,
 }
 
 impl Default for HostOptions {
@@ -60,6 +64,7 @@ impl Default for HostOptions {
             protected_services: Vec::new(),
             unprotected_services: Vec::new(),
             service_name: None,
+            overwrite_unidentified_content: false,
         }
     }
 }
@@ -115,6 +120,13 @@ impl Host {
 
 type StoragePair = (Arc<dyn DiskApi>, Arc<dyn VolumeApi>);
 
+#[cfg(any(target_os = "linux", windows))]
+fn overwrite(options: &HostOptions) -> crate::storage::content::Overwrite {
+    crate::storage::content::Overwrite {
+        unidentified: options.overwrite_unidentified_content,
+    }
+}
+
 #[cfg(target_os = "linux")]
 fn os_storage(fs: &Arc<Confined>, options: &HostOptions) -> crate::Result<StoragePair> {
     use crate::storage::linux::{FsType, LinuxStorage};
@@ -128,17 +140,19 @@ fn os_storage(fs: &Arc<Confined>, options: &HostOptions) -> crate::Result<Storag
     })?;
     let storage = Arc::new(Storage::with_confined(
         fs.clone(),
-        LinuxStorage::new(fs_type),
+        LinuxStorage::new(fs_type).with_overwrite(overwrite(options)),
     ));
     Ok((storage.clone(), storage))
 }
 
 #[cfg(windows)]
-fn os_storage(fs: &Arc<Confined>, _: &HostOptions) -> crate::Result<StoragePair> {
+fn os_storage(fs: &Arc<Confined>, options: &HostOptions) -> crate::Result<StoragePair> {
     use crate::storage::windows::WindowsStorage;
     use crate::storage::Storage;
     // Creating the backend starts nothing: COM comes with the first WMI call.
-    let backend = WindowsStorage::new().with_roots(fs.policy().clone());
+    let backend = WindowsStorage::new()
+        .with_roots(fs.policy().clone())
+        .with_overwrite(overwrite(options));
     let storage = Arc::new(Storage::with_confined(fs.clone(), backend));
     Ok((storage.clone(), storage))
 }

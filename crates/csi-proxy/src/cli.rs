@@ -69,6 +69,13 @@ pub struct Cli {
           default_missing_value = "true", value_parser = parse_go_bool)]
     pub windows_service: bool,
 
+    /// Let PartitionDisk and FormatVolume write over non-zero bytes that no
+    /// known format explains (identified content is never written over).
+    #[arg(long = "overwrite-unidentified-content", default_value = "false", value_name = "BOOL",
+          action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = parse_go_bool)]
+    pub overwrite_unidentified_content: bool,
+
     /// Create SMB global mappings with RequirePrivacy (SMB encryption).
     #[arg(long = "require-privacy", default_value = "true", value_name = "BOOL",
           action = ArgAction::Set, num_args = 0..=1, require_equals = true,

@@ -223,6 +223,7 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
             protected_services: names(&cli.protected_services),
             unprotected_services: names(&cli.unprotect_services),
             service_name: Some(cli.service_name.clone()),
+            overwrite_unidentified_content: cli.overwrite_unidentified_content,
         },
     )
     .context(

@@ -150,7 +150,10 @@ mod tests {
                 "{e}"
             );
             let e = check_format(&vol(), &dev(&b), allow).unwrap_err();
-            assert!(matches!(&e, Error::FailedPrecondition(m) if m.contains("LVM2_member")), "{e}");
+            assert!(
+                matches!(&e, Error::FailedPrecondition(m) if m.contains("LVM2_member")),
+                "{e}"
+            );
         }
         assert!(is_formatted(&dev(&b)));
     }
@@ -160,7 +163,9 @@ mod tests {
         let mut b = vec![0u8; 4 * MIB];
         b[4 * MIB - 100] = 0x42;
         let e = check_partition(3, &dev(&b), false, Overwrite::default()).unwrap_err();
-        assert!(matches!(&e, Error::FailedPrecondition(m) if m.contains("-overwrite-unidentified-content")));
+        assert!(
+            matches!(&e, Error::FailedPrecondition(m) if m.contains("-overwrite-unidentified-content"))
+        );
         check_partition(3, &dev(&b), false, Overwrite { unidentified: true }).unwrap();
         assert!(check_format(&vol(), &dev(&b), Overwrite::default()).is_err());
         check_format(&vol(), &dev(&b), Overwrite { unidentified: true }).unwrap();

@@ -3,13 +3,19 @@
 
 use super::devices::DiskTable;
 use super::sys::{self, Access};
-use super::{ensure_online, filesystem_lags, from_io, random_guid, tools, FsType, LinuxStorage};
-use crate::storage::parse::{fs_probe, gpt};
+use super::{
+    ensure_online, filesystem_lags, from_io, random_guid, tools, Content, FsType, LinuxStorage,
+};
+use crate::storage::content;
+use crate::storage::parse::gpt;
 use crate::storage::{
     not_initialized, plan_resize, DiskLayout, PartitionStep as Step, ResizePlan, ResizeTarget,
     VolumeId,
 };
 use crate::{Error, Result};
+
+/// The name of the partition PartitionDisk creates (as Windows names it).
+const PARTITION_NAME: &str = "Basic data partition";
 
 /// Whether `table` is a partition table and holds a data partition (any
 /// but Microsoft reserved ones).
@@ -39,12 +45,51 @@ impl LinuxStorage {
         Ok(layout_of(&self.table(&d, &fd)?.table))
     }
 
+    /// Completes a fresh table of ours that a killed PartitionDisk or
+    /// InitializeDisk left half-written on `d` (see [`gpt::resume_fresh`]);
+    /// whether there was one.
+    fn complete_partial_table(&self, d: &super::BlockDisk) -> Result<bool> {
+        let (_, fd) = self.open_disk(d, Access::Read)?;
+        if matches!(self.table(d, &fd), Ok(t) if !matches!(t.table, gpt::Table::Raw)) {
+            return Ok(false);
+        }
+        let c = Content::read(&fd, &d.name)?;
+        let ss = sys::sector_size(&fd).map_err(|e| from_io("BLKSSZGET", &d.name, e))?;
+        let Some(writes) = gpt::resume_fresh(
+            &c.device(),
+            ss,
+            c.size / u64::from(ss),
+            gpt::Guid::BASIC_DATA,
+            PARTITION_NAME,
+            random_guid()?,
+        ) else {
+            return Ok(false);
+        };
+        drop(fd);
+        tracing::info!(
+            disk = d.name,
+            "completing a partition table of ours left half-written"
+        );
+        let (path, fd) = self.open_disk(d, Access::Exclusive)?;
+        let shown = path.display().to_string();
+        for w in &writes {
+            sys::write_at(&fd, w.offset, &w.bytes).map_err(|e| from_io("write", &shown, e))?;
+        }
+        sys::fsync(&fd).map_err(|e| from_io("fsync", &shown, e))?;
+        self.inventory.touch(d.name.clone());
+        self.sync_partitions(d, &fd)?;
+        Ok(true)
+    }
+
     /// `step` of partitioning `disk`.
     pub(super) fn partition(&self, disk: u32, step: Step) -> Result<()> {
         let _g = self.lock();
-        let d = self.disk(disk)?;
+        let mut d = self.disk(disk)?;
         if d.read_only {
             return Err(Error::FailedPrecondition(format!("disk {disk} is offline")));
+        }
+        if self.complete_partial_table(&d)? {
+            d = self.disk(disk)?;
         }
         // Look first without claiming the disk: a partitioned disk (perhaps
         // with mounted volumes) keeps its table; the kernel is only told
@@ -73,7 +118,7 @@ impl LinuxStorage {
             sectors,
             ..
         } = self.table(&d, &fd)?;
-        let name = "Basic data partition";
+        let name = PARTITION_NAME;
         let writes = match table {
             gpt::Table::Gpt(_) if step == Step::Initialize => return Ok(()),
             gpt::Table::Gpt(g) => gpt::add_single_partition(
@@ -87,14 +132,11 @@ impl LinuxStorage {
             gpt::Table::Mbr { .. } if step == Step::Initialize => return Ok(()),
             gpt::Table::Raw if step == Step::Partition => return Err(not_initialized(disk)),
             gpt::Table::Raw | gpt::Table::Mbr { .. } => {
-                let head = sys::read_at(&fd, 0, fs_probe::PROBE_LEN)
-                    .map_err(|e| from_io("read", &shown, e))?;
-                if let Some(kind) = fs_probe::probe(&head) {
-                    return Err(Error::FailedPrecondition(format!(
-                        "disk {disk} holds a {} filesystem without a partition table; refusing to partition it",
-                        kind.name()
-                    )));
-                }
+                // Written over: the first and the last MiB. Only zeros, or
+                // the empty MBR being replaced, may be there.
+                let c = Content::read(&fd, &shown)?;
+                let empty_mbr = matches!(table, gpt::Table::Mbr { .. });
+                content::check_partition(disk, &c.device(), empty_mbr, self.overwrite)?;
                 if step == Step::Initialize {
                     gpt::create_empty(ss, sectors, random_guid()?)
                 } else {
@@ -134,7 +176,15 @@ impl LinuxStorage {
             f.part.minor,
             &format!("format volume {volume}"),
         )?;
-        let node = self.node(&f.part.name, f.part.major, f.part.minor)?;
+        // Read through a handle of our own before mkfs opens the device: a
+        // filesystem may be replaced, anything else identified is refused.
+        let (node, fd) = self.open_part(&f.part, Access::Read)?;
+        content::check_format(
+            volume,
+            &Content::read(&fd, &f.part.name)?.device(),
+            self.overwrite,
+        )?;
+        drop(fd);
         let node = node
             .to_str()
             .ok_or_else(|| Error::Internal("device path".into()))?;
@@ -173,13 +223,14 @@ impl LinuxStorage {
         let current = (entry.last_lba.saturating_sub(entry.first_lba) + 1).saturating_mul(ss64);
         let mounts = Self::mounts()?;
         let (node, _) = self.open_part(&f.part, Access::Read)?;
-        let (kind, fs_head) = self.probe(&f.part)?;
+        let c = self.content(&f.part)?;
+        let (kind, fs_head) = (c.filesystem(), &c.head);
         match plan_resize(current, max_bytes, target)? {
             ResizePlan::Shrink(n) => Err(Error::FailedPrecondition(format!(
                 "volume {volume} is {current} bytes; shrinking it to {n} bytes is not supported on Linux"
             ))),
             ResizePlan::Skip => {
-                if filesystem_lags(&fs_head, f.part.size) {
+                if filesystem_lags(fs_head, f.part.size) {
                     self.grow_filesystem(&f.part, kind, &node, &mounts)?;
                 }
                 Ok(())

@@ -21,7 +21,9 @@ mod sysfs;
 pub mod tools;
 mod usage;
 
+use super::content::{self, Overwrite};
 use super::inventory::netlink;
+use super::parse::content::{self as identify, Device};
 use super::parse::{fs_probe, gpt};
 use super::{ResizeTarget, StorageBackend, VolumeId, VolumeStats};
 use crate::confined::{Confined, Located};
@@ -76,6 +78,8 @@ pub struct LinuxStorage {
     sysfs: Sysfs,
     dev_dir: PathBuf,
     fs_type: FsType,
+    /// What PartitionDisk and FormatVolume may write over.
+    overwrite: Overwrite,
     /// Serialises every operation that changes the host.
     change: Mutex<()>,
     /// The disks and volumes, kept current by the kernel's uevents.
@@ -133,8 +137,17 @@ impl LinuxStorage {
             sysfs,
             dev_dir,
             fs_type,
+            overwrite: Overwrite::default(),
             change: Mutex::new(()),
         }
+    }
+
+    /// Lets PartitionDisk and FormatVolume write over what `overwrite`
+    /// allows (by default nothing but zeros and, for FormatVolume, a
+    /// filesystem).
+    pub fn with_overwrite(mut self, overwrite: Overwrite) -> Self {
+        self.overwrite = overwrite;
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
@@ -284,19 +297,18 @@ impl LinuxStorage {
         mountinfo::read().map_err(|e| Error::io("read", "/proc/self/mountinfo", e))
     }
 
-    fn probe(&self, p: &BlockPartition) -> Result<(Option<fs_probe::FsKind>, Vec<u8>)> {
+    /// What partition `p` holds (see [`Content`]).
+    fn content(&self, p: &BlockPartition) -> Result<Content> {
         let (_, fd) = self.open_part(p, Access::Read)?;
-        let head =
-            sys::read_at(&fd, 0, fs_probe::PROBE_LEN).map_err(|e| from_io("read", &p.name, e))?;
-        Ok((fs_probe::probe(&head), head))
+        Content::read(&fd, &p.name)
     }
 
-    /// Grows the filesystem `kind` on `p` (none: nothing to do) to fill the
-    /// partition.
+    /// Grows the filesystem `kind` (blkid's name) on `p` (none: nothing to
+    /// do) to fill the partition.
     fn grow_filesystem(
         &self,
         p: &BlockPartition,
-        kind: Option<fs_probe::FsKind>,
+        kind: Option<&'static str>,
         node: &Path,
         mounts: &[Mount],
     ) -> Result<()> {
@@ -305,15 +317,14 @@ impl LinuxStorage {
             .to_str()
             .ok_or_else(|| Error::Internal("device path".into()))?;
         let mounted = mountinfo::of_device(mounts, p.major, p.minor).next();
-        match kind.name() {
+        match kind {
             "ext2" | "ext3" | "ext4" => {
                 if mounted.is_none() {
                     tools::run("e2fsck", &["-f", "-p", node_s], &[1])?;
                 } else if !can_grow_mounted_ext() {
                     return Err(Error::PermissionDenied(format!(
-                        "growing the mounted {} filesystem on {} needs CAP_SYS_RESOURCE, which csi-proxy lacks; \
+                        "growing the mounted {kind} filesystem on {} needs CAP_SYS_RESOURCE, which csi-proxy lacks; \
                          the partition has grown: unmount the volume and resize again, or grant the capability",
-                        kind.name(),
                         p.name
                     )));
                 }
@@ -330,6 +341,50 @@ impl LinuxStorage {
                 "cannot grow a {other} filesystem (supported: ext2/3/4, xfs)"
             ))),
         }
+    }
+}
+
+/// The bytes content identification reads from a device, and what it
+/// found there.
+struct Content {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    size: u64,
+    found: Vec<identify::Found>,
+}
+
+impl Content {
+    /// Reads the device open as `fd` (named `shown` in errors).
+    fn read(fd: &OwnedFd, shown: &str) -> Result<Content> {
+        let size = sys::size_bytes(fd).map_err(|e| from_io("BLKGETSIZE64", shown, e))?;
+        let (head, tail) = identify::read_regions(size, |offset, buf| {
+            let got = sys::read_at(fd, offset, buf.len())?;
+            if got.len() != buf.len() {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("short read at {offset}: the device shrank"),
+                ));
+            }
+            buf.copy_from_slice(&got);
+            Ok(())
+        })
+        .map_err(|e| from_io("read", shown, e))?;
+        let found = identify::identify(&Device::new(&head, &tail, size));
+        Ok(Content {
+            head,
+            tail,
+            size,
+            found,
+        })
+    }
+
+    fn device(&self) -> Device<'_> {
+        Device::new(&self.head, &self.tail, self.size)
+    }
+
+    /// The filesystem identified first, by blkid's name.
+    fn filesystem(&self) -> Option<&'static str> {
+        content::filesystem(&self.found)
     }
 }
 
@@ -544,7 +599,7 @@ impl StorageBackend for LinuxStorage {
 
     fn is_formatted(&self, volume: &VolumeId) -> Result<bool> {
         let f = self.locate(volume)?;
-        Ok(self.probe(&f.part)?.0.is_some())
+        Ok(content::is_formatted(&self.content(&f.part)?.device()))
     }
 
     fn format(&self, volume: &VolumeId) -> Result<()> {
@@ -565,8 +620,8 @@ impl StorageBackend for LinuxStorage {
                 used_bytes: total.saturating_sub(free),
             });
         }
-        let (kind, head) = self.probe(&f.part)?;
-        match fs_probe::ext_usage(&head) {
+        let c = self.content(&f.part)?;
+        match fs_probe::ext_usage(&c.head) {
             Some(u) => {
                 let bs = u64::from(u.block_size);
                 let total = u.blocks_total.saturating_mul(bs);
@@ -575,13 +630,10 @@ impl StorageBackend for LinuxStorage {
                     used_bytes: total.saturating_sub(u.blocks_free.saturating_mul(bs)),
                 })
             }
-            None => Err(Error::FailedPrecondition(match kind {
-                None => format!("volume {volume} has no filesystem"),
-                Some(k) => format!(
-                    "volume {volume} holds {} and is not mounted; stats of unmounted volumes are read only from ext filesystems",
-                    k.name()
-                ),
-            })),
+            None => Err(Error::FailedPrecondition(format!(
+                "volume {volume} {} and is not mounted; stats of unmounted volumes are read only from ext filesystems",
+                content::holds(&c.found)
+            ))),
         }
     }
 

@@ -20,9 +20,11 @@ impl LinuxStorage {
         let _g = self.lock();
         let f = self.find(volume)?;
         ensure_online(&f, volume)?;
-        let kind = self.probe(&f.part)?.0.ok_or_else(|| {
+        let c = self.content(&f.part)?;
+        let kind = c.filesystem().ok_or_else(|| {
             Error::FailedPrecondition(format!(
-                "volume {volume} has no filesystem; format it first"
+                "volume {volume} {}; only a filesystem can be mounted",
+                crate::storage::content::holds(&c.found)
             ))
         })?;
         // A volume the host uses anywhere outside the roots (any mount
@@ -69,7 +71,7 @@ impl LinuxStorage {
         nix::mount::mount(
             Some(node.as_path()),
             dir.proc_path().as_str(),
-            Some(kind.name()),
+            Some(kind),
             MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
             None::<&str>,
         )

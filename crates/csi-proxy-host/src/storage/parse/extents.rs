@@ -31,6 +31,8 @@ pub const STORAGE_DEVICE_NUMBER_SIZE: usize = 12;
 pub const GET_LENGTH_INFORMATION_SIZE: usize = 8;
 /// Offset of `DiskSize` in `DISK_GEOMETRY_EX`.
 pub const DISK_GEOMETRY_EX_DISK_SIZE_OFFSET: usize = 24;
+/// Offset of `Geometry.BytesPerSector` in `DISK_GEOMETRY_EX`.
+pub const DISK_GEOMETRY_EX_BYTES_PER_SECTOR_OFFSET: usize = 20;
 /// Size of `GET_DISK_ATTRIBUTES`.
 pub const GET_DISK_ATTRIBUTES_SIZE: usize = 16;
 /// `DISK_ATTRIBUTE_OFFLINE`.
@@ -130,6 +132,18 @@ pub fn parse_length_info(buf: &[u8]) -> Result<i64, ParseError> {
 pub fn parse_disk_geometry_ex_size(buf: &[u8]) -> Result<i64, ParseError> {
     const WHAT: &str = "DISK_GEOMETRY_EX";
     non_negative(WHAT, i64_le(buf, DISK_GEOMETRY_EX_DISK_SIZE_OFFSET, WHAT)?)
+}
+
+/// Parses `DISK_GEOMETRY_EX`: the logical sector size (512 or 4096 on
+/// the disks PartitionDisk handles; anything that is not a power of two
+/// from 512 to 64 KiB is refused).
+pub fn parse_disk_geometry_ex_sector_size(buf: &[u8]) -> Result<u32, ParseError> {
+    const WHAT: &str = "DISK_GEOMETRY_EX";
+    let ss = u32_le(buf, DISK_GEOMETRY_EX_BYTES_PER_SECTOR_OFFSET, WHAT)?;
+    if !ss.is_power_of_two() || !(512..=65536).contains(&ss) {
+        return Err(ParseError::invalid(WHAT, format!("sector size {ss}")));
+    }
+    Ok(ss)
 }
 
 fn non_negative(what: &'static str, v: i64) -> Result<i64, ParseError> {
@@ -256,6 +270,11 @@ mod tests {
         let g = fixtures::disk_geometry_ex(137_438_953_472);
         assert_eq!(g.len(), 40);
         assert_eq!(parse_disk_geometry_ex_size(&g), Ok(137_438_953_472));
+        assert_eq!(parse_disk_geometry_ex_sector_size(&g), Ok(512));
+        let mut odd = g.clone();
+        odd[20..24].copy_from_slice(&520u32.to_le_bytes());
+        assert!(parse_disk_geometry_ex_sector_size(&odd).is_err());
+        assert!(parse_disk_geometry_ex_sector_size(&g[..23]).is_err());
         assert_eq!(parse_disk_geometry_ex_size(&g[..32]), Ok(137_438_953_472));
         assert_eq!(
             parse_disk_geometry_ex_size(&g[..31]),

@@ -19,8 +19,8 @@ use super::device_id::{
 };
 use super::extents::{
     DISK_ATTRIBUTE_OFFLINE, DISK_ATTRIBUTE_READ_ONLY, DISK_EXTENTS_OFFSET, DISK_EXTENT_SIZE,
-    DISK_GEOMETRY_EX_DISK_SIZE_OFFSET, GET_DISK_ATTRIBUTES_SIZE, GET_LENGTH_INFORMATION_SIZE,
-    STORAGE_DEVICE_NUMBER_SIZE,
+    DISK_GEOMETRY_EX_BYTES_PER_SECTOR_OFFSET, DISK_GEOMETRY_EX_DISK_SIZE_OFFSET,
+    GET_DISK_ATTRIBUTES_SIZE, GET_LENGTH_INFORMATION_SIZE, STORAGE_DEVICE_NUMBER_SIZE,
 };
 use super::layout::{
     entry_offset as e, layout_offset as l, GPT_NAME_UNITS, LAYOUT_HEADER_SIZE,
@@ -153,6 +153,10 @@ fn small_structs_match_windows_sys() {
     assert_eq!(
         offset_of!(DISK_GEOMETRY_EX, DiskSize),
         DISK_GEOMETRY_EX_DISK_SIZE_OFFSET
+    );
+    assert_eq!(
+        offset_of!(DISK_GEOMETRY_EX, Geometry) + offset_of!(DISK_GEOMETRY, BytesPerSector),
+        DISK_GEOMETRY_EX_BYTES_PER_SECTOR_OFFSET
     );
     assert_eq!(size_of::<GET_DISK_ATTRIBUTES>(), GET_DISK_ATTRIBUTES_SIZE);
     assert_eq!(offset_of!(GET_DISK_ATTRIBUTES, Attributes), 8);

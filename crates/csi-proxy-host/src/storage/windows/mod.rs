@@ -6,6 +6,7 @@
 //! See `docs/windows-storage.md` for the mechanism of every operation and
 //! what has run where.
 
+mod content;
 mod disk;
 mod inventory;
 mod mounts;
@@ -19,6 +20,7 @@ pub use crate::win::wmi;
 
 use std::collections::BTreeMap;
 
+use super::content::{self as rules, Overwrite};
 use super::{DiskLayout, PartitionStep, ResizeTarget, StorageBackend, VolumeId, VolumeStats};
 use crate::confined::{Confined, Located};
 use crate::disk::{DiskIds, DiskLocation};
@@ -37,6 +39,8 @@ pub struct WindowsStorage {
     /// Disks and volumes, kept current by device notifications.
     inventory: inventory::WinInventory,
     locations: inventory::Locations,
+    /// What PartitionDisk and FormatVolume may write over.
+    overwrite: Overwrite,
 }
 
 impl Default for WindowsStorage {
@@ -54,7 +58,16 @@ impl WindowsStorage {
             roots: None,
             inventory: inventory::new_inventory(),
             locations: inventory::Locations::default(),
+            overwrite: Overwrite::default(),
         }
+    }
+
+    /// Lets PartitionDisk and FormatVolume write over what `overwrite`
+    /// allows (by default nothing but zeros and, for FormatVolume, a
+    /// filesystem).
+    pub fn with_overwrite(mut self, overwrite: Overwrite) -> Self {
+        self.overwrite = overwrite;
+        self
     }
 
     /// Volumes reachable only below these roots are the pods'; any other
@@ -109,6 +122,13 @@ impl WindowsStorage {
         // The IOCTL open answers "no such disk" without starting WMI.
         drop(disk::open_disk(disk, 0)?);
         self.refuse_host_disk(disk, &format!("{what} disk {disk}"))?;
+        if step != PartitionStep::Partition {
+            // Windows initialises any RAW disk: read it first.
+            let (c, has_table) = content::Content::of_disk(disk)?;
+            if !has_table {
+                rules::check_partition(disk, &c.device(), false, self.overwrite)?;
+            }
+        }
         let r = stor::partition_disk(&self.wmi, disk, step);
         // Do not wait for the volume's arrival notification.
         self.inventory.invalidate();
@@ -185,8 +205,15 @@ impl StorageBackend for WindowsStorage {
         volume::volume_disk(v)
     }
 
+    /// A filesystem Windows recognises, or (where it reports RAW or
+    /// nothing) anything the volume's bytes are identified as.
     fn is_formatted(&self, v: &VolumeId) -> Result<bool> {
-        volume::is_formatted(v)
+        if volume::is_formatted(v)? {
+            return Ok(true);
+        }
+        Ok(rules::is_formatted(
+            &content::Content::of_volume(v)?.device(),
+        ))
     }
 
     /// Refused while the volume is reachable anywhere: mounted on a
@@ -197,13 +224,25 @@ impl StorageBackend for WindowsStorage {
                 "volume {v} is mounted at {p:?}: unmount it (or remove the drive letter) before formatting"
             )));
         }
+        rules::check_format(v, &content::Content::of_volume(v)?.device(), self.overwrite)?;
         let r = stor::format(&self.wmi, v);
         self.inventory.invalidate();
         r
     }
 
     fn volume_stats(&self, v: &VolumeId) -> Result<VolumeStats> {
-        volume::volume_stats(v)
+        match volume::volume_stats(v) {
+            Ok(s) => Ok(s),
+            // No filesystem Windows knows: say what the volume holds.
+            Err(e) if matches!(volume::is_formatted(v), Ok(false)) => {
+                let c = content::Content::of_volume(v).map_err(|_| e)?;
+                Err(Error::FailedPrecondition(format!(
+                    "volume {v} {}; Windows recognises no filesystem on it",
+                    rules::holds(&c.found)
+                )))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn resize(&self, v: &VolumeId, target: ResizeTarget) -> Result<()> {

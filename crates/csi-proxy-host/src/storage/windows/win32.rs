@@ -14,10 +14,10 @@ use windows_sys::Win32::Foundation::{
 use windows_sys::Win32::Storage::FileSystem::{
     CreateFileW, DeleteVolumeMountPointW, FindFirstVolumeW, FindNextVolumeW, FindVolumeClose,
     FlushFileBuffers, GetDiskFreeSpaceExW, GetVolumeInformationW,
-    GetVolumeNameForVolumeMountPointW, GetVolumePathNameW, SetVolumeMountPointW, FILE_SHARE_READ,
-    FILE_SHARE_WRITE, OPEN_EXISTING,
+    GetVolumeNameForVolumeMountPointW, GetVolumePathNameW, ReadFile, SetVolumeMountPointW,
+    FILE_SHARE_READ, FILE_SHARE_WRITE, OPEN_EXISTING,
 };
-use windows_sys::Win32::System::IO::DeviceIoControl;
+use windows_sys::Win32::System::IO::{DeviceIoControl, OVERLAPPED};
 
 pub use windows_sys::Win32::Foundation::{GENERIC_READ, GENERIC_WRITE};
 
@@ -182,6 +182,55 @@ pub fn ioctl_no_output<T>(h: &Handle, code: u32, input: Option<&T>) -> io::Resul
 
 fn code_of(e: &io::Error) -> u32 {
     code(e).unwrap_or(0)
+}
+
+/// Alignment of the buffers [`read_at`] reads into: a device opened
+/// without buffering may want its buffers aligned to the sector size.
+const READ_ALIGN: usize = 4096;
+
+/// Reads `buf.len()` bytes at byte `offset` of a device opened with
+/// [`GENERIC_READ`] (`offset` and the length sector multiples, as a disk
+/// or volume device wants them), through an aligned bounce buffer, in
+/// chunks of at most 1 MiB. A short read is an error.
+pub fn read_at(h: &Handle, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+    const CHUNK: usize = 1 << 20;
+    let mut bounce = vec![0u8; CHUNK.min(buf.len()) + READ_ALIGN];
+    let skew = bounce.as_ptr().align_offset(READ_ALIGN);
+    let mut done = 0;
+    while done < buf.len() {
+        let n = CHUNK.min(buf.len() - done);
+        let at = offset + done as u64;
+        let dst = &mut bounce[skew..skew + n];
+        // SAFETY: an all-zero OVERLAPPED is valid; only the offset is set.
+        let mut ov: OVERLAPPED = unsafe { std::mem::zeroed() };
+        ov.Anonymous.Anonymous.Offset = at as u32;
+        ov.Anonymous.Anonymous.OffsetHigh = (at >> 32) as u32;
+        let mut got = 0u32;
+        // SAFETY: the handle is open (synchronous: the OVERLAPPED only
+        // carries the offset and lives across the call); `dst` is valid
+        // for `n` writable bytes (n <= 1 MiB fits in u32).
+        let ok = unsafe {
+            ReadFile(
+                h.raw(),
+                dst.as_mut_ptr().cast(),
+                n as u32,
+                &mut got,
+                &mut ov,
+            )
+        };
+        if ok == 0 {
+            return Err(last_error());
+        }
+        if got as usize != n {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("short read at byte {at}: {got} of {n} bytes"),
+            ));
+        }
+        buf[done..done + n].copy_from_slice(dst);
+        done += n;
+    }
+    Ok(())
 }
 
 /// `FlushFileBuffers` on an open handle (a volume handle needs

@@ -255,8 +255,7 @@ fn gpt_backup(d: &Device<'_>) -> Option<u64> {
 /// the boot sector of a FAT/NTFS/exFAT filesystem (which carries the same
 /// signature).
 fn dos(d: &Device<'_>) -> Option<u64> {
-    if !d.has(510, &[0x55, 0xAA]) || ntfs(d).is_some() || exfat(d).is_some() || vfat(d).is_some()
-    {
+    if !d.has(510, &[0x55, 0xAA]) || ntfs(d).is_some() || exfat(d).is_some() || vfat(d).is_some() {
         return None;
     }
     let entries = d.at(446, 64)?;

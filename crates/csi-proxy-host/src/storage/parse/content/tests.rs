@@ -127,7 +127,9 @@ fn members_at_the_start_are_found() {
 #[test]
 fn a_boot_sector_filesystem_is_not_an_mbr() {
     let mut img = Image::new(8 * MIB);
-    img.put(3, b"NTFS    ").put(510, &[0x55, 0xAA]).put(446 + 4, &[7]);
+    img.put(3, b"NTFS    ")
+        .put(510, &[0x55, 0xAA])
+        .put(446 + 4, &[7]);
     assert_eq!(img.names(), ["ntfs"]);
     let mut img = Image::new(8 * MIB);
     img.put(510, &[0x55, 0xAA]).put(446 + 4, &[0x83]);

@@ -202,15 +202,9 @@ mod tests {
         d[(size - 600_000) as usize] = 1;
         assert!(resume(&d, 512).is_none(), "a stray byte in the last MiB");
         // Another name, or another type, is another tool's table.
-        let other = create_single_partition(
-            512,
-            SECTORS,
-            guid(1),
-            guid(2),
-            Guid::BASIC_DATA,
-            "data",
-        )
-        .unwrap();
+        let other =
+            create_single_partition(512, SECTORS, guid(1), guid(2), Guid::BASIC_DATA, "data")
+                .unwrap();
         assert!(resume(&disk(size, &other[..2]), 512).is_none());
         let linux = create_single_partition(
             512,
