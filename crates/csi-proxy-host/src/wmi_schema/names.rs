@@ -80,9 +80,6 @@ wmi_names! {
         prop IS_OFFLINE: bool = "IsOffline";
         prop SIZE: u64 = "Size";
         method online = "Online" {}
-        method get_supported_size = "GetSupportedSize" {
-            Out SIZE_MAX: u64 = "SizeMax";
-        }
         method resize = "Resize" {
             In SIZE: u64 = "Size";
         }

@@ -141,6 +141,8 @@ impl PartitionEntry {
 pub struct DriveLayout {
     pub style: PartitionStyle,
     pub partitions: Vec<PartitionEntry>,
+    /// GPT: the usable byte range `(StartingUsableOffset, UsableLength)`.
+    pub usable: Option<(u64, u64)>,
 }
 
 impl DriveLayout {
@@ -169,6 +171,7 @@ pub fn parse_drive_layout_ex(buf: &[u8]) -> Result<DriveLayout, ParseError> {
             return Ok(DriveLayout {
                 style: PartitionStyle::Raw,
                 partitions: Vec::new(),
+                usable: None,
             })
         }
         other => {
@@ -191,7 +194,25 @@ pub fn parse_drive_layout_ex(buf: &[u8]) -> Result<DriveLayout, ParseError> {
             partitions.push(p);
         }
     }
-    Ok(DriveLayout { style, partitions })
+    let usable = match style {
+        PartitionStyle::Gpt { .. } => {
+            let start = i64_le(buf, layout_offset::GPT_STARTING_USABLE, WHAT)?;
+            let len = i64_le(buf, layout_offset::GPT_USABLE_LENGTH, WHAT)?;
+            if start < 0 || len < 0 || start.checked_add(len).is_none() {
+                return Err(ParseError::invalid(
+                    WHAT,
+                    format!("usable range {start}+{len}"),
+                ));
+            }
+            Some((start as u64, len as u64))
+        }
+        _ => None,
+    };
+    Ok(DriveLayout {
+        style,
+        partitions,
+        usable,
+    })
 }
 
 /// One `PARTITION_INFORMATION_EX`; `None` for an unused slot.
@@ -371,7 +392,8 @@ mod tests {
             parse_drive_layout_ex(&buf),
             Ok(DriveLayout {
                 style: PartitionStyle::Raw,
-                partitions: vec![]
+                partitions: vec![],
+                usable: None
             })
         );
     }

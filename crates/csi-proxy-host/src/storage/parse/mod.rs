@@ -20,6 +20,7 @@ mod crc32;
 pub mod device_id;
 pub mod error;
 pub mod extents;
+pub mod free_space;
 pub mod fs_probe;
 pub mod gpt;
 pub mod grow;

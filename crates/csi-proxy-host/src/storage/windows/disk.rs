@@ -5,15 +5,16 @@ use std::io;
 use windows_sys::Win32::System::Ioctl::{
     PropertyStandardQuery, StorageDeviceIdProperty, StorageDeviceProperty,
     IOCTL_DISK_GET_DISK_ATTRIBUTES, IOCTL_DISK_GET_DRIVE_GEOMETRY_EX,
-    IOCTL_DISK_SET_DISK_ATTRIBUTES, IOCTL_DISK_UPDATE_PROPERTIES, IOCTL_STORAGE_GET_DEVICE_NUMBER,
-    IOCTL_STORAGE_QUERY_PROPERTY, SET_DISK_ATTRIBUTES, STORAGE_PROPERTY_QUERY,
+    IOCTL_DISK_GET_DRIVE_LAYOUT_EX, IOCTL_DISK_SET_DISK_ATTRIBUTES, IOCTL_DISK_UPDATE_PROPERTIES,
+    IOCTL_STORAGE_GET_DEVICE_NUMBER, IOCTL_STORAGE_QUERY_PROPERTY, SET_DISK_ATTRIBUTES,
+    STORAGE_PROPERTY_QUERY,
 };
 
 use super::errors::{self, win32};
 use super::win32::{self as w, Handle, GENERIC_READ, GENERIC_WRITE};
 use crate::disk::DiskIds;
 use crate::storage::parse::grow::{self, GrowError};
-use crate::storage::parse::{device_id, extents, ParseError};
+use crate::storage::parse::{device_id, extents, free_space, layout, ParseError};
 use crate::{Error, Result};
 
 /// Disk numbers probed past the last one found before giving up, when the
@@ -107,6 +108,27 @@ pub fn disk_numbers() -> Result<Vec<u32>> {
     found.sort_unstable();
     found.dedup();
     Ok(found)
+}
+
+/// The largest size partition `partition` of disk `number` can grow to,
+/// from the disk's layout (`IOCTL_DISK_GET_DRIVE_LAYOUT_EX`) and geometry:
+/// what ResizeVolume needs, without `MSFT_Partition.GetSupportedSize` and
+/// the defragsvc service behind it.
+pub fn max_partition_size(number: u32, partition: u32) -> Result<u64> {
+    let s = subject(number);
+    let h = open_disk(number, GENERIC_READ)?;
+    let geo = w::ioctl::<()>(&h, IOCTL_DISK_GET_DRIVE_GEOMETRY_EX, None, 256)
+        .map_err(|e| win32("IOCTL_DISK_GET_DRIVE_GEOMETRY_EX", &s, e))?;
+    let size = extents::parse_disk_geometry_ex_size(&geo)
+        .map_err(|e| bad_answer("IOCTL_DISK_GET_DRIVE_GEOMETRY_EX", &s, e))? as u64;
+    let ss = extents::parse_disk_geometry_ex_sector_size(&geo)
+        .map_err(|e| bad_answer("IOCTL_DISK_GET_DRIVE_GEOMETRY_EX", &s, e))?;
+    let out = w::ioctl::<()>(&h, IOCTL_DISK_GET_DRIVE_LAYOUT_EX, None, 4096)
+        .map_err(|e| win32("IOCTL_DISK_GET_DRIVE_LAYOUT_EX", &s, e))?;
+    let layout = layout::parse_drive_layout_ex(&out)
+        .map_err(|e| bad_answer("IOCTL_DISK_GET_DRIVE_LAYOUT_EX", &s, e))?;
+    free_space::max_partition_size(&layout, partition, size, u64::from(ss))
+        .ok_or_else(|| Error::NotFound(format!("{s} has no partition {partition}")))
 }
 
 /// Size in bytes (`IOCTL_DISK_GET_DRIVE_GEOMETRY_EX`, which needs no access

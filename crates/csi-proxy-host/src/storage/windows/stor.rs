@@ -355,19 +355,17 @@ pub fn resize(worker: &WmiWorker, v: &VolumeId, target: ResizeTarget) -> Result<
         let current = part
             .read(&partition::SIZE)?
             .ok_or_else(|| Error::Internal(format!("{subject}: no Size")))?;
-        let sizes = call_storage_method(
-            wmi,
-            &part_path,
-            partition::get_supported_size::METHOD,
-            &[],
-            &subject,
-            &[],
-        )?;
-        let max = sizes
-            .out(&partition::get_supported_size::SIZE_MAX)?
-            .ok_or_else(|| {
-                Error::Internal(format!("{subject}: GetSupportedSize gave no SizeMax"))
-            })?;
+        // The maximum from the disk's layout, not GetSupportedSize: that
+        // needs the defragsvc service, which nodes often have disabled.
+        let (Some(disk_number), Some(partition_number)) = (
+            part.read(&partition::DISK_NUMBER)?,
+            part.read(&partition::PARTITION_NUMBER)?,
+        ) else {
+            return Err(Error::Internal(format!(
+                "{subject}: no DiskNumber or PartitionNumber"
+            )));
+        };
+        let max = super::disk::max_partition_size(disk_number, partition_number)?;
         let size = match plan_resize(current, max, target)? {
             ResizePlan::Skip => return Ok(()),
             ResizePlan::Grow(n) | ResizePlan::Shrink(n) => n,
