@@ -2,8 +2,8 @@
 // of its own: os.Remove of every entry, deepest first, never following a
 // link. t.TempDir's clean-up is os.RemoveAll, which in newer Go versions
 // removes through calls wine 8 does not implement ("unlinkat ...: Invalid
-// function"), so the tests run under wine would fail whichever Go built
-// them. A path left behind fails the test with its name and the reason.
+// function"), so a test built by such a Go would fail under wine. A path
+// left behind fails the test with its name and the reason.
 package tempdir
 
 import (
