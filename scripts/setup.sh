@@ -39,7 +39,8 @@ system32="$WINEPREFIX/drive_c/windows/system32"
 # Linux storage backend and its tests;
 # golang-go and Debian's packaged grpc-go (with x/net for HTTP/2 framing, x/sys
 # for named pipes), built in GOPATH mode from /usr/share/gocode: the real Go
-# client of crates/csi-proxy/tests/go_client.rs (compat/go);
+# client of crates/csi-proxy/tests/go_client.rs (compat/go); golang-go is the
+# Go of every Go step of the suite (scripts/go.sh), whatever is on PATH;
 # python3-venv (kubernetes-validate, zizmor) and systemd (systemd-analyze verify):
 # scripts/validate-deploy.sh checks deploy/ with them; systemd and
 # dbus-daemon also run the System API's tests (a systemd --user manager on

@@ -5,7 +5,11 @@
 #      start the real csi-proxy binary and talk to it over its Unix sockets),
 #   3. deploy/: manifests against the Kubernetes API schema, the systemd unit,
 #   4. Windows tier: the same crates cross-built for x86_64-pc-windows-gnu and
-#      run under wine, including the Filesystem API over real named pipes.
+#      run under wine, including the Filesystem API over real named pipes,
+#   5. the Go library (go/) on Linux and, against the DLL, under wine.
+# Every Go step runs Debian's Go through scripts/go.sh, whatever `go` comes
+# first on PATH: a `go` and a `gofmt` put first on PATH here only fail, so a
+# step that runs PATH's Go instead fails the suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +17,16 @@ scripts/setup.sh
 
 export WINEPREFIX="${WINEPREFIX:-$HOME/.wine-csi-proxy}"
 export WINEDEBUG=-all
+
+echo "== Go toolchain: $(scripts/go.sh --which)"
+path_go="${CARGO_TARGET_DIR:-$PWD/target}/tmp/path-go"
+mkdir -p "$path_go"
+for tool in go gofmt; do
+    printf '#!/bin/sh\necho "%s from PATH ran ($0 $*): the suite runs Go through scripts/go.sh" >&2\nexit 1\n' \
+        "$tool" >"$path_go/$tool"
+    chmod +x "$path_go/$tool"
+done
+export PATH="$path_go:$PATH"
 
 echo "== Linux tests"
 cargo test --workspace --locked
@@ -29,8 +43,8 @@ compat/go/build.sh windows
 cargo test --workspace --locked --target x86_64-pc-windows-gnu
 
 echo "== Library mode for Go (go/): codec and method sets on Linux, the DLL under wine"
-unformatted=$(gofmt -l go)
+unformatted=$("$(scripts/go.sh env GOROOT)/bin/gofmt" -l go)
 [[ -z "$unformatted" ]] || { printf 'gofmt needed: %s\n' "$unformatted" >&2; exit 1; }
-(cd go && GOFLAGS=-mod=mod GOPROXY=off CGO_ENABLED=0 GOCACHE="${CARGO_TARGET_DIR:-$PWD/../target}/tmp/go-library-cache" go vet ./... && \
-    GOFLAGS=-mod=mod GOPROXY=off CGO_ENABLED=0 GOCACHE="${CARGO_TARGET_DIR:-$PWD/../target}/tmp/go-library-cache" go test ./...)
+(cd go && GOFLAGS=-mod=mod GOPROXY=off CGO_ENABLED=0 GOCACHE="${CARGO_TARGET_DIR:-$PWD/../target}/tmp/go-library-cache" ../scripts/go.sh vet ./... && \
+    GOFLAGS=-mod=mod GOPROXY=off CGO_ENABLED=0 GOCACHE="${CARGO_TARGET_DIR:-$PWD/../target}/tmp/go-library-cache" ../scripts/go.sh test ./...)
 go/test-windows.sh

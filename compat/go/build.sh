@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the Go compatibility client with the system's Go toolchain in GOPATH
-# mode against Debian's packaged grpc-go (scripts/setup.sh installs them):
+# Builds the Go compatibility client with Debian's Go (scripts/go.sh, never
+# the `go` on PATH) in GOPATH mode against Debian's packaged grpc-go
+# (scripts/setup.sh installs them):
 #   compat/go/build.sh [linux|windows]     (default: linux)
 # Output, in the CARGO_TARGET_TMPDIR of the integration tests built for that
 # OS (target/tmp for the host, target/x86_64-pc-windows-gnu/tmp for Windows):
@@ -31,17 +32,12 @@ case "$os" in
         exit 2
         ;;
 esac
-command -v go >/dev/null || {
-    printf 'compat/go/build.sh: go is not installed: run scripts/setup.sh\n' >&2
-    exit 1
-}
-
 mkdir -p "$(dirname "$out")"
 
 # Built under a private name, then renamed: a running test may be using the
 # previous build.
 env "${goenv[@]}" GO111MODULE=off GOPATH="/usr/share/gocode${GOPATH:+:$GOPATH}" GOFLAGS= \
     GOCACHE="$target_dir/tmp/go-check/cache" CGO_ENABLED=0 \
-    go build -o "$out.$$.tmp" ./compat/go/csi-proxy-go-check
+    scripts/go.sh build -o "$out.$$.tmp" ./compat/go/csi-proxy-go-check
 mv -f "$out.$$.tmp" "$out"
 printf '%s\n' "$out"

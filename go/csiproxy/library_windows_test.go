@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"example.invalid/csi-proxy-rs/go/csiproxy"
+	"example.invalid/csi-proxy-rs/go/internal/tempdir"
 )
 
 // env is a kubelet directory, a directory outside it with a sentinel file,
@@ -31,7 +32,7 @@ func open(t *testing.T) *env {
 	if dll == "" {
 		t.Fatal("CSI_PROXY_DLL is not set (go/test-windows.sh sets it)")
 	}
-	root := t.TempDir()
+	root := tempdir.New(t)
 	e := &env{kubelet: filepath.Join(root, "kubelet"), outside: filepath.Join(root, "outside")}
 	for _, d := range []string{e.kubelet, e.outside} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -258,7 +259,9 @@ func TestRacingTheKubeletDirChangesNothingOutside(t *testing.T) {
 				os.Remove(victim)
 			}
 			if isDir(old) {
-				os.RemoveAll(old)
+				// Not os.RemoveAll, which a newer Go runs with calls
+				// wine 8 lacks: old would stay and block the renames.
+				tempdir.RemoveTree(old)
 			}
 		}
 	}()

@@ -4,12 +4,12 @@ package upstreamcheck
 
 import (
 	"context"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"example.invalid/csi-proxy-rs/go/csiproxy"
+	"example.invalid/csi-proxy-rs/go/internal/tempdir"
 
 	"github.com/kubernetes-csi/csi-proxy/v2/pkg/disk"
 	"github.com/kubernetes-csi/csi-proxy/v2/pkg/filesystem"
@@ -25,11 +25,8 @@ func TestFrontEndsOverTheDLL(t *testing.T) {
 	if dll == "" {
 		t.Fatal("CSI_PROXY_DLL is not set (check.sh sets it)")
 	}
-	root, err := os.MkdirTemp("", "upstreamcheck")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer removeTree(t, root)
+	// Not t.TempDir: a newer Go's os.RemoveAll fails under wine 8.
+	root := tempdir.New(t)
 	kubelet, outside := filepath.Join(root, "kubelet"), filepath.Join(root, "outside")
 	for _, d := range []string{kubelet, outside} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -118,24 +115,6 @@ func TestFrontEndsOverTheDLL(t *testing.T) {
 			if got := ids.DiskIDs[n]; got == nil || got.Page83 != v.Page83 || got.SerialNumber != v.SerialNumber {
 				t.Fatalf("disk %d: %+v, core %+v", n, got, v)
 			}
-		}
-	}
-}
-
-// removeTree removes root bottom-up with os.Remove, as t.TempDir's
-// clean-up would: Go 1.27's os.RemoveAll fails on a directory under wine 8
-// ("unlinkat ...: Invalid function").
-func removeTree(t *testing.T, root string) {
-	var paths []string
-	if err := filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
-		paths = append(paths, p)
-		return err
-	}); err != nil {
-		t.Error(err)
-	}
-	for i := len(paths) - 1; i >= 0; i-- {
-		if err := os.Remove(paths[i]); err != nil {
-			t.Error(err)
 		}
 	}
 }

@@ -1,15 +1,16 @@
 //! A real grpc-go client against the real binary over Unix sockets.
 //!
-//! Builds `compat/go/csi-proxy-go-check` with the system's Go toolchain in
-//! GOPATH mode against Debian's packaged grpc-go (`scripts/setup.sh`
-//! installs `golang-go` and `golang-google-grpc-dev`), then runs it once per
-//! `:authority` form real Go clients send. The program dials the way
-//! upstream's Go client library does (the endpoint path as the grpc.Dial
-//! target, a context dialer, insecure credentials), keeps an idle raw probe
-//! connection open, makes hundreds of calls on one connection and checks
-//! every answer and the `:authority` of every request it sent.
+//! Builds `compat/go/csi-proxy-go-check` with Debian's Go (`scripts/go.sh`,
+//! not the `go` on PATH) in GOPATH mode against Debian's packaged grpc-go
+//! (`scripts/setup.sh` installs `golang-go` and `golang-google-grpc-dev`),
+//! then runs it once per `:authority` form real Go clients send. The program
+//! dials the way upstream's Go client library does (the endpoint path as the
+//! grpc.Dial target, a context dialer, insecure credentials), keeps an idle
+//! raw probe connection open, makes hundreds of calls on one connection and
+//! checks every answer and the `:authority` of every request it sent.
 //!
-//! Without `go` (or the packages) the tests fail: they are not skipped.
+//! Without Debian's Go (or the packages) the tests fail: they are not
+//! skipped.
 #![cfg(unix)]
 
 mod common;
@@ -47,7 +48,7 @@ fn build_go_check() -> PathBuf {
         Ok(extra) if !extra.is_empty() => format!("{SYSTEM_GOPATH}:{extra}"),
         _ => SYSTEM_GOPATH.to_string(),
     };
-    let result = Command::new("go")
+    let result = Command::new(repo_root().join("scripts/go.sh"))
         .current_dir(repo_root())
         .args(["build", "-o"])
         .arg(&tmp)
@@ -60,14 +61,8 @@ fn build_go_check() -> PathBuf {
         .env_remove("GOOS")
         .env_remove("GOARCH")
         .output();
-    let output = match result {
-        Ok(o) => o,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
-            "`go` is not installed, so the grpc-go compatibility test cannot run: \
-             run scripts/setup.sh (or apt-get install golang-go golang-google-grpc-dev)"
-        ),
-        Err(e) => panic!("cannot run `go`: {e}"),
-    };
+    // Without Debian's Go, scripts/go.sh fails and says what to install.
+    let output = result.unwrap_or_else(|e| panic!("cannot run scripts/go.sh: {e}"));
     assert!(
         output.status.success(),
         "go build of compat/go/csi-proxy-go-check failed ({}); are golang-go and \

@@ -10,12 +10,13 @@ import (
 
 	"example.invalid/csi-proxy-rs/go/csiproxy"
 	"example.invalid/csi-proxy-rs/go/csiproxy/upstream"
+	"example.invalid/csi-proxy-rs/go/internal/tempdir"
 )
 
 // The adapters answer what the core answers, in upstream's types (against
 // csi_proxy.dll under wine: go/test-windows.sh).
 func TestAdaptersAnswerAsTheCore(t *testing.T) {
-	h, err := csiproxy.Open(csiproxy.Options{DLL: os.Getenv("CSI_PROXY_DLL"), KubeletPath: t.TempDir()})
+	h, err := csiproxy.Open(csiproxy.Options{DLL: os.Getenv("CSI_PROXY_DLL"), KubeletPath: tempdir.New(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
