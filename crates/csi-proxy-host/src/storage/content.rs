@@ -179,6 +179,7 @@ mod tests {
         check_format(&vol(), &dev(&b), Overwrite::default()).unwrap();
         let mut x = vec![0u8; 4 * MIB];
         x[..4].copy_from_slice(b"XFSB");
+        x[4..8].copy_from_slice(&4096u32.to_be_bytes()); // block size
         check_format(&vol(), &dev(&x), Overwrite::default()).unwrap();
         assert!(is_formatted(&dev(&x)));
         assert_eq!(filesystem(&content::identify(&dev(&x))), Some("xfs"));
