@@ -24,7 +24,7 @@ mod usage;
 use super::content::{self, Overwrite};
 use super::inventory::netlink;
 use super::parse::content::{self as identify, Device};
-use super::parse::{fs_probe, gpt};
+use super::parse::{ext, gpt};
 use super::{ResizeTarget, StorageBackend, VolumeId, VolumeStats};
 use crate::confined::{Confined, Located};
 use crate::disk::{DiskIds, DiskLocation};
@@ -392,7 +392,7 @@ impl Content {
 /// [`super::MIN_RESIZE_GROWTH`] smaller than its partition of
 /// `partition_size` bytes (a grow that was interrupted)?
 fn filesystem_lags(head: &[u8], partition_size: u64) -> bool {
-    fs_probe::ext_usage(head).is_some_and(|u| {
+    ext::ext_usage(head).is_some_and(|u| {
         let fs = u.blocks_total.saturating_mul(u64::from(u.block_size));
         fs.saturating_add(super::MIN_RESIZE_GROWTH) <= partition_size
     })
@@ -621,7 +621,7 @@ impl StorageBackend for LinuxStorage {
             });
         }
         let c = self.content(&f.part)?;
-        match fs_probe::ext_usage(&c.head) {
+        match ext::ext_usage(&c.head) {
             Some(u) => {
                 let bs = u64::from(u.block_size);
                 let total = u.blocks_total.saturating_mul(bs);
