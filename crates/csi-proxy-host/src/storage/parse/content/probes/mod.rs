@@ -10,10 +10,10 @@
 //! stale bytes are not mistaken for a format; it checks no more than
 //! libblkid does, so what `blkid -p` names is named here too.
 //!
-//! - [`members`]: volume-manager, RAID, cache and pool members, encrypted
+//! - `members`: volume-manager, RAID, cache and pool members, encrypted
 //!   containers, swap;
-//! - [`fs`]: filesystems;
-//! - [`tables`]: partition tables.
+//! - `fs`: filesystems;
+//! - `tables`: partition tables.
 
 mod fs;
 mod members;
