@@ -105,16 +105,21 @@ async fn foreign_content_on_a_disk_without_a_table_is_never_partitioned() {
     }
     let proxy = Proxy::start(&[]);
     // (what is written, where, what the refusal names)
+    // An md 1.0 superblock: magic, major version 1, and its own sector
+    // (super_offset, 144 bytes in), 8 KiB before the end.
+    let md_at = SIZE - 8192;
     let md_1_0 = {
-        let mut b = 0xa92b_4efcu32.to_le_bytes().to_vec();
-        b.extend(1u32.to_le_bytes());
+        let mut b = vec![0u8; 512];
+        b[..4].copy_from_slice(&0xa92b_4efcu32.to_le_bytes());
+        b[4..8].copy_from_slice(&1u32.to_le_bytes());
+        b[144..152].copy_from_slice(&(md_at / 512).to_le_bytes());
         b
     };
     let cases: Vec<(&str, u64, Vec<u8>, &str)> = vec![
         ("an LVM2 label", 512, lvm_label(), "LVM2_member"),
         (
             "an md 1.0 superblock at the end",
-            (SIZE - 8192) & !4095,
+            md_at,
             md_1_0,
             "linux_raid_member",
         ),
