@@ -10,9 +10,10 @@ Steps (-Step, several allowed; default all):
                   tests make their VHDs with it) and the iSCSI Target Server
                   (the iSCSI tests log in to it), where Install-WindowsFeature
                   exists (Windows Server).
-  tests-msvc      cargo test --workspace for x86_64-pc-windows-msvc, run
-                  natively: the tests/real_windows_* tests run instead of
-                  reporting themselves skipped.
+  tests-msvc      cargo test --workspace --no-fail-fast for
+                  x86_64-pc-windows-msvc, run natively, one test thread:
+                  the tests/real_windows_* tests run instead of reporting
+                  themselves skipped, one at a time (they share the host).
   tests-gnu       the same for x86_64-pc-windows-gnu (needs mingw-w64 gcc on
                   PATH, e.g. MSYS2's mingw64\bin). cargo runs from outside
                   the repository, so .cargo/config.toml (wine as the runner,
@@ -170,8 +171,13 @@ function Step-Features {
 function Step-Tests([string] $Name, [string] $Target) {
     $env:CSI_PROXY_GO_CHECK_EXE = Resolve-GoCheck
     $log = Join-Path $OutDir "$Name.log"
+    # --no-fail-fast: a failing test binary must not keep the later ones
+    # (the real_windows_* tests) from running. --test-threads=1: the
+    # real_windows_* tests share the host (the iSCSI portal
+    # 127.0.0.1:3260, disk numbers, the host-volume scan that sees every
+    # VHDX attached), so no two of them may run at once.
     $cargoArgs = @('test', '--manifest-path', (Join-Path $RepoRoot 'Cargo.toml'), '--workspace',
-        '--locked', '--target', $Target, '--', '--show-output')
+        '--locked', '--no-fail-fast', '--target', $Target, '--', '--show-output', '--test-threads=1')
     if ($Target -like '*-gnu') {
         $gcc = Get-Command x86_64-w64-mingw32-gcc -ErrorAction SilentlyContinue
         if (-not $gcc) { $gcc = Get-Command gcc -ErrorAction SilentlyContinue }
@@ -316,9 +322,19 @@ function Step-UpstreamTests {
         Write-Host "service ${ServiceName}: $((Get-Service -Name $ServiceName).Status)"
         Push-Location $Upstream
         $saved = $ErrorActionPreference
+        $savedModulePath = $env:PSModulePath
         try {
             $ErrorActionPreference = 'Continue'
             $env:GOFLAGS = '-mod=vendor'
+            # Upstream's tests start powershell.exe (Windows PowerShell 5.1).
+            # Started from pwsh it would inherit pwsh's module paths first and
+            # load pwsh's modules, so ConvertTo-SecureString fails
+            # (PowerShell/PowerShell#18530): the children get the machine's
+            # PSModulePath, as under `shell: powershell`.
+            $machineModulePath = [Environment]::GetEnvironmentVariable('PSModulePath', 'Machine')
+            if ($machineModulePath) {
+                $env:PSModulePath = [Environment]::ExpandEnvironmentVariables($machineModulePath)
+            }
             Write-Host "==> go test -json -timeout 40m ./integrationtests/... > $report"
             # The report keeps every line; the console gets one per finished test.
             & go test -json -timeout 40m ./integrationtests/... 2>&1 | ForEach-Object {
@@ -333,6 +349,7 @@ function Step-UpstreamTests {
             $rc = $LASTEXITCODE
         } finally {
             $ErrorActionPreference = $saved
+            $env:PSModulePath = $savedModulePath
             Remove-Item Env:\GOFLAGS -ErrorAction SilentlyContinue
             Pop-Location
         }
