@@ -9,7 +9,8 @@ Steps (-Step, several allowed; default all):
   features        with -InstallFeatures: Hyper-V PowerShell (upstream's
                   tests make their VHDs with it) and the iSCSI Target Server
                   (the iSCSI tests log in to it), where Install-WindowsFeature
-                  exists (Windows Server).
+                  exists (Windows Server); starts the iSCSI initiator
+                  service (MSiSCSI).
   tests-msvc      cargo test --workspace --no-fail-fast for
                   x86_64-pc-windows-msvc, run natively, one test thread:
                   the tests/real_windows_* tests run instead of reporting
@@ -164,6 +165,16 @@ function Step-Features {
     foreach ($feature in 'Hyper-V-PowerShell', 'FS-iSCSITarget-Server') {
         $r = Install-WindowsFeature -Name $feature
         $done += "$feature success=$($r.Success) restart-needed=$($r.RestartNeeded)"
+    }
+    # The iSCSI initiator (MSFT_iSCSI* classes) needs its service; Windows
+    # Server ships it stopped, set to manual start.
+    try {
+        Set-Service -Name MSiSCSI -StartupType Automatic
+        Start-Service -Name MSiSCSI
+        $done += "MSiSCSI $((Get-Service -Name MSiSCSI).Status)"
+    } catch {
+        Write-Warning "cannot start the iSCSI initiator service MSiSCSI: $_"
+        $done += 'MSiSCSI not started'
     }
     Add-Summary 'features' 'ok' ($done -join '; ')
 }
