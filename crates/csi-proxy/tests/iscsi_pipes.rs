@@ -37,7 +37,10 @@ async fn hostile_refused_and_valid_fail_clearly_without_the_iscsi_provider<C: Is
     // reaches WMI and fails clearly.
     if !real_windows::under_wine() {
         assert_eq!(p.snapshot(), before, "{v}: the tree changed");
-        assert!(!p.log_text().contains(CHAP), "{v}: a CHAP secret is in the log");
+        assert!(
+            !p.log_text().contains(CHAP),
+            "{v}: a CHAP secret is in the log"
+        );
         return;
     }
     let login = Login::new(&portal, IQN, 1, "chapuser", CHAP);

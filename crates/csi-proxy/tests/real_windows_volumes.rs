@@ -269,7 +269,9 @@ async fn short_root_taken_long(p: &Proxy) {
         p.channel(Group::Filesystem, "v2alpha1").await,
     );
     let dir = s(&p.kubelet.join("short-root"));
-    f.mkdir(fs::MkdirRequest { path: dir.clone() }).await.unwrap();
+    f.mkdir(fs::MkdirRequest { path: dir.clone() })
+        .await
+        .unwrap();
     let exists = f
         .path_exists(fs::PathExistsRequest { path: dir })
         .await

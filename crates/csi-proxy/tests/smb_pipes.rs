@@ -54,7 +54,10 @@ async fn hostile_refused_and_valid_fail_clearly_without_the_smb_provider<C: Smb>
     // Valid, only where the provider is missing (wine): the clear
     // FailedPrecondition, no link.
     if !real_windows::under_wine() {
-        assert!(!p.log_text().contains(PASSWORD), "{v}: the password is in the log");
+        assert!(
+            !p.log_text().contains(PASSWORD),
+            "{v}: the password is in the log"
+        );
         return;
     }
     let remote = r"\\127.0.0.1\share\pvc";

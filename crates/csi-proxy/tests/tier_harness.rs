@@ -176,13 +176,22 @@ fn files_compared_byte_for_byte_are_checked_out_with_lf() {
         repo().join(".gitattributes").is_file(),
         ".gitattributes is missing: a checkout with core.autocrlf=true turns LF into CRLF"
     );
-    let Some(eol) = git(&["ls-files", "--eol", "--"].iter().chain(EXACT_FILES).copied().collect::<Vec<_>>()) else {
+    let Some(eol) = git(&["ls-files", "--eol", "--"]
+        .iter()
+        .chain(EXACT_FILES)
+        .copied()
+        .collect::<Vec<_>>())
+    else {
         eprintln!("not a git checkout (or no git): the index is not checked");
         return;
     };
     assert_eq!(eol.lines().count(), EXACT_FILES.len(), "untracked: {eol}");
-    let attrs = git(&["check-attr", "eol", "--"].iter().chain(EXACT_FILES).copied().collect::<Vec<_>>())
-        .expect("git check-attr");
+    let attrs = git(&["check-attr", "eol", "--"]
+        .iter()
+        .chain(EXACT_FILES)
+        .copied()
+        .collect::<Vec<_>>())
+    .expect("git check-attr");
     let risks = crlf_risks(&eol, &attrs);
     assert!(risks.is_empty(), "{risks:#?}");
 }
@@ -261,7 +270,8 @@ fn the_command_checker_finds_missing_flags() {
         ]
     );
     // After '--' the flag goes to the test binaries, not to cargo.
-    let swapped = "$cargoArgs = @('test', '--workspace', '--', '--no-fail-fast', '--test-threads=1')";
+    let swapped =
+        "$cargoArgs = @('test', '--workspace', '--', '--no-fail-fast', '--test-threads=1')";
     assert_eq!(
         tier_command_faults(swapped),
         vec!["cargo test without --no-fail-fast"]

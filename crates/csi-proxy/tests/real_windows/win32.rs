@@ -130,7 +130,9 @@ pub fn kill(pid: u32) -> io::Result<()> {
             open_for_terminate(pid).map_err(|e| {
                 io::Error::new(
                     e.kind(),
-                    format!("OpenProcess({pid}, PROCESS_TERMINATE) with SeDebugPrivilege enabled: {e}"),
+                    format!(
+                        "OpenProcess({pid}, PROCESS_TERMINATE) with SeDebugPrivilege enabled: {e}"
+                    ),
                 )
             })?
         }
