@@ -258,6 +258,7 @@ async fn short_root_taken_long(p: &Proxy) {
         return;
     }
     assert!(short.contains('~'), "{short}");
+    println!("root configured as {short}, clients name it {long}");
     let log = p.log_text();
     let ready = log
         .lines()
