@@ -55,7 +55,7 @@ fn open_for_terminate(pid: u32) -> io::Result<Handle> {
 /// Enables SeDebugPrivilege in this process's token. An elevated
 /// administrator holds it disabled; without it, opening a LocalSystem
 /// service's process for PROCESS_TERMINATE is denied.
-fn enable_debug_privilege() -> io::Result<()> {
+pub fn enable_debug_privilege() -> io::Result<()> {
     let mut token: HANDLE = std::ptr::null_mut();
     // SAFETY: the pseudo handle of this process; `token` is writable.
     if unsafe {
