@@ -117,6 +117,21 @@ function Get-TestCounts([string] $Log) {
     [pscustomobject]@{ Passed = $passed; Failed = $failed; Ignored = $ignored; Skipped = $skipped }
 }
 
+# The long form of an existing path (GetLongPathNameW); the path as given
+# if it cannot be had.
+function Get-LongPath([string] $Path) {
+    if (-not ('CsiProxyTier.Native' -as [type])) {
+        Add-Type -Namespace CsiProxyTier -Name Native -MemberDefinition @'
+[DllImport("kernel32.dll", CharSet = CharSet.Unicode, SetLastError = true)]
+public static extern uint GetLongPathNameW(string shortPath, System.Text.StringBuilder longPath, uint size);
+'@
+    }
+    $buf = New-Object System.Text.StringBuilder 32768
+    $n = [CsiProxyTier.Native]::GetLongPathNameW($Path, $buf, [uint32]$buf.Capacity)
+    if ($n -eq 0 -or $n -ge $buf.Capacity) { return $Path }
+    return $buf.ToString()
+}
+
 function Resolve-GoCheck {
     if ($GoCheck) { return $GoCheck }
     $default = Join-Path $TargetDir 'x86_64-pc-windows-gnu\tmp\go-check\windows\csi-proxy-go-check.exe'
@@ -198,12 +213,20 @@ function Step-Tests([string] $Name, [string] $Target) {
         }
         $env:CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER = $gcc.Source
     }
+    # The tests make their roots under %TEMP% and name paths below them;
+    # the proxy takes its roots in the long form, and the runners spell
+    # %TEMP% short (C:\Users\RUNNER~1\...): the suite gets the long form
+    # (the tests that want a short root make one on purpose).
+    $savedTemp = $env:TEMP; $savedTmp = $env:TMP
+    $env:TEMP = Get-LongPath $env:TEMP; $env:TMP = Get-LongPath $env:TMP
+    Write-Host "TEMP=$env:TEMP TMP=$env:TMP"
     # Outside the repository: its .cargo/config.toml is for the Linux host.
     Push-Location ([System.IO.Path]::GetTempPath())
     try {
         $rc = Invoke-Logged -Log $log -Exe 'cargo' -Arguments $cargoArgs
     } finally {
         Pop-Location
+        $env:TEMP = $savedTemp; $env:TMP = $savedTmp
     }
     $c = Get-TestCounts $log
     $detail = "passed $($c.Passed), failed $($c.Failed), ignored $($c.Ignored), SKIPPED (needs real Windows) $($c.Skipped.Count)"

@@ -65,9 +65,11 @@ impl Default for HostOptions {
 }
 
 impl Host {
-    /// The real host of this OS, with `policy` guarding every path.
+    /// The real host of this OS, with `policy` guarding every path. Panics
+    /// where [`Host::os_with`] fails.
     pub fn os(policy: PathPolicy) -> Host {
-        Self::os_with(policy, &HostOptions::default()).expect("the default host options are valid")
+        Self::os_with(policy, &HostOptions::default())
+            .expect("the default host options are valid and the roots have a long form")
     }
 
     /// The real host of this OS with explicit options. The roots are taken

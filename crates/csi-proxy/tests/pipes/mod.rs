@@ -9,6 +9,7 @@
 //! configures the root by its short spelling on purpose.
 #![allow(dead_code)]
 
+#[path = "../spelling/mod.rs"]
 pub mod spelling;
 
 use csi_proxy_client::{Client, Group, ProxyChannel};

@@ -1,8 +1,10 @@
 //! The long and the short (8.3) spelling of an existing path, as the
-//! tests need them: the harness names paths in their long form (as
-//! Windows reports mount points and as the proxy keeps its roots; on
-//! GitHub's runners `%TEMP%` itself is spelled short, `RUNNER~1`), and a
-//! test may configure the proxy's root by its short spelling on purpose.
+//! tests need them: the harnesses (`pipes`, `scm`) name paths in their
+//! long form (as Windows reports mount points and as the proxy keeps its
+//! roots; on GitHub's runners `%TEMP%` itself is spelled short,
+//! `RUNNER~1`), and a test may configure the proxy's root by its short
+//! spelling on purpose.
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use windows_sys::Win32::Storage::FileSystem::{GetLongPathNameW, GetShortPathNameW};
