@@ -14,7 +14,8 @@ Steps (-Step, several allowed; default all):
   tests-msvc      cargo test --workspace --no-fail-fast for
                   x86_64-pc-windows-msvc, run natively, one test thread:
                   the tests/real_windows_* tests run instead of reporting
-                  themselves skipped, one at a time (they share the host).
+                  themselves skipped, one at a time (they share the host);
+                  TEMP and TMP in their long form meanwhile.
   tests-gnu       the same for x86_64-pc-windows-gnu (needs mingw-w64 gcc on
                   PATH, e.g. MSYS2's mingw64\bin). cargo runs from outside
                   the repository, so .cargo/config.toml (wine as the runner,
