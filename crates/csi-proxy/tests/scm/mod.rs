@@ -10,9 +10,6 @@
 
 pub mod system;
 
-#[path = "../spelling/mod.rs"]
-mod spelling;
-
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Command;
@@ -142,7 +139,7 @@ impl Installed {
         std::fs::create_dir_all(root.join("kubelet")).unwrap();
         // Long: the proxy takes its root in the long form, and clients
         // name paths by it (%TEMP% may be spelled short).
-        let root = spelling::long_path(&root);
+        let root = crate::pipes::spelling::long_path(&root);
         let bin = root.join("bin dir");
         let kubelet = root.join("kubelet");
         let exe = bin.join("csi-proxy.exe");
@@ -257,7 +254,7 @@ impl Throwaway {
         let pid = std::process::id();
         let root = std::env::temp_dir().join(format!("csi-proxy-system-svc-{tag}-{pid}"));
         std::fs::create_dir_all(root.join("kubelet")).unwrap();
-        let root = spelling::long_path(&root);
+        let root = crate::pipes::spelling::long_path(&root);
         let exe = root.join("csi-proxy.exe");
         std::fs::copy(env!("CARGO_BIN_EXE_csi-proxy"), &exe).unwrap();
         let mut t = Throwaway {
