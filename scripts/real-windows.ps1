@@ -9,10 +9,13 @@ Steps (-Step, several allowed; default all):
   features        with -InstallFeatures: Hyper-V PowerShell (upstream's
                   tests make their VHDs with it) and the iSCSI Target Server
                   (the iSCSI tests log in to it), where Install-WindowsFeature
-                  exists (Windows Server).
-  tests-msvc      cargo test --workspace for x86_64-pc-windows-msvc, run
-                  natively: the tests/real_windows_* tests run instead of
-                  reporting themselves skipped.
+                  exists (Windows Server); starts the iSCSI initiator
+                  service (MSiSCSI).
+  tests-msvc      cargo test --workspace --no-fail-fast for
+                  x86_64-pc-windows-msvc, run natively, one test thread:
+                  the tests/real_windows_* tests run instead of reporting
+                  themselves skipped, one at a time (they share the host);
+                  TEMP and TMP in their long form meanwhile.
   tests-gnu       the same for x86_64-pc-windows-gnu (needs mingw-w64 gcc on
                   PATH, e.g. MSYS2's mingw64\bin). cargo runs from outside
                   the repository, so .cargo/config.toml (wine as the runner,
@@ -115,6 +118,21 @@ function Get-TestCounts([string] $Log) {
     [pscustomobject]@{ Passed = $passed; Failed = $failed; Ignored = $ignored; Skipped = $skipped }
 }
 
+# The long form of an existing path (GetLongPathNameW); the path as given
+# if it cannot be had.
+function Get-LongPath([string] $Path) {
+    if (-not ('CsiProxyTier.Native' -as [type])) {
+        Add-Type -Namespace CsiProxyTier -Name Native -MemberDefinition @'
+[DllImport("kernel32.dll", CharSet = CharSet.Unicode, SetLastError = true)]
+public static extern uint GetLongPathNameW(string shortPath, System.Text.StringBuilder longPath, uint size);
+'@
+    }
+    $buf = New-Object System.Text.StringBuilder 32768
+    $n = [CsiProxyTier.Native]::GetLongPathNameW($Path, $buf, [uint32]$buf.Capacity)
+    if ($n -eq 0 -or $n -ge $buf.Capacity) { return $Path }
+    return $buf.ToString()
+}
+
 function Resolve-GoCheck {
     if ($GoCheck) { return $GoCheck }
     $default = Join-Path $TargetDir 'x86_64-pc-windows-gnu\tmp\go-check\windows\csi-proxy-go-check.exe'
@@ -164,14 +182,29 @@ function Step-Features {
         $r = Install-WindowsFeature -Name $feature
         $done += "$feature success=$($r.Success) restart-needed=$($r.RestartNeeded)"
     }
+    # The iSCSI initiator (MSFT_iSCSI* classes) needs its service; Windows
+    # Server ships it stopped, set to manual start.
+    try {
+        Set-Service -Name MSiSCSI -StartupType Automatic
+        Start-Service -Name MSiSCSI
+        $done += "MSiSCSI $((Get-Service -Name MSiSCSI).Status)"
+    } catch {
+        Write-Warning "cannot start the iSCSI initiator service MSiSCSI: $_"
+        $done += 'MSiSCSI not started'
+    }
     Add-Summary 'features' 'ok' ($done -join '; ')
 }
 
 function Step-Tests([string] $Name, [string] $Target) {
     $env:CSI_PROXY_GO_CHECK_EXE = Resolve-GoCheck
     $log = Join-Path $OutDir "$Name.log"
+    # --no-fail-fast: a failing test binary must not keep the later ones
+    # (the real_windows_* tests) from running. --test-threads=1: the
+    # real_windows_* tests share the host (the iSCSI portal
+    # 127.0.0.1:3260, disk numbers, the host-volume scan that sees every
+    # VHDX attached), so no two of them may run at once.
     $cargoArgs = @('test', '--manifest-path', (Join-Path $RepoRoot 'Cargo.toml'), '--workspace',
-        '--locked', '--target', $Target, '--', '--show-output')
+        '--locked', '--no-fail-fast', '--target', $Target, '--', '--show-output', '--test-threads=1')
     if ($Target -like '*-gnu') {
         $gcc = Get-Command x86_64-w64-mingw32-gcc -ErrorAction SilentlyContinue
         if (-not $gcc) { $gcc = Get-Command gcc -ErrorAction SilentlyContinue }
@@ -181,12 +214,20 @@ function Step-Tests([string] $Name, [string] $Target) {
         }
         $env:CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER = $gcc.Source
     }
+    # The tests make their roots under %TEMP% and name paths below them;
+    # the proxy takes its roots in the long form, and the runners spell
+    # %TEMP% short (C:\Users\RUNNER~1\...): the suite gets the long form
+    # (the tests that want a short root make one on purpose).
+    $savedTemp = $env:TEMP; $savedTmp = $env:TMP
+    $env:TEMP = Get-LongPath $env:TEMP; $env:TMP = Get-LongPath $env:TMP
+    Write-Host "TEMP=$env:TEMP TMP=$env:TMP"
     # Outside the repository: its .cargo/config.toml is for the Linux host.
     Push-Location ([System.IO.Path]::GetTempPath())
     try {
         $rc = Invoke-Logged -Log $log -Exe 'cargo' -Arguments $cargoArgs
     } finally {
         Pop-Location
+        $env:TEMP = $savedTemp; $env:TMP = $savedTmp
     }
     $c = Get-TestCounts $log
     $detail = "passed $($c.Passed), failed $($c.Failed), ignored $($c.Ignored), SKIPPED (needs real Windows) $($c.Skipped.Count)"
@@ -316,9 +357,19 @@ function Step-UpstreamTests {
         Write-Host "service ${ServiceName}: $((Get-Service -Name $ServiceName).Status)"
         Push-Location $Upstream
         $saved = $ErrorActionPreference
+        $savedModulePath = $env:PSModulePath
         try {
             $ErrorActionPreference = 'Continue'
             $env:GOFLAGS = '-mod=vendor'
+            # Upstream's tests start powershell.exe (Windows PowerShell 5.1).
+            # Started from pwsh it would inherit pwsh's module paths first and
+            # load pwsh's modules, so ConvertTo-SecureString fails
+            # (PowerShell/PowerShell#18530): the children get the machine's
+            # PSModulePath, as under `shell: powershell`.
+            $machineModulePath = [Environment]::GetEnvironmentVariable('PSModulePath', 'Machine')
+            if ($machineModulePath) {
+                $env:PSModulePath = [Environment]::ExpandEnvironmentVariables($machineModulePath)
+            }
             Write-Host "==> go test -json -timeout 40m ./integrationtests/... > $report"
             # The report keeps every line; the console gets one per finished test.
             & go test -json -timeout 40m ./integrationtests/... 2>&1 | ForEach-Object {
@@ -333,6 +384,7 @@ function Step-UpstreamTests {
             $rc = $LASTEXITCODE
         } finally {
             $ErrorActionPreference = $saved
+            $env:PSModulePath = $savedModulePath
             Remove-Item Env:\GOFLAGS -ErrorAction SilentlyContinue
             Pop-Location
         }

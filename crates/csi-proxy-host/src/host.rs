@@ -70,13 +70,18 @@ impl Default for HostOptions {
 }
 
 impl Host {
-    /// The real host of this OS, with `policy` guarding every path.
+    /// The real host of this OS, with `policy` guarding every path. Panics
+    /// where [`Host::os_with`] fails.
     pub fn os(policy: PathPolicy) -> Host {
-        Self::os_with(policy, &HostOptions::default()).expect("the default host options are valid")
+        Self::os_with(policy, &HostOptions::default())
+            .expect("the default host options are valid and the roots have a long form")
     }
 
-    /// The real host of this OS with explicit options.
+    /// The real host of this OS with explicit options. The roots are taken
+    /// in their long form first (`PathPolicy::with_os_long_roots`), so the
+    /// roots opened and every comparison with them use one spelling.
     pub fn os_with(policy: PathPolicy, options: &HostOptions) -> crate::Result<Host> {
+        let policy = policy.with_os_long_roots()?;
         // One confined filesystem (one set of root handles) for every group.
         let fs = Arc::new(Confined::new(policy.clone()));
         let shared = OsShared::new();

@@ -196,7 +196,11 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
     if let Some(limit) = fd_limit {
         check_fd_budget(limit, versions.len(), cli.max_connections_per_endpoint);
     }
+    // Short (8.3) names expanded here already, so the ready line shows the
+    // roots the host compares with (Host::os_with does it again, for
+    // library mode).
     let policy = PathPolicy::new(Flavor::NATIVE, cli.allowed_roots())
+        .and_then(|p| p.with_os_long_roots())
         .context("invalid -kubelet-path or -working-dir")?;
     let metrics = (!cli.metrics_bind_address.is_empty())
         .then(|| Arc::new(Metrics::new(&crate::version::build_info())));

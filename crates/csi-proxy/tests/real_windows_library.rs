@@ -7,6 +7,7 @@
 #[path = "../../csi-proxy-ffi/tests/ffi/mod.rs"]
 mod ffi;
 mod real_windows;
+mod spelling;
 
 use csi_proxy::extras::{BoolResponse, DiskNumberRequest, EmptyResponse, RemotePathRequest};
 use csi_proxy_api::volume::v2alpha1 as vol;
@@ -20,6 +21,8 @@ fn finer_steps_on_the_system_disk_read_and_refuse() {
     let dir = tempfile::tempdir().unwrap();
     let kubelet = dir.path().join("kubelet");
     std::fs::create_dir(&kubelet).unwrap();
+    // The library takes the root in its long form; %TEMP% may be short.
+    let kubelet = spelling::long_path(&kubelet);
     let lib = ffi::Lib::open(&ffi::options(&kubelet.display().to_string())).unwrap();
     for method in ["IsDiskInitialized", "BasicPartitionsExist"] {
         let r = lib.ok::<_, BoolResponse>("disk", method, &disk(4000));

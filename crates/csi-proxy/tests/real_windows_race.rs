@@ -25,7 +25,7 @@ use pipes::{tree, Proxy};
 use real_windows::calls::Calls;
 use real_windows::links;
 use real_windows::vhd::{Vhd, MIB};
-use real_windows::{require, under_wine};
+use real_windows::{require, under_wine, wine_before, wine_version};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -174,7 +174,10 @@ impl Tally {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parent_replaced_by_a_junction_never_leads_outside() {
-    let p = Proxy::start_unique("rw-race", "filesystem,disk,volume", &[]);
+    // The root configured by its short name where there is one (as on
+    // GitHub's runners): the watcher compares the volume's access paths,
+    // which Windows spells long, with the outside tree.
+    let p = Proxy::start_short_root("rw-race", "filesystem,disk,volume", &[]);
     let pinned = pin_enforced(&p.root);
     if !under_wine() {
         assert!(pinned, "Windows keeps an open directory from being renamed");
@@ -368,12 +371,8 @@ async fn a_parent_replaced_by_a_junction_never_leads_outside() {
         violations.lock().unwrap()
     );
     // Every answer is a documented one: success, a refusal, or a missing
-    // or busy path; never a crash or an internal error. Two exceptions
-    // under wine: its CreateSymbolicLinkW creates nothing (the proxy says
-    // so), and while directories are renamed around it wine answers
-    // ERROR_INVALID_HANDLE for the attributes of a directory just opened
-    // beneath its pinned parent (RmdirContents' walk; observed with wine
-    // 8.0, never a valid answer of Windows for an open handle).
+    // or busy path; never a crash or an internal error. Exceptions of
+    // wine's own, by the version running (`real_windows::wine_version`):
     let allowed = [
         Code::Ok,
         Code::PermissionDenied,
@@ -381,11 +380,26 @@ async fn a_parent_replaced_by_a_junction_never_leads_outside() {
         Code::FailedPrecondition,
         Code::AlreadyExists,
     ];
+    // - Before 10.20 its CreateSymbolicLinkW creates nothing (the proxy
+    //   says so); wine 10.20 implemented it.
+    let fake_symlinks = wine_before(10, 20);
+    // - While directories are renamed around it, wine answers
+    //   ERROR_INVALID_HANDLE for the attributes of a directory just opened
+    //   beneath its pinned parent (RmdirContents' walk; never a valid answer
+    //   of Windows for an open handle). Observed with wine 8.0; assumed of
+    //   wine 9 too (the same file-information code), not yet seen fixed.
+    let invalid_handle_on_rename = wine_before(10, 0);
     for (what, (n, msg)) in &seen {
         let ok = allowed.iter().any(|c| what.ends_with(&format!(" {c:?}")))
-            || (under_wine() && what == "CreateSymlink Internal")
-            || (under_wine() && what == "RmdirContents Internal" && msg.contains("(os error 6)"));
-        assert!(ok, "{what}: {n} times, first: {msg}");
+            || (fake_symlinks && what == "CreateSymlink Internal")
+            || (invalid_handle_on_rename
+                && what == "RmdirContents Internal"
+                && msg.contains("(os error 6)"));
+        assert!(
+            ok,
+            "{what}: {n} times, first: {msg} (wine: {:?})",
+            wine_version()
+        );
     }
     for call in ["Mkdir", "Rmdir", "RmdirContents", "PathExists"] {
         assert!(
@@ -394,4 +408,24 @@ async fn a_parent_replaced_by_a_junction_never_leads_outside() {
         );
     }
     drop(vhd);
+}
+
+#[test]
+fn wine_versions_are_read_and_compared() {
+    use real_windows::parse_wine_version as parse;
+    assert_eq!(parse("8.0"), (8, 0));
+    assert_eq!(parse("9.0-rc2"), (9, 0));
+    assert_eq!(parse("10.20"), (10, 20));
+    assert_eq!(parse("9"), (9, 0));
+    assert_eq!(parse("wine"), (0, 0));
+    assert!(parse("10.2") < (10, 20));
+    assert!(parse("10.20") >= (10, 20));
+    match wine_version() {
+        Some(v) => {
+            println!("wine {v}");
+            assert!(parse(v) >= (1, 0), "unreadable wine version {v:?}");
+            assert!(under_wine());
+        }
+        None => assert!(!under_wine() && !wine_before(99, 0)),
+    }
 }

@@ -104,6 +104,14 @@ fn install_service_sets_restart_on_failure() {
     assert!(warnings.is_empty(), "{warnings}");
 }
 
+/// What `win32::kill` falls back on to open the LocalSystem service's
+/// process: an elevated administrator (the tier runs as one) can enable
+/// SeDebugPrivilege; so can wine's default user.
+#[test]
+fn the_debug_privilege_can_be_enabled() {
+    win32::enable_debug_privilege().unwrap();
+}
+
 /// Killed as a crash would end it: the SCM sees the process gone; on
 /// Windows it starts the service again after 10 s, and the new process
 /// serves the pipes.

@@ -9,6 +9,7 @@
 mod pipes;
 mod real_windows;
 
+use csi_proxy_api::filesystem::v2alpha1 as fs;
 use csi_proxy_client::Group;
 use pipes::{assert_code, tree, Proxy};
 use real_windows::calls::{eventually, same_volume, Calls};
@@ -246,9 +247,58 @@ async fn mount_unmount_and_the_volume_at_a_target() {
     assert!(std::fs::metadata(format!("{vol}through-the-mount")).is_ok());
 }
 
+/// The proxy configured with `-kubelet-path` spelled short takes the root
+/// in its long form: the ready line shows it, paths below the long form
+/// are inside, the short spelling in a client path stays outside. Wine
+/// makes short names too, so this runs there.
+async fn short_root_taken_long(p: &Proxy) {
+    let (long, short) = (s(&p.kubelet), s(&p.kubelet_flag));
+    if long == short {
+        println!("no short name for {long} on this volume: the root is configured long");
+        return;
+    }
+    assert!(short.contains('~'), "{short}");
+    println!("root configured as {short}, clients name it {long}");
+    let log = p.log_text();
+    let ready = log
+        .lines()
+        .find(|l| l.contains("csi-proxy ready"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(ready.contains(&format!("{long:?}")), "{ready}");
+    assert!(!ready.contains(&format!("{short:?}")), "{ready}");
+    let mut f = fs::filesystem_client::FilesystemClient::new(
+        p.channel(Group::Filesystem, "v2alpha1").await,
+    );
+    let dir = s(&p.kubelet.join("short-root"));
+    f.mkdir(fs::MkdirRequest { path: dir.clone() })
+        .await
+        .unwrap();
+    let exists = f
+        .path_exists(fs::PathExistsRequest { path: dir })
+        .await
+        .unwrap();
+    assert!(exists.into_inner().exists);
+    assert_code(
+        f.path_exists(fs::PathExistsRequest {
+            path: s(&p.kubelet_flag.join("short-root")),
+        })
+        .await,
+        Code::PermissionDenied,
+        "a client path spelled short",
+    );
+}
+
+/// The root is configured by its short name on purpose: the second mount
+/// compares the volume's access path (Windows spells it long) with the
+/// root, which must be long too.
 #[tokio::test]
 async fn mount_the_same_volume_twice() {
-    let (p, mut c) = start("rw-mount-twice").await;
+    let p = Proxy::start_short_root("rw-mount-twice", "disk,volume,filesystem", &[]);
+    let mut c = Calls::new(
+        p.channel(Group::Disk, "v1").await,
+        p.channel(Group::Volume, "v2alpha1").await,
+    );
+    short_root_taken_long(&p).await;
     host_volume_refusals(&p, &mut c).await;
     let Some(_w) = require("a VHDX volume mounted twice at one target") else {
         return;

@@ -10,6 +10,8 @@
 //! use the same wine prefix at the same time.
 #![cfg(windows)]
 
+// tests/scm names its paths with pipes::spelling.
+mod pipes;
 mod scm;
 
 use csi_proxy_api::filesystem::v1::{MkdirRequest, PathExistsRequest, PathExistsResponse};

@@ -2,14 +2,16 @@
 //! real `csi-proxy.exe`'s named pipes (Windows build; CI runs it under
 //! wine); one test body run against each version through `versions::smb::Smb`.
 //!
-//! Wine has no SMB WMI provider (`root\Microsoft\Windows\SMB`): hostile
-//! inputs must be refused with nothing changed, and valid requests must
-//! fail with the clear FailedPrecondition, leaving no link. The password
-//! never shows up in an answer or the log. A real mapping needs Windows
-//! (docs/windows-storage.md).
+//! Hostile inputs must be refused with nothing changed, everywhere. Wine
+//! has no SMB WMI provider (`root\Microsoft\Windows\SMB`): there valid
+//! requests must fail with the clear FailedPrecondition, leaving no link.
+//! Real Windows has the provider: valid requests are not sent there (a
+//! real mapping is `real_windows_smb_iscsi`'s). The password never shows
+//! up in an answer or the log.
 #![cfg(windows)]
 
 mod pipes;
+mod real_windows;
 mod versions;
 
 use csi_proxy_api::Group;
@@ -49,7 +51,15 @@ async fn hostile_refused_and_valid_fail_clearly_without_the_smb_provider<C: Smb>
         "{v}: a refused request changed the tree"
     );
 
-    // Valid: the clear FailedPrecondition, no link.
+    // Valid, only where the provider is missing (wine): the clear
+    // FailedPrecondition, no link.
+    if !real_windows::under_wine() {
+        assert!(
+            !p.log_text().contains(PASSWORD),
+            "{v}: the password is in the log"
+        );
+        return;
+    }
     let remote = r"\\127.0.0.1\share\pvc";
     let m = Mapping::new(remote, &local, r"DOM\user", PASSWORD);
     for (rpc, r) in [

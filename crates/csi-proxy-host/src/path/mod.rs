@@ -38,11 +38,13 @@ use crate::error::{Error, Result};
 
 mod reparse;
 mod rules;
+mod spelling;
 mod target;
 #[cfg(test)]
 mod tests;
 
 pub use reparse::{classify_reparse_point, IO_REPARSE_TAG_MOUNT_POINT, IO_REPARSE_TAG_SYMLINK};
+pub use spelling::long_root;
 
 /// Characters of a path shown in an error message before it is truncated.
 const SHOWN_CHARS: usize = 300;

@@ -4,8 +4,13 @@
 //! ready, and kill it and remove the dir on drop. Pipe names are
 //! machine-global: a proxy started with [`Proxy::start_unique`] serves
 //! under a prefix of its own (tag and process id), others under the
-//! default names, one such proxy per test file.
+//! default names, one such proxy per test file. Paths are in their long
+//! form (`%TEMP%` may be spelled short); [`Proxy::start_short_root`]
+//! configures the root by its short spelling on purpose.
 #![allow(dead_code)]
+
+#[path = "../spelling/mod.rs"]
+pub mod spelling;
 
 use csi_proxy_client::{Client, Group, ProxyChannel};
 use std::path::{Path, PathBuf};
@@ -16,7 +21,11 @@ use tonic::{Code, Status};
 pub struct Proxy {
     pub child: Child,
     pub root: PathBuf,
+    /// The kubelet dir in its long form: how clients name paths below it.
     pub kubelet: PathBuf,
+    /// The kubelet dir as `-kubelet-path` spells it (the short spelling
+    /// for [`Proxy::start_short_root`]).
+    pub kubelet_flag: PathBuf,
     pub outside: PathBuf,
     pub log: PathBuf,
     /// The `-pipe-prefix` it serves under (the default one if none given).
@@ -34,23 +43,41 @@ impl Proxy {
     /// (`\\.\pipe\csi-proxy-<tag>-<pid>-...`): other test runs in the same
     /// wine prefix cannot collide with it.
     pub fn start_unique(tag: &str, api_groups: &str, extra: &[&str]) -> Proxy {
-        let prefix = format!(
-            r"-pipe-prefix=\\.\pipe\csi-proxy-{tag}-{}-",
-            std::process::id()
-        );
+        let prefix = unique_prefix(tag);
         let mut flags = vec![prefix.as_str()];
         flags.extend_from_slice(extra);
         Proxy::start_with(tag, api_groups, &flags)
     }
 
+    /// [`Proxy::start_unique`] with `-kubelet-path` spelled by its short
+    /// (8.3) name where the volume makes them (on GitHub's runners at
+    /// least `%TEMP%`'s `RUNNER~1`); clients still name paths in the long
+    /// form ([`Proxy::kubelet`]), as Windows reports them.
+    pub fn start_short_root(tag: &str, api_groups: &str, extra: &[&str]) -> Proxy {
+        let prefix = unique_prefix(tag);
+        let mut flags = vec![prefix.as_str()];
+        flags.extend_from_slice(extra);
+        Proxy::start_spelled(tag, api_groups, &flags, true)
+    }
+
     /// [`Proxy::start`] with more flags (e.g. `-pipe-prefix=...` for pipe
     /// names no other test run uses).
     pub fn start_with(tag: &str, api_groups: &str, extra: &[&str]) -> Proxy {
+        Proxy::start_spelled(tag, api_groups, extra, false)
+    }
+
+    fn start_spelled(tag: &str, api_groups: &str, extra: &[&str], short: bool) -> Proxy {
         let root = std::env::temp_dir().join(format!("csi-proxy-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("kubelet")).unwrap();
+        std::fs::create_dir_all(root.join("outside")).unwrap();
+        let root = spelling::long_path(&root);
         let kubelet = root.join("kubelet");
         let outside = root.join("outside");
-        std::fs::create_dir_all(&kubelet).unwrap();
-        std::fs::create_dir_all(&outside).unwrap();
+        let kubelet_flag = if short {
+            spelling::short_path(&kubelet)
+        } else {
+            kubelet.clone()
+        };
         std::fs::write(outside.join("sentinel"), b"keep").unwrap();
         let log = root.join("stderr.log");
         let pipe_prefix = extra
@@ -60,7 +87,7 @@ impl Proxy {
             .unwrap_or(csi_proxy_client::DEFAULT_PIPE_PREFIX)
             .to_string();
         let child = Command::new(env!("CARGO_BIN_EXE_csi-proxy"))
-            .arg(format!("-kubelet-path={}", kubelet.display()))
+            .arg(format!("-kubelet-path={}", kubelet_flag.display()))
             .arg(format!("-api-groups={api_groups}"))
             .arg("-v=2")
             .args(extra)
@@ -73,6 +100,7 @@ impl Proxy {
             child,
             root,
             kubelet,
+            kubelet_flag,
             outside,
             log,
             pipe_prefix,
@@ -109,6 +137,14 @@ impl Proxy {
     pub fn snapshot(&self) -> Vec<(String, String)> {
         tree(&self.root)
     }
+}
+
+/// `-pipe-prefix=` naming pipes of this test process and `tag` only.
+fn unique_prefix(tag: &str) -> String {
+    format!(
+        r"-pipe-prefix=\\.\pipe\csi-proxy-{tag}-{}-",
+        std::process::id()
+    )
 }
 
 /// Every path under `dir` (but a `stderr.log` right in it) with its kind,

@@ -3,9 +3,17 @@
 
 use std::io;
 use std::os::windows::io::AsRawHandle;
-use windows_sys::Win32::Foundation::{CloseHandle, HANDLE};
+use windows_sys::Win32::Foundation::{
+    CloseHandle, GetLastError, ERROR_ACCESS_DENIED, ERROR_NOT_ALL_ASSIGNED, HANDLE, LUID,
+};
+use windows_sys::Win32::Security::{
+    AdjustTokenPrivileges, LookupPrivilegeValueW, LUID_AND_ATTRIBUTES, SE_PRIVILEGE_ENABLED,
+    TOKEN_ADJUST_PRIVILEGES, TOKEN_PRIVILEGES, TOKEN_QUERY,
+};
 use windows_sys::Win32::System::Pipes::GetNamedPipeServerProcessId;
-use windows_sys::Win32::System::Threading::{OpenProcess, TerminateProcess, PROCESS_TERMINATE};
+use windows_sys::Win32::System::Threading::{
+    GetCurrentProcess, OpenProcess, OpenProcessToken, TerminateProcess, PROCESS_TERMINATE,
+};
 
 /// The id of the process that serves pipe `name` (opens one connection to
 /// it and closes it again).
@@ -24,25 +32,112 @@ pub fn pipe_server_pid(name: &str) -> io::Result<u32> {
     Ok(pid)
 }
 
-/// A process handle, closed on drop.
-struct Process(HANDLE);
+/// A process or token handle, closed on drop.
+struct Handle(HANDLE);
 
-impl Drop for Process {
+impl Drop for Handle {
     fn drop(&mut self) {
-        // SAFETY: a handle OpenProcess returned, closed once.
+        // SAFETY: a handle OpenProcess or OpenProcessToken returned, closed
+        // once.
         unsafe { CloseHandle(self.0) };
     }
 }
 
-/// `TerminateProcess(pid, 1)`: the process ends at once, without running
-/// any of its shutdown code (as a crash would end it).
-pub fn kill(pid: u32) -> io::Result<()> {
+fn open_for_terminate(pid: u32) -> io::Result<Handle> {
     // SAFETY: plain call; a null result is checked.
     let h = unsafe { OpenProcess(PROCESS_TERMINATE, 0, pid) };
     if h.is_null() {
         return Err(io::Error::last_os_error());
     }
-    let p = Process(h);
+    Ok(Handle(h))
+}
+
+/// Enables SeDebugPrivilege in this process's token. An elevated
+/// administrator holds it disabled; without it, opening a LocalSystem
+/// service's process for PROCESS_TERMINATE is denied.
+pub fn enable_debug_privilege() -> io::Result<()> {
+    let mut token: HANDLE = std::ptr::null_mut();
+    // SAFETY: the pseudo handle of this process; `token` is writable.
+    if unsafe {
+        OpenProcessToken(
+            GetCurrentProcess(),
+            TOKEN_ADJUST_PRIVILEGES | TOKEN_QUERY,
+            &mut token,
+        )
+    } == 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    let token = Handle(token);
+    let name: Vec<u16> = "SeDebugPrivilege\0".encode_utf16().collect();
+    let mut luid = LUID {
+        LowPart: 0,
+        HighPart: 0,
+    };
+    // SAFETY: a NUL-terminated name (local system: null) and a writable LUID.
+    if unsafe { LookupPrivilegeValueW(std::ptr::null(), name.as_ptr(), &mut luid) } == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let privileges = TOKEN_PRIVILEGES {
+        PrivilegeCount: 1,
+        Privileges: [LUID_AND_ATTRIBUTES {
+            Luid: luid,
+            Attributes: SE_PRIVILEGE_ENABLED,
+        }],
+    };
+    // SAFETY: a token opened with TOKEN_ADJUST_PRIVILEGES, one well-formed
+    // TOKEN_PRIVILEGES; the previous state is not asked for.
+    let ok = unsafe {
+        AdjustTokenPrivileges(
+            token.0,
+            0,
+            &privileges,
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    if ok == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // It succeeds without enabling a privilege the token does not hold.
+    // SAFETY: plain call, right after the one whose outcome it reports.
+    if unsafe { GetLastError() } == ERROR_NOT_ALL_ASSIGNED {
+        return Err(io::Error::other(
+            "the token does not hold SeDebugPrivilege (not an elevated administrator?)",
+        ));
+    }
+    Ok(())
+}
+
+/// `TerminateProcess(pid, 1)`: the process ends at once, without running
+/// any of its shutdown code (as a crash would end it). A process of
+/// another account (a LocalSystem service) can be opened only with
+/// SeDebugPrivilege enabled: on access denied it is enabled and the open
+/// tried again; the error says which step failed.
+pub fn kill(pid: u32) -> io::Result<()> {
+    let p = match open_for_terminate(pid) {
+        Ok(p) => p,
+        Err(e) if e.raw_os_error() == Some(ERROR_ACCESS_DENIED as i32) => {
+            enable_debug_privilege().map_err(|pe| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "OpenProcess({pid}, PROCESS_TERMINATE): {e}; enabling SeDebugPrivilege to retry failed: {pe}"
+                    ),
+                )
+            })?;
+            open_for_terminate(pid).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "OpenProcess({pid}, PROCESS_TERMINATE) with SeDebugPrivilege enabled: {e}"
+                    ),
+                )
+            })?
+        }
+        Err(e) => return Err(e),
+    };
     // SAFETY: `p.0` is a live handle with PROCESS_TERMINATE access.
     if unsafe { TerminateProcess(p.0, 1) } == 0 {
         return Err(io::Error::last_os_error());

@@ -135,10 +135,13 @@ impl Installed {
     pub fn new(tag: &str) -> Installed {
         let pid = std::process::id();
         let root = std::env::temp_dir().join(format!("csi proxy svc {tag} {pid}"));
+        std::fs::create_dir_all(root.join("bin dir")).unwrap();
+        std::fs::create_dir_all(root.join("kubelet")).unwrap();
+        // Long: the proxy takes its root in the long form, and clients
+        // name paths by it (%TEMP% may be spelled short).
+        let root = crate::pipes::spelling::long_path(&root);
         let bin = root.join("bin dir");
         let kubelet = root.join("kubelet");
-        std::fs::create_dir_all(&bin).unwrap();
-        std::fs::create_dir_all(&kubelet).unwrap();
         let exe = bin.join("csi-proxy.exe");
         std::fs::copy(env!("CARGO_BIN_EXE_csi-proxy"), &exe).unwrap();
         Installed {
@@ -251,6 +254,7 @@ impl Throwaway {
         let pid = std::process::id();
         let root = std::env::temp_dir().join(format!("csi-proxy-system-svc-{tag}-{pid}"));
         std::fs::create_dir_all(root.join("kubelet")).unwrap();
+        let root = crate::pipes::spelling::long_path(&root);
         let exe = root.join("csi-proxy.exe");
         std::fs::copy(env!("CARGO_BIN_EXE_csi-proxy"), &exe).unwrap();
         let mut t = Throwaway {
