@@ -12,6 +12,7 @@
 
 mod devices;
 mod layout;
+mod locks;
 mod lookup;
 pub(crate) mod mountinfo;
 mod mounts;
@@ -34,7 +35,6 @@ use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use sys::Access;
 use sysfs::{BlockDisk, BlockPartition, Sysfs};
 
@@ -76,8 +76,8 @@ pub struct LinuxStorage {
     sysfs: Sysfs,
     dev_dir: PathBuf,
     fs_type: FsType,
-    /// Serialises every operation that changes the host.
-    change: Mutex<()>,
+    /// One lock per disk, held by whatever changes it or its volumes.
+    locks: locks::DiskLocks,
     /// The disks and volumes, kept current by the kernel's uevents.
     inventory: LinuxInventory,
 }
@@ -133,12 +133,8 @@ impl LinuxStorage {
             sysfs,
             dev_dir,
             fs_type,
-            change: Mutex::new(()),
+            locks: locks::DiskLocks::default(),
         }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.change.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The device node of `name`, created from sysfs if missing.
@@ -434,7 +430,7 @@ impl StorageBackend for LinuxStorage {
     }
 
     fn set_disk_online(&self, disk: u32, online: bool) -> Result<()> {
-        let _g = self.lock();
+        let _g = self.lock_disk(disk)?;
         let d = self.disk(disk)?;
         if d.read_only != online {
             return Ok(());
@@ -483,8 +479,8 @@ impl StorageBackend for LinuxStorage {
         self.partition(disk, crate::storage::PartitionStep::Partition)
     }
 
+    /// Each disk is held while it is rescanned, one after the other.
     fn rescan(&self) -> Result<()> {
-        let _g = self.lock();
         for entry in self.sysfs.class_entries("scsi_host") {
             if let Err(e) = std::fs::write(entry.join("scan"), "- - -") {
                 tracing::warn!(host = %entry.display(), error = %e, "SCSI host scan failed");
@@ -498,6 +494,7 @@ impl StorageBackend for LinuxStorage {
             .disks()
             .map_err(|e| Error::io("read", "/sys/block", e))?;
         for d in disks {
+            let _g = self.lock_dev((d.major, d.minor));
             let res = if d.name.starts_with("loop") {
                 self.open_disk(&d, Access::Read).and_then(|(p, fd)| {
                     sys::loop_set_capacity(&fd)
