@@ -367,3 +367,78 @@ async fn identical_calls_join_others_are_aborted_and_a_late_retry_collects() {
     // Five FormatVolume calls reached the host; two mkfs ran.
     assert_eq!(tools_run(&mut proxy), 2, "{}", proxy.log());
 }
+
+/// Whether any `mkfs.*` process has `dev` (e.g. `/dev/loop3p1`) on its
+/// command line.
+fn mkfs_on(dev: &str) -> bool {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .any(|c| {
+            let args: Vec<&[u8]> = c.split(|&b| b == 0).collect();
+            args.first()
+                .is_some_and(|a| a.windows(4).any(|w| w == b"mkfs"))
+                && args.iter().any(|a| *a == dev.as_bytes())
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_format_holds_nothing_after_restart() {
+    if !can_run() || !can_throttle() {
+        return;
+    }
+    let mut proxy = Proxy::start(&[]);
+    let slow = LoopDisk::new(proxy.root.path(), 128 * MIB);
+    let vol = partitioned(&proxy, slow.number).await;
+    let throttle = Throttle::of(&slow);
+    let server = proxy.child.as_ref().unwrap().id();
+    let c = proxy.client();
+    let mut v = c.connect_volume_v2alpha1().await.unwrap();
+    let format = {
+        let id = vol.clone();
+        tokio::spawn(async move {
+            v.format_volume(vl::FormatVolumeRequest { volume_id: id })
+                .await
+                .map(drop)
+        })
+    };
+    wait_for("the format's mkfs starts", 20, || {
+        server_mkfs_running(server)
+    });
+    let part = format!("{}p1", slow.dev);
+    assert!(mkfs_on(&part), "mkfs on {part}");
+    // Killed inside the format: the caller sees the connection go.
+    proxy.kill_and_restart(&[]);
+    assert!(format.await.unwrap().is_err());
+    // The orphaned mkfs still holds the device exclusively: the new server
+    // refuses to format under it, and nothing of the old server's
+    // operation (its lock, its registration) is left to wait for.
+    let c = proxy.client();
+    let mut v = c.connect_volume_v2alpha1().await.unwrap();
+    eprintln!("orphaned mkfs running after the kill: {}", mkfs_on(&part));
+    if mkfs_on(&part) {
+        let e = v
+            .format_volume(vl::FormatVolumeRequest {
+                volume_id: vol.clone(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    }
+    drop(throttle);
+    wait_for("the orphaned mkfs ends", 120, || !mkfs_on(&part));
+    v.format_volume(vl::FormatVolumeRequest {
+        volume_id: vol.clone(),
+    })
+    .await
+    .unwrap();
+    let target = proxy.kubelet.join("pods/k/mnt");
+    v.mount_volume(vl::MountVolumeRequest {
+        volume_id: vol.clone(),
+        target_path: target.display().to_string(),
+    })
+    .await
+    .unwrap();
+    assert!(is_mount_point(&target));
+}
