@@ -43,6 +43,12 @@ impl DiskLocks {
         DiskGuard { locks: self, key }
     }
 
+    /// Holds `key` if nobody does.
+    pub(super) fn try_lock(&self, key: DiskKey) -> Option<DiskGuard<'_>> {
+        let mut held = self.set();
+        held.insert(key).then_some(DiskGuard { locks: self, key })
+    }
+
     /// How many disks are held now (tests).
     #[cfg(test)]
     fn held(&self) -> usize {
@@ -93,6 +99,11 @@ impl LinuxStorage {
     pub(super) fn lock_dev(&self, key: DiskKey) -> DiskGuard<'_> {
         self.locks.lock(key)
     }
+
+    /// Holds the disk `major:minor` if nobody does.
+    pub(super) fn try_lock_dev(&self, key: DiskKey) -> Option<DiskGuard<'_>> {
+        self.locks.try_lock(key)
+    }
 }
 
 #[cfg(test)]
@@ -109,6 +120,8 @@ mod tests {
             let g = locks.lock((7, 0));
             // Another disk is not held up.
             drop(locks.lock((7, 1)));
+            assert!(locks.try_lock((7, 0)).is_none());
+            assert!(locks.try_lock((7, 2)).is_some());
             let t = s.spawn(|| {
                 let _g = locks.lock((7, 0));
                 second_in.store(true, Ordering::SeqCst);

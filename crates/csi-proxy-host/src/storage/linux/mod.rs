@@ -16,6 +16,7 @@ mod locks;
 mod lookup;
 pub(crate) mod mountinfo;
 mod mounts;
+mod rescan;
 mod scan;
 mod sys;
 mod sysfs;
@@ -479,46 +480,8 @@ impl StorageBackend for LinuxStorage {
         self.partition(disk, crate::storage::PartitionStep::Partition)
     }
 
-    /// Each disk is held while it is rescanned, one after the other.
     fn rescan(&self) -> Result<()> {
-        for entry in self.sysfs.class_entries("scsi_host") {
-            if let Err(e) = std::fs::write(entry.join("scan"), "- - -") {
-                tracing::warn!(host = %entry.display(), error = %e, "SCSI host scan failed");
-            }
-        }
-        for entry in self.sysfs.class_entries("nvme") {
-            let _ = std::fs::write(entry.join("rescan_controller"), "1");
-        }
-        let disks = self
-            .sysfs
-            .disks()
-            .map_err(|e| Error::io("read", "/sys/block", e))?;
-        for d in disks {
-            let _g = self.lock_dev((d.major, d.minor));
-            let res = if d.name.starts_with("loop") {
-                self.open_disk(&d, Access::Read).and_then(|(p, fd)| {
-                    sys::loop_set_capacity(&fd)
-                        .map_err(|e| from_io("LOOP_SET_CAPACITY", &p.display().to_string(), e))?;
-                    if d.partscan {
-                        self.sync_partitions(&d, &fd)?;
-                    }
-                    Ok(())
-                })
-            } else {
-                let rescan = self.sysfs.disk_dir(&d.name).join("device/rescan");
-                match std::fs::write(&rescan, "1") {
-                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                        Err(Error::io("write", rescan.display().to_string(), e))
-                    }
-                    _ => Ok(()),
-                }
-            };
-            if let Err(e) = res {
-                tracing::warn!(disk = d.name, error = %e, "rescan of disk failed");
-            }
-        }
-        self.inventory.invalidate();
-        Ok(())
+        self.rescan_all()
     }
 
     fn volumes_on_disk(&self, disk: u32, partition: Option<u32>) -> Result<Vec<VolumeId>> {
