@@ -13,10 +13,10 @@
 //!   know as "operation in progress": they retry later).
 //! * The caller's deadline ([`crate::deadline`]) bounds a joiner's wait:
 //!   it answers [`Error::DeadlineExceeded`] while the operation goes on. An
-//!   operation that finishes after its own caller's deadline keeps its
-//!   result for [`KEEP`]: the first identical call collects it instead of
-//!   running the operation (and its tools) a second time; any other call
-//!   on the target discards it.
+//!   operation that finishes after the deadline of its caller, or of a
+//!   caller that joined it, keeps its result for [`KEEP`]: the first
+//!   identical call collects it instead of running the operation (and its
+//!   tools) a second time; any other call on the target discards it.
 //!
 //! Read-only calls are not registered and never wait. Operations on
 //! different targets run at the same time; what a backend shares between
@@ -146,8 +146,10 @@ struct Entry {
     op: Operation,
     started: Instant,
     cell: Arc<Cell>,
-    /// Set when the run finished and nobody received its result: when.
+    /// Set when the run finished and a caller missed its result: when.
     kept_since: Option<Instant>,
+    /// A caller that joined the run gave up at its deadline.
+    gave_up: bool,
 }
 
 #[derive(Default)]
@@ -286,9 +288,16 @@ impl Operations {
                         self.table().remove_run(&target, id);
                         r
                     }
-                    None => Err(Error::DeadlineExceeded(format!(
+                    None => {
+                        if let Some(e) = self.table().entries.get_mut(&target) {
+                            if e.id == id {
+                                e.gave_up = true;
+                            }
+                        }
+                        Err(Error::DeadlineExceeded(format!(
                         "{op} on {target} did not finish within the deadline; it goes on, and a retry joins it or receives its result"
-                    ))),
+                    )))
+                    }
                 }
             }
             Step::Run(id, cell) => {
@@ -318,6 +327,7 @@ impl Operations {
                 started: now,
                 cell: cell.clone(),
                 kept_since: None,
+                gave_up: false,
             },
         );
         Step::Run(id, cell)
@@ -339,10 +349,11 @@ impl RunGuard<'_> {
         let this = std::mem::ManuallyDrop::new(self);
         let mut t = this.ops.table();
         this.cell.finish(r);
-        if deadline::passed() {
-            if let Some(e) = t.entries.get_mut(this.target).filter(|e| e.id == this.id) {
+        let passed = deadline::passed();
+        if let Some(e) = t.entries.get_mut(this.target).filter(|e| e.id == this.id) {
+            if passed || e.gave_up {
                 e.kept_since = Some(Instant::now());
-                tracing::info!(target = %this.target, op = %e.op, "finished after its caller's deadline; the result is kept for a retry");
+                tracing::info!(target = %this.target, op = %e.op, "finished after a caller's deadline; the result is kept for a retry");
                 return;
             }
         }

@@ -293,3 +293,33 @@ fn operations_are_shown_with_their_arguments() {
     assert_eq!(Target::Disk(3).to_string(), "disk 3");
     assert_eq!(Target::Host.to_string(), "the host");
 }
+
+#[test]
+fn a_result_a_joiner_missed_is_kept_for_its_retry() {
+    let ops = Operations::new();
+    let runs = AtomicU32::new(0);
+    let (started_tx, started) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel();
+    thread::scope(|s| {
+        let owner = s.spawn(|| {
+            ops.run(
+                vol(8),
+                Operation::new("FormatVolume"),
+                gated(started_tx, release_rx, &runs),
+            )
+        });
+        started.recv().unwrap();
+        let e = deadline::run(Some(Instant::now() + Duration::from_millis(20)), || {
+            ops.run(vol(8), Operation::new("FormatVolume"), never_runs)
+        })
+        .unwrap_err();
+        assert!(matches!(e, Error::DeadlineExceeded(_)), "{e:?}");
+        release.send(Ok(())).unwrap();
+        owner.join().unwrap().unwrap();
+    });
+    // The owner received its result; the joiner's retry gets it too.
+    ops.run(vol(8), Operation::new("FormatVolume"), never_runs)
+        .unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(ops.counters().collected, 1);
+}
