@@ -379,7 +379,7 @@ fn mkfs_on(dev: &str) -> bool {
             let args: Vec<&[u8]> = c.split(|&b| b == 0).collect();
             args.first()
                 .is_some_and(|a| a.windows(4).any(|w| w == b"mkfs"))
-                && args.iter().any(|a| *a == dev.as_bytes())
+                && args.contains(&dev.as_bytes())
         })
 }
 
