@@ -30,6 +30,14 @@ pub enum Error {
     /// The operation is not available (no backend on this OS, or not yet built).
     #[error("{0}")]
     Unimplemented(String),
+    /// Another operation on the same disk or volume is in progress (the
+    /// CSI convention for "operation in progress": retry later).
+    #[error("{0}")]
+    Aborted(String),
+    /// The caller's deadline passed before its operation finished (the
+    /// operation itself goes on; a retry joins it or finds it done).
+    #[error("{0}")]
+    DeadlineExceeded(String),
     /// An unexpected failure of the host.
     #[error("{0}")]
     Internal(String),
@@ -41,6 +49,33 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+}
+
+/// A copy of the same kind and message, for an answer shared by several
+/// callers (one operation joined by identical calls). An I/O error keeps
+/// its OS error code, or else its kind and text.
+impl Clone for Error {
+    fn clone(&self) -> Self {
+        match self {
+            Error::InvalidArgument(m) => Error::InvalidArgument(m.clone()),
+            Error::PermissionDenied(m) => Error::PermissionDenied(m.clone()),
+            Error::NotFound(m) => Error::NotFound(m.clone()),
+            Error::AlreadyExists(m) => Error::AlreadyExists(m.clone()),
+            Error::FailedPrecondition(m) => Error::FailedPrecondition(m.clone()),
+            Error::Unimplemented(m) => Error::Unimplemented(m.clone()),
+            Error::Aborted(m) => Error::Aborted(m.clone()),
+            Error::DeadlineExceeded(m) => Error::DeadlineExceeded(m.clone()),
+            Error::Internal(m) => Error::Internal(m.clone()),
+            Error::Io { op, path, source } => Error::Io {
+                op,
+                path: path.clone(),
+                source: match source.raw_os_error() {
+                    Some(code) => io::Error::from_raw_os_error(code),
+                    None => io::Error::new(source.kind(), source.to_string()),
+                },
+            },
+        }
+    }
 }
 
 impl Error {
@@ -58,5 +93,26 @@ impl Error {
         Error::Unimplemented(format!(
             "{group} API: {method} is not implemented by this csi-proxy host backend yet"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clone_keeps_kind_message_and_os_code() {
+        let e = Error::io("open", "/dev/x", io::Error::from_raw_os_error(16));
+        let c = e.clone();
+        assert_eq!(c.to_string(), e.to_string());
+        assert!(
+            matches!(&c, Error::Io { op: "open", path, source } if path == "/dev/x" && source.raw_os_error() == Some(16))
+        );
+        let e = Error::io("read", "x", io::Error::new(io::ErrorKind::TimedOut, "slow"));
+        let c = e.clone();
+        assert_eq!(c.to_string(), e.to_string());
+        assert!(matches!(&c, Error::Io { source, .. } if source.kind() == io::ErrorKind::TimedOut));
+        let c = Error::Aborted("busy".into()).clone();
+        assert!(matches!(c, Error::Aborted(m) if m == "busy"));
     }
 }

@@ -6,6 +6,7 @@
 //! top of it; programs may also use it in-process (KEP-3636 library mode).
 
 pub mod confined;
+pub mod deadline;
 pub mod disk;
 pub mod error;
 pub mod filesystem;

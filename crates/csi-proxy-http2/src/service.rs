@@ -4,7 +4,8 @@
 //! for the blocking pool. The HTTP/2 layer knows nothing of protobuf or of
 //! the API; the service knows nothing of frames, streams or windows.
 
-use std::time::Duration;
+use std::cell::Cell;
+use std::time::{Duration, Instant};
 pub use tonic::Code;
 
 /// The result of one call: a status and, when the status is OK, the encoded
@@ -42,6 +43,30 @@ impl From<tonic::Status> for Reply {
 
 /// A job for the blocking pool.
 pub type Job = Box<dyn FnOnce() -> Reply + Send + 'static>;
+
+thread_local! {
+    static JOB_DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Runs `job` with `deadline` (the call's `grpc-timeout` from its start)
+/// as what [`job_deadline`] answers inside it.
+pub fn run_job(deadline: Option<Instant>, job: Job) -> Reply {
+    struct Reset(Option<Instant>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            JOB_DEADLINE.with(|d| d.set(self.0));
+        }
+    }
+    let _reset = Reset(JOB_DEADLINE.with(|d| d.replace(deadline)));
+    job()
+}
+
+/// Inside a blocking job, the deadline of its call (when the client sent
+/// `grpc-timeout`): past it the call has been answered DEADLINE_EXCEEDED
+/// and the job's reply goes nowhere.
+pub fn job_deadline() -> Option<Instant> {
+    JOB_DEADLINE.with(Cell::get)
+}
 
 /// What a service gives back for one call.
 pub enum Outcome {

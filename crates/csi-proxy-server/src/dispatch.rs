@@ -274,8 +274,11 @@ impl<A: ?Sized, AReq, AResp> Answer<A, AReq, AResp> {
         Resp: prost::Message,
         AResp: Wire<Resp>,
     {
-        // Outside an inline attempt nothing answers "would block".
-        self.give::<Resp>(req, areq, timer)
+        // The call's deadline bounds waits for another caller's operation
+        // (`csi_proxy_host::storage::ops`). Outside an inline attempt
+        // nothing answers "would block".
+        let deadline = csi_proxy_http2::service::job_deadline();
+        csi_proxy_host::deadline::run(deadline, || self.give::<Resp>(req, areq, timer))
             .unwrap_or_else(|| Reply::error(Code::Internal, "blocked outside an inline attempt"))
     }
 }

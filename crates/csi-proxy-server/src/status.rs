@@ -63,6 +63,8 @@ pub fn from_host(err: Error) -> Status {
         Error::AlreadyExists(_) => Code::AlreadyExists,
         Error::FailedPrecondition(_) => Code::FailedPrecondition,
         Error::Unimplemented(_) => Code::Unimplemented,
+        Error::Aborted(_) => Code::Aborted,
+        Error::DeadlineExceeded(_) => Code::DeadlineExceeded,
         Error::Internal(_) => Code::Internal,
         Error::Io { source, .. } if out_of_descriptors(source) => Code::ResourceExhausted,
         Error::Io { source, .. } => io_code(source.kind()),
@@ -87,6 +89,8 @@ mod tests {
                 Code::FailedPrecondition,
             ),
             (Error::Unimplemented("x".into()), Code::Unimplemented),
+            (Error::Aborted("x".into()), Code::Aborted),
+            (Error::DeadlineExceeded("x".into()), Code::DeadlineExceeded),
             (Error::Internal("x".into()), Code::Internal),
             (
                 Error::io("rmdir", "/a", io::Error::from(ErrorKind::NotFound)),

@@ -6,7 +6,10 @@
 //! checked by the [`PathPolicy`] and located below their root for the
 //! confined filesystem ([`Confined`]; never an allowed root itself), sizes
 //! must not be negative. Existence (an unknown disk number or volume)
-//! is the backend's answer: [`Error::NotFound`].
+//! is the backend's answer: [`Error::NotFound`]. Every call that changes
+//! the host then runs as the one operation of its disk or volume
+//! ([`ops`]): an identical call joins it, a different one is
+//! [`Error::Aborted`].
 //!
 //! Backends implement [`StorageBackend`] over already-validated values:
 //! `linux` (sysfs, block-device ioctls, our own GPT code, `mkfs`/`resize2fs`
@@ -19,6 +22,7 @@ pub mod fake;
 pub mod inventory;
 #[cfg(target_os = "linux")]
 pub mod linux;
+pub mod ops;
 pub mod parse;
 #[cfg(windows)]
 pub mod windows;
@@ -30,6 +34,7 @@ use crate::disk::{self, DiskApi, DiskIds, DiskLocation};
 use crate::path::PathPolicy;
 use crate::volume::{self, VolumeApi};
 use crate::{Error, Result};
+use ops::{Operation, Operations, Target};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -187,6 +192,7 @@ pub trait StorageBackend: Send + Sync {
 pub struct Storage<B> {
     fs: Arc<Confined>,
     backend: B,
+    ops: Operations,
 }
 
 impl<B: StorageBackend> Storage<B> {
@@ -199,12 +205,31 @@ impl<B: StorageBackend> Storage<B> {
     /// Storage sharing a confined filesystem (and its root handles) with
     /// the other groups.
     pub fn with_confined(fs: Arc<Confined>, backend: B) -> Self {
-        Storage { fs, backend }
+        Storage {
+            fs,
+            backend,
+            ops: Operations::new(),
+        }
     }
 
     /// The backend.
     pub fn backend(&self) -> &B {
         &self.backend
+    }
+
+    /// The operations running on disks and volumes.
+    pub fn operations(&self) -> &Operations {
+        &self.ops
+    }
+
+    /// Runs `f` as the one operation `op` of disk `n`.
+    fn on_disk(&self, n: u32, op: Operation, f: impl FnOnce() -> Result<()>) -> Result<()> {
+        self.ops.run(Target::Disk(n), op, f)
+    }
+
+    /// Runs `f` as the one operation `op` of volume `v`.
+    fn on_volume(&self, v: &VolumeId, op: Operation, f: impl FnOnce() -> Result<()>) -> Result<()> {
+        self.ops.run(Target::Volume(v.clone()), op, f)
     }
 
     /// A target path for a mount or unmount: inside the roots, never a root
@@ -267,7 +292,10 @@ impl<B: StorageBackend> DiskApi for Storage<B> {
         &self,
         req: disk::PartitionDiskRequest,
     ) -> Result<disk::PartitionDiskResponse> {
-        self.backend.partition_disk(req.disk_number)?;
+        let n = req.disk_number;
+        self.on_disk(n, Operation::new("PartitionDisk"), || {
+            self.backend.partition_disk(n)
+        })?;
         Ok(disk::PartitionDiskResponse {})
     }
     fn is_disk_initialized(
@@ -282,7 +310,10 @@ impl<B: StorageBackend> DiskApi for Storage<B> {
         &self,
         req: disk::InitializeDiskRequest,
     ) -> Result<disk::InitializeDiskResponse> {
-        self.backend.initialize_disk(req.disk_number)?;
+        let n = req.disk_number;
+        self.on_disk(n, Operation::new("InitializeDisk"), || {
+            self.backend.initialize_disk(n)
+        })?;
         Ok(disk::InitializeDiskResponse {})
     }
     fn basic_partitions_exist(
@@ -297,11 +328,16 @@ impl<B: StorageBackend> DiskApi for Storage<B> {
         &self,
         req: disk::CreateBasicPartitionRequest,
     ) -> Result<disk::CreateBasicPartitionResponse> {
-        self.backend.create_basic_partition(req.disk_number)?;
+        let n = req.disk_number;
+        self.on_disk(n, Operation::new("CreateBasicPartition"), || {
+            self.backend.create_basic_partition(n)
+        })?;
         Ok(disk::CreateBasicPartitionResponse {})
     }
     fn rescan(&self, _: disk::RescanRequest) -> Result<disk::RescanResponse> {
-        self.backend.rescan()?;
+        self.ops.run(Target::Host, Operation::new("Rescan"), || {
+            self.backend.rescan()
+        })?;
         Ok(disk::RescanResponse {})
     }
     fn list_disk_ids(&self, _: disk::ListDiskIdsRequest) -> Result<disk::ListDiskIdsResponse> {
@@ -315,8 +351,9 @@ impl<B: StorageBackend> DiskApi for Storage<B> {
         })
     }
     fn set_disk_state(&self, req: disk::SetDiskStateRequest) -> Result<disk::SetDiskStateResponse> {
-        self.backend
-            .set_disk_online(req.disk_number, req.is_online)?;
+        let (n, online) = (req.disk_number, req.is_online);
+        let op = Operation::with_args("SetDiskState", format!("online {online}"));
+        self.on_disk(n, op, || self.backend.set_disk_online(n, online))?;
         Ok(disk::SetDiskStateResponse {})
     }
     fn get_disk_state(&self, req: disk::GetDiskStateRequest) -> Result<disk::GetDiskStateResponse> {
@@ -359,7 +396,8 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
     fn mount_volume(&self, req: volume::MountVolumeRequest) -> Result<volume::MountVolumeResponse> {
         let v = volume_id(&req.volume_id)?;
         let target = self.mount_target(&req.target_path)?;
-        self.backend.mount(&v, &self.fs, &target)?;
+        let op = Operation::with_args("MountVolume", format!("target {}", target.shown()));
+        self.on_volume(&v, op, || self.backend.mount(&v, &self.fs, &target))?;
         Ok(volume::MountVolumeResponse {})
     }
     fn unmount_volume(
@@ -368,7 +406,8 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
     ) -> Result<volume::UnmountVolumeResponse> {
         let v = volume_id(&req.volume_id)?;
         let target = self.mount_target(&req.target_path)?;
-        self.backend.unmount(&v, &self.fs, &target)?;
+        let op = Operation::with_args("UnmountVolume", format!("target {}", target.shown()));
+        self.on_volume(&v, op, || self.backend.unmount(&v, &self.fs, &target))?;
         Ok(volume::UnmountVolumeResponse {})
     }
     fn is_volume_formatted(
@@ -385,7 +424,9 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
         req: volume::FormatVolumeRequest,
     ) -> Result<volume::FormatVolumeResponse> {
         let v = volume_id(&req.volume_id)?;
-        self.backend.format(&v)?;
+        self.on_volume(&v, Operation::new("FormatVolume"), || {
+            self.backend.format(&v)
+        })?;
         Ok(volume::FormatVolumeResponse {})
     }
     fn resize_volume(
@@ -402,7 +443,14 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
             }
             n => ResizeTarget::Bytes(n as u64),
         };
-        self.backend.resize(&v, target)?;
+        let op = Operation::with_args(
+            "ResizeVolume",
+            match target {
+                ResizeTarget::Maximum => "size maximum".to_string(),
+                ResizeTarget::Bytes(n) => format!("size {n}"),
+            },
+        );
+        self.on_volume(&v, op, || self.backend.resize(&v, target))?;
         Ok(volume::ResizeVolumeResponse {})
     }
     fn get_volume_stats(

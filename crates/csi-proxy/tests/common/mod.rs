@@ -199,6 +199,18 @@ impl Proxy {
         }
     }
 
+    /// SIGKILL (no shutdown code runs, as in a crash), then the same
+    /// binary started again on the same directories.
+    pub fn kill_and_restart(&mut self, extra: &[&str]) {
+        let mut child = self.child.take().expect("running");
+        let _ = child.kill();
+        let _ = child.wait();
+        // The sockets of the killed process stay behind; the new one
+        // replaces them.
+        self.spawn(extra, |_| {});
+        self.wait_ready(extra);
+    }
+
     /// A full listing of the temp tree (paths, kinds, link targets, file
     /// contents), to prove that rejected requests changed nothing.
     pub fn snapshot(&self) -> BTreeMap<String, String> {

@@ -39,7 +39,6 @@ fn layout_of(table: &gpt::Table) -> DiskLayout {
 impl LinuxStorage {
     /// Whether `disk` has a partition table and a data partition.
     pub(super) fn layout(&self, disk: u32) -> Result<DiskLayout> {
-        let _g = self.lock();
         let d = self.disk(disk)?;
         let (_, fd) = self.open_disk(&d, Access::Read)?;
         Ok(layout_of(&self.table(&d, &fd)?.table))
@@ -83,7 +82,7 @@ impl LinuxStorage {
 
     /// `step` of partitioning `disk`.
     pub(super) fn partition(&self, disk: u32, step: Step) -> Result<()> {
-        let _g = self.lock();
+        let _g = self.lock_disk(disk)?;
         let mut d = self.disk(disk)?;
         if d.read_only {
             return Err(Error::FailedPrecondition(format!("disk {disk} is offline")));
@@ -167,7 +166,7 @@ impl LinuxStorage {
     }
 
     pub(super) fn format_volume(&self, volume: &VolumeId) -> Result<()> {
-        let _g = self.lock();
+        let _g = self.lock_volume(volume)?;
         let f = self.find(volume)?;
         ensure_online(&f, volume)?;
         self.refuse_if_in_use(
@@ -195,7 +194,7 @@ impl LinuxStorage {
     }
 
     pub(super) fn resize_volume(&self, volume: &VolumeId, target: ResizeTarget) -> Result<()> {
-        let _g = self.lock();
+        let _g = self.lock_volume(volume)?;
         let f = self.find(volume)?;
         ensure_online(&f, volume)?;
         let (disk_path, fd) = self.open_disk(&f.disk, Access::Write)?;

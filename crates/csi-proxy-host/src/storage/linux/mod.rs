@@ -12,9 +12,11 @@
 
 mod devices;
 mod layout;
+mod locks;
 mod lookup;
 pub(crate) mod mountinfo;
 mod mounts;
+mod rescan;
 mod scan;
 mod sys;
 mod sysfs;
@@ -36,7 +38,6 @@ use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use sys::Access;
 use sysfs::{BlockDisk, BlockPartition, Sysfs};
 
@@ -80,8 +81,8 @@ pub struct LinuxStorage {
     fs_type: FsType,
     /// What PartitionDisk and FormatVolume may write over.
     overwrite: Overwrite,
-    /// Serialises every operation that changes the host.
-    change: Mutex<()>,
+    /// One lock per disk, held by whatever changes it or its volumes.
+    locks: locks::DiskLocks,
     /// The disks and volumes, kept current by the kernel's uevents.
     inventory: LinuxInventory,
 }
@@ -138,7 +139,7 @@ impl LinuxStorage {
             dev_dir,
             fs_type,
             overwrite: Overwrite::default(),
-            change: Mutex::new(()),
+            locks: locks::DiskLocks::default(),
         }
     }
 
@@ -148,10 +149,6 @@ impl LinuxStorage {
     pub fn with_overwrite(mut self, overwrite: Overwrite) -> Self {
         self.overwrite = overwrite;
         self
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.change.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The device node of `name`, created from sysfs if missing.
@@ -489,7 +486,7 @@ impl StorageBackend for LinuxStorage {
     }
 
     fn set_disk_online(&self, disk: u32, online: bool) -> Result<()> {
-        let _g = self.lock();
+        let _g = self.lock_disk(disk)?;
         let d = self.disk(disk)?;
         if d.read_only != online {
             return Ok(());
@@ -539,44 +536,7 @@ impl StorageBackend for LinuxStorage {
     }
 
     fn rescan(&self) -> Result<()> {
-        let _g = self.lock();
-        for entry in self.sysfs.class_entries("scsi_host") {
-            if let Err(e) = std::fs::write(entry.join("scan"), "- - -") {
-                tracing::warn!(host = %entry.display(), error = %e, "SCSI host scan failed");
-            }
-        }
-        for entry in self.sysfs.class_entries("nvme") {
-            let _ = std::fs::write(entry.join("rescan_controller"), "1");
-        }
-        let disks = self
-            .sysfs
-            .disks()
-            .map_err(|e| Error::io("read", "/sys/block", e))?;
-        for d in disks {
-            let res = if d.name.starts_with("loop") {
-                self.open_disk(&d, Access::Read).and_then(|(p, fd)| {
-                    sys::loop_set_capacity(&fd)
-                        .map_err(|e| from_io("LOOP_SET_CAPACITY", &p.display().to_string(), e))?;
-                    if d.partscan {
-                        self.sync_partitions(&d, &fd)?;
-                    }
-                    Ok(())
-                })
-            } else {
-                let rescan = self.sysfs.disk_dir(&d.name).join("device/rescan");
-                match std::fs::write(&rescan, "1") {
-                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                        Err(Error::io("write", rescan.display().to_string(), e))
-                    }
-                    _ => Ok(()),
-                }
-            };
-            if let Err(e) = res {
-                tracing::warn!(disk = d.name, error = %e, "rescan of disk failed");
-            }
-        }
-        self.inventory.invalidate();
-        Ok(())
+        self.rescan_all()
     }
 
     fn volumes_on_disk(&self, disk: u32, partition: Option<u32>) -> Result<Vec<VolumeId>> {

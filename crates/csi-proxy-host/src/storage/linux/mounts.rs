@@ -17,7 +17,7 @@ impl LinuxStorage {
         fs: &Confined,
         target: &Located,
     ) -> Result<()> {
-        let _g = self.lock();
+        let _g = self.lock_volume(volume)?;
         let f = self.find(volume)?;
         ensure_online(&f, volume)?;
         let c = self.content(&f.part)?;
@@ -84,7 +84,7 @@ impl LinuxStorage {
         fs: &Confined,
         target: &Located,
     ) -> Result<()> {
-        let _g = self.lock();
+        let _g = self.lock_volume(volume)?;
         let f = self.find(volume)?;
         // Identify the mount by the directory reached beneath the root; the
         // parent is held open and the unmount names the last component

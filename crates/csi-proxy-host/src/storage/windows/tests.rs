@@ -276,6 +276,58 @@ fn wmi_worker_queries_cimv2_and_the_storage_namespace() {
 }
 
 #[test]
+fn a_long_wmi_call_does_not_hold_up_the_next_one() {
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+    let w = std::sync::Arc::new(WmiWorker::new(CIMV2_NAMESPACE).with_max_threads(2));
+    let (release, wait) = mpsc::channel::<()>();
+    let (started_tx, started) = mpsc::channel::<()>();
+    let long = {
+        let w = w.clone();
+        std::thread::spawn(move || {
+            w.call(move |_| {
+                started_tx.send(()).unwrap();
+                wait.recv_timeout(Duration::from_secs(30)).unwrap();
+                Ok(())
+            })
+        })
+    };
+    started.recv().unwrap();
+    // The first thread is busy: a second one answers, with its own COM.
+    let t = Instant::now();
+    let rows = w
+        .call(|wmi| {
+            Ok(wmi
+                .query("SELECT Caption FROM Win32_OperatingSystem")?
+                .len())
+        })
+        .unwrap();
+    assert_eq!(rows, 1);
+    assert!(t.elapsed() < Duration::from_secs(20));
+    assert_eq!(w.threads(), 2);
+    release.send(()).unwrap();
+    long.join().unwrap().unwrap();
+    // At most two: a third call while both are busy waits for one.
+    let (release2, wait2) = mpsc::channel::<()>();
+    let (started2_tx, started2) = mpsc::channel::<()>();
+    let busy = {
+        let w = w.clone();
+        std::thread::spawn(move || {
+            w.call(move |_| {
+                started2_tx.send(()).unwrap();
+                wait2.recv().unwrap();
+                Ok(())
+            })
+        })
+    };
+    started2.recv().unwrap();
+    w.call(|_| Ok(())).unwrap();
+    assert_eq!(w.threads(), 2);
+    release2.send(()).unwrap();
+    busy.join().unwrap().unwrap();
+}
+
+#[test]
 fn storage_wmi_operations_answer_without_msft_classes() {
     let s = WindowsStorage::new();
     // Wine: the namespace is empty, so no disk has a location.

@@ -1,13 +1,16 @@
-//! WMI on one dedicated COM worker thread.
+//! WMI on a small pool of COM worker threads.
 //!
 //! COM objects belong to the thread (apartment) that made them, and a WMI
-//! connection costs tens of milliseconds, so all WMI work runs on one OS
-//! thread that initialises COM (multi-threaded apartment) once, keeps one
-//! warm `IWbemServices` per namespace and takes jobs over a channel:
-//! [`WmiWorker::call`] sends a closure `FnOnce(&Wmi) -> Result<T>` and blocks
-//! until its answer comes back. The thread starts with the first call (a
-//! host that never needs WMI never starts COM) and ends when the worker is
-//! dropped.
+//! connection costs tens of milliseconds, so WMI work runs on dedicated OS
+//! threads, each of which initialises COM (multi-threaded apartment) once
+//! and keeps its own warm `IWbemServices` per namespace. They take jobs
+//! from one queue: [`WmiWorker::call`] sends a closure
+//! `FnOnce(&Wmi) -> Result<T>` and blocks until its answer comes back. The
+//! first thread starts with the first call (a host that never needs WMI
+//! never starts COM); another starts when a call finds every thread busy,
+//! up to the pool's size, so one long call (a format of a large disk) does
+//! not hold up the calls for other disks. A thread beyond the first ends
+//! after [`IDLE_EXIT`] without work; all end when the worker is dropped.
 //!
 //! Query text comes from `wmi_schema::queries`, built from the checked
 //! names of `wmi_schema::names`; values only ever enter through
@@ -16,8 +19,9 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{mpsc, Mutex, Once};
-use std::time::Instant;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex, Once};
+use std::time::{Duration, Instant};
 
 use windows::core::{BSTR, HRESULT, PCWSTR};
 use windows::Win32::System::Com::{
@@ -50,24 +54,53 @@ const BROKEN_CONNECTION: [u32; 4] = [0x8007_06BA, 0x8007_06BE, 0x8001_0108, 0x80
 
 type Job = Box<dyn FnOnce(&Wmi) + Send + 'static>;
 
-/// The handle to the COM worker thread. Cheap to create: the thread (and
-/// COM) starts with the first [`call`](Self::call).
+/// How many WMI threads a worker runs at most, unless told otherwise.
+pub const DEFAULT_THREADS: usize = 8;
+
+/// A thread beyond the first ends after this long without a job.
+pub const IDLE_EXIT: Duration = Duration::from_secs(60);
+
+/// What the worker's threads share: the job queue and how many threads run
+/// and wait.
+struct Shared {
+    jobs: Mutex<mpsc::Receiver<Job>>,
+    threads: AtomicUsize,
+    idle: AtomicUsize,
+}
+
+struct Pool {
+    sender: mpsc::Sender<Job>,
+    shared: Arc<Shared>,
+}
+
+/// The handle to the COM worker threads. Cheap to create: the first thread
+/// (and COM) starts with the first [`call`](Self::call).
 pub struct WmiWorker {
     namespace: String,
-    sender: Mutex<Option<mpsc::Sender<Job>>>,
+    max_threads: usize,
+    pool: Mutex<Option<Pool>>,
 }
 
 impl WmiWorker {
     /// A worker whose [`Wmi::query`] and [`Wmi::exec_method`] use
-    /// `namespace` (e.g. [`STORAGE_NAMESPACE`]).
+    /// `namespace` (e.g. [`STORAGE_NAMESPACE`]), with at most
+    /// [`DEFAULT_THREADS`] threads.
     pub fn new(namespace: impl Into<String>) -> WmiWorker {
         WmiWorker {
             namespace: namespace.into(),
-            sender: Mutex::new(None),
+            max_threads: DEFAULT_THREADS,
+            pool: Mutex::new(None),
         }
     }
 
-    /// Runs `job` on the worker thread and returns its result (blocking).
+    /// At most `n` threads (at least one): with one, every call waits for
+    /// the one before it.
+    pub fn with_max_threads(mut self, n: usize) -> WmiWorker {
+        self.max_threads = n.max(1);
+        self
+    }
+
+    /// Runs `job` on a worker thread and returns its result (blocking).
     /// A job that panics is answered with [`Error::Internal`]; the worker
     /// survives it.
     pub fn call<T, F>(&self, job: F) -> Result<T>
@@ -81,40 +114,109 @@ impl WmiWorker {
         });
         self.sender()?
             .send(job)
-            .map_err(|_| Error::Internal("the WMI worker thread has stopped".into()))?;
+            .map_err(|_| Error::Internal("the WMI worker threads have stopped".into()))?;
         reply_rx.recv().map_err(|_| {
             Error::Internal("the WMI job failed without an answer (it panicked)".into())
         })?
     }
 
-    /// Whether the worker thread has been started.
+    /// Whether a worker thread has been started.
     pub fn started(&self) -> bool {
-        self.sender
+        self.pool
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .is_some()
     }
 
-    /// The channel to the running worker, starting it if needed.
+    /// How many worker threads run now.
+    pub fn threads(&self) -> usize {
+        self.pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map_or(0, |p| p.shared.threads.load(Ordering::Acquire))
+    }
+
+    /// The queue to the running threads, starting the first, or another
+    /// when none is idle and the pool is not full.
     fn sender(&self) -> Result<mpsc::Sender<Job>> {
-        let mut guard = self.sender.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(tx) = guard.as_ref() {
-            return Ok(tx.clone());
+        let mut guard = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        let pool = match guard.as_mut() {
+            Some(p) => p,
+            None => {
+                let (tx, rx) = mpsc::channel::<Job>();
+                guard.insert(Pool {
+                    sender: tx,
+                    shared: Arc::new(Shared {
+                        jobs: Mutex::new(rx),
+                        threads: AtomicUsize::new(0),
+                        idle: AtomicUsize::new(0),
+                    }),
+                })
+            }
+        };
+        let shared = &pool.shared;
+        let threads = shared.threads.load(Ordering::Acquire);
+        if threads == 0 || (shared.idle.load(Ordering::Acquire) == 0 && threads < self.max_threads)
+        {
+            shared.threads.fetch_add(1, Ordering::AcqRel);
+            let (namespace, s) = (self.namespace.clone(), shared.clone());
+            let spawned = std::thread::Builder::new()
+                .name("csi-proxy-wmi".into())
+                .spawn(move || worker_main(namespace, s));
+            if let Err(e) = spawned {
+                shared.threads.fetch_sub(1, Ordering::AcqRel);
+                if threads == 0 {
+                    return Err(Error::Internal(format!(
+                        "cannot start the WMI worker thread: {e}"
+                    )));
+                }
+                // The running threads take the job.
+                tracing::warn!("cannot start another WMI worker thread: {e}");
+            }
         }
-        let (tx, rx) = mpsc::channel::<Job>();
-        let namespace = self.namespace.clone();
-        std::thread::Builder::new()
-            .name("csi-proxy-wmi".into())
-            .spawn(move || worker_main(namespace, rx))
-            .map_err(|e| Error::Internal(format!("cannot start the WMI worker thread: {e}")))?;
-        *guard = Some(tx.clone());
-        Ok(tx)
+        Ok(pool.sender.clone())
     }
 }
 
-/// The body of the worker thread: COM up, jobs until the channel closes,
-/// COM objects released, COM down.
-fn worker_main(namespace: String, jobs: mpsc::Receiver<Job>) {
+/// Takes the next job: waits for one (a thread beyond the first gives up
+/// after [`IDLE_EXIT`]); `None` when the worker is gone or the thread is
+/// to end.
+fn next_job(shared: &Shared) -> Option<Job> {
+    shared.idle.fetch_add(1, Ordering::AcqRel);
+    let job = {
+        let jobs = shared.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        match jobs.recv_timeout(IDLE_EXIT) {
+            Ok(job) => Some(job),
+            Err(mpsc::RecvTimeoutError::Disconnected) => None,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                // The last thread stays for the next call.
+                let others =
+                    shared
+                        .threads
+                        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                            (n > 1).then(|| n - 1)
+                        });
+                if others.is_ok() {
+                    shared.idle.fetch_sub(1, Ordering::AcqRel);
+                    return None;
+                }
+                drop(jobs);
+                shared.idle.fetch_sub(1, Ordering::AcqRel);
+                return next_job(shared);
+            }
+        }
+    };
+    shared.idle.fetch_sub(1, Ordering::AcqRel);
+    if job.is_none() {
+        shared.threads.fetch_sub(1, Ordering::AcqRel);
+    }
+    job
+}
+
+/// The body of a worker thread: COM up, jobs until the queue closes (or
+/// the thread is idle too long), COM objects released, COM down.
+fn worker_main(namespace: String, shared: Arc<Shared>) {
     // SAFETY: initialises COM for this thread (multi-threaded apartment);
     // balanced by CoUninitialize below when it succeeded.
     let init = unsafe { CoInitializeEx(None, COINIT_MULTITHREADED) };
@@ -128,7 +230,7 @@ fn worker_main(namespace: String, jobs: mpsc::Receiver<Job>) {
             locator: RefCell::new(None),
             connections: RefCell::new(HashMap::new()),
         };
-        for job in jobs {
+        while let Some(job) = next_job(&shared) {
             // A panicking job drops its reply sender: the caller gets an
             // error, the worker goes on.
             let _ = catch_unwind(AssertUnwindSafe(|| job(&wmi)));

@@ -5,8 +5,15 @@
 //! the backend's spawn counter, in this process (direct) and in the server
 //! (it logs its count on shutdown).
 //!
+//! Then the format case (`format.rs`): 16 disks formatted by 16 clients at
+//! once against one after the other.
+//!
 //! Run as root: `cargo bench -p csi-proxy --bench storage`
-//! (CALLS=n calls per method, default 2000; DISKS=n, default 16).
+//! (CALLS=n calls per method, default 2000; DISKS=n, default 16;
+//! ONLY=reads or ONLY=format for one part).
+
+#[cfg(target_os = "linux")]
+mod format;
 
 #[cfg(target_os = "linux")]
 fn main() {
@@ -31,7 +38,7 @@ mod linux {
     use std::process::{Child, Command, Stdio};
     use std::time::{Duration, Instant};
 
-    fn env(name: &str, default: usize) -> usize {
+    pub(crate) fn env(name: &str, default: usize) -> usize {
         std::env::var(name)
             .ok()
             .and_then(|v| v.parse().ok())
@@ -104,6 +111,17 @@ mod linux {
             eprintln!("storage bench: needs root (loop devices, mount); skipped");
             return;
         }
+        let only = std::env::var("ONLY").unwrap_or_default();
+        if only != "format" {
+            reads();
+        }
+        if only != "reads" {
+            let dir = tempfile::tempdir().unwrap();
+            crate::format::run(dir.path());
+        }
+    }
+
+    fn reads() {
         let calls = env("CALLS", 2000);
         let n_disks = env("DISKS", 16);
         let dir = tempfile::tempdir().unwrap();

@@ -1,0 +1,325 @@
+use super::*;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::thread;
+
+fn vol(n: u8) -> Target {
+    Target::Volume(
+        VolumeId::parse(&format!(
+            "\\\\?\\Volume{{{n:08x}-0000-0000-0000-000000000000}}\\"
+        ))
+        .unwrap(),
+    )
+}
+
+/// An operation that runs until `release` sends, after telling `started`.
+fn gated(
+    started: mpsc::Sender<()>,
+    release: mpsc::Receiver<Result<()>>,
+    runs: &AtomicU32,
+) -> impl FnOnce() -> Result<()> + '_ {
+    move || {
+        runs.fetch_add(1, Ordering::SeqCst);
+        started.send(()).unwrap();
+        release.recv().unwrap()
+    }
+}
+
+fn never_runs() -> Result<()> {
+    panic!("this call must not run its operation")
+}
+
+/// Waits until some call has joined (the joiner is parked).
+fn until_joined(ops: &Operations, n: u64) {
+    let t = Instant::now();
+    while ops.counters().joined < n {
+        assert!(t.elapsed() < Duration::from_secs(10), "nobody joined");
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn an_identical_call_joins_and_gets_the_same_result() {
+    let ops = Operations::new();
+    let runs = AtomicU32::new(0);
+    let (started_tx, started) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel();
+    let op = || Operation::new("FormatVolume");
+    thread::scope(|s| {
+        let owner = s.spawn(|| ops.run(vol(1), op(), gated(started_tx, release_rx, &runs)));
+        started.recv().unwrap();
+        assert_eq!(ops.running(&vol(1)), Some(op()));
+        let joiners: Vec<_> = (0..3)
+            .map(|_| s.spawn(|| ops.run(vol(1), op(), never_runs)))
+            .collect();
+        until_joined(&ops, 3);
+        release
+            .send(Err(Error::io(
+                "mkfs",
+                "/dev/x",
+                std::io::Error::from_raw_os_error(libc_eio()),
+            )))
+            .unwrap();
+        let first = owner.join().unwrap().unwrap_err().to_string();
+        for j in joiners {
+            assert_eq!(j.join().unwrap().unwrap_err().to_string(), first);
+        }
+    });
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(ops.running(&vol(1)), None);
+    let c = ops.counters();
+    assert_eq!((c.ran, c.joined, c.aborted, c.collected), (1, 3, 0, 0));
+}
+
+fn libc_eio() -> i32 {
+    5
+}
+
+#[test]
+fn a_different_call_on_the_target_is_aborted_at_once_naming_the_running_one() {
+    let ops = Operations::new();
+    let runs = AtomicU32::new(0);
+    let (started_tx, started) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel();
+    thread::scope(|s| {
+        let owner = s.spawn(|| {
+            ops.run(
+                vol(2),
+                Operation::with_args("MountVolume", "target /k/a"),
+                gated(started_tx, release_rx, &runs),
+            )
+        });
+        started.recv().unwrap();
+        for other in [
+            Operation::new("FormatVolume"),
+            Operation::with_args("MountVolume", "target /k/b"),
+            Operation::with_args("UnmountVolume", "target /k/a"),
+        ] {
+            let t = Instant::now();
+            let e = ops.run(vol(2), other, never_runs).unwrap_err();
+            assert!(t.elapsed() < Duration::from_secs(1));
+            let Error::Aborted(m) = e else {
+                panic!("{e:?}")
+            };
+            assert!(
+                m.contains("MountVolume (target /k/a) is in progress")
+                    && m.contains("volume \\\\?\\Volume{00000002"),
+                "{m}"
+            );
+        }
+        // Other targets are not held up.
+        ops.run(vol(3), Operation::new("FormatVolume"), || Ok(()))
+            .unwrap();
+        ops.run(Target::Disk(2), Operation::new("PartitionDisk"), || Ok(()))
+            .unwrap();
+        release.send(Ok(())).unwrap();
+        owner.join().unwrap().unwrap();
+    });
+    assert_eq!(ops.counters().aborted, 3);
+    // Once it has finished, anything runs.
+    ops.run(vol(2), Operation::new("FormatVolume"), || Ok(()))
+        .unwrap();
+}
+
+#[test]
+fn a_joiner_stops_waiting_at_its_deadline_and_the_operation_goes_on() {
+    let ops = Operations::new();
+    let runs = AtomicU32::new(0);
+    let (started_tx, started) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel();
+    thread::scope(|s| {
+        let owner = s.spawn(|| {
+            ops.run(
+                Target::Disk(7),
+                Operation::new("PartitionDisk"),
+                gated(started_tx, release_rx, &runs),
+            )
+        });
+        started.recv().unwrap();
+        let d = Instant::now() + Duration::from_millis(50);
+        let e = deadline::run(Some(d), || {
+            ops.run(Target::Disk(7), Operation::new("PartitionDisk"), never_runs)
+        })
+        .unwrap_err();
+        assert!(Instant::now() >= d);
+        assert!(
+            matches!(&e, Error::DeadlineExceeded(m) if m.contains("PartitionDisk on disk 7")),
+            "{e:?}"
+        );
+        assert_eq!(
+            ops.running(&Target::Disk(7)),
+            Some(Operation::new("PartitionDisk"))
+        );
+        release.send(Ok(())).unwrap();
+        owner.join().unwrap().unwrap();
+    });
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_result_its_caller_missed_is_collected_once_by_the_retry() {
+    let ops = Operations::new();
+    let runs = AtomicU32::new(0);
+    let format = || Operation::new("FormatVolume");
+    // The caller's deadline passes while its operation runs.
+    let r = deadline::run(Some(Instant::now() + Duration::from_millis(10)), || {
+        ops.run(vol(4), format(), || {
+            runs.fetch_add(1, Ordering::SeqCst);
+            thread::sleep(Duration::from_millis(30));
+            Err(Error::Internal("mkfs.ext4 failed".into()))
+        })
+    });
+    assert!(r.is_err());
+    assert_eq!(ops.running(&vol(4)), None, "kept, not running");
+    // The retry gets that result without running anything.
+    let e = ops.run(vol(4), format(), never_runs).unwrap_err();
+    assert!(
+        matches!(&e, Error::Internal(m) if m == "mkfs.ext4 failed"),
+        "{e:?}"
+    );
+    assert_eq!(ops.counters().collected, 1);
+    // Collected once: the next call runs again.
+    ops.run(vol(4), format(), || {
+        runs.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn a_kept_result_is_discarded_by_another_operation_on_the_target() {
+    let ops = Operations::new();
+    deadline::run(Some(Instant::now()), || {
+        ops.run(vol(5), Operation::new("FormatVolume"), || Ok(()))
+    })
+    .unwrap();
+    let ran = AtomicU32::new(0);
+    ops.run(
+        vol(5),
+        Operation::with_args("MountVolume", "target /k"),
+        || {
+            ran.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        },
+    )
+    .unwrap();
+    // The format's result is gone: a format now really formats.
+    ops.run(vol(5), Operation::new("FormatVolume"), || {
+        ran.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn a_result_its_caller_received_is_not_kept() {
+    let ops = Operations::new();
+    let ran = AtomicU32::new(0);
+    for _ in 0..2 {
+        deadline::run(Some(Instant::now() + Duration::from_secs(60)), || {
+            ops.run(vol(6), Operation::new("FormatVolume"), || {
+                ran.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+        })
+        .unwrap();
+    }
+    assert_eq!(ran.load(Ordering::SeqCst), 2);
+    assert_eq!(ops.counters().collected, 0);
+}
+
+#[test]
+fn kept_results_are_bounded_oldest_first() {
+    let ops = Operations::new();
+    let past = Some(Instant::now());
+    for n in 0..(MAX_KEPT as u32 + 10) {
+        deadline::run(past, || {
+            ops.run(Target::Disk(n), Operation::new("PartitionDisk"), || Ok(()))
+        })
+        .unwrap();
+    }
+    // The next call expires the oldest ten.
+    ops.run(Target::Host, Operation::new("Rescan"), || Ok(()))
+        .unwrap();
+    assert_eq!(ops.table().entries.len(), MAX_KEPT);
+    assert!(!ops.table().entries.contains_key(&Target::Disk(9)));
+    assert!(ops.table().entries.contains_key(&Target::Disk(10)));
+}
+
+#[test]
+fn a_panicking_operation_fails_its_joiners_and_leaves_nothing_behind() {
+    let ops = Operations::new();
+    let (started_tx, started) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let ops_ref = &ops;
+    thread::scope(|s| {
+        let owner = s.spawn(move || {
+            ops_ref.run(
+                Target::Disk(9),
+                Operation::new("PartitionDisk"),
+                move || {
+                    started_tx.send(()).unwrap();
+                    release_rx.recv().unwrap();
+                    panic!("boom")
+                },
+            )
+        });
+        started.recv().unwrap();
+        let joiner =
+            s.spawn(|| ops.run(Target::Disk(9), Operation::new("PartitionDisk"), never_runs));
+        until_joined(&ops, 1);
+        release.send(()).unwrap();
+        assert!(owner.join().is_err());
+        let e = joiner.join().unwrap().unwrap_err();
+        assert!(
+            matches!(&e, Error::Internal(m) if m.contains("panicked")),
+            "{e:?}"
+        );
+    });
+    assert_eq!(ops.running(&Target::Disk(9)), None);
+    ops.run(Target::Disk(9), Operation::new("PartitionDisk"), || Ok(()))
+        .unwrap();
+}
+
+#[test]
+fn operations_are_shown_with_their_arguments() {
+    assert_eq!(Operation::new("Rescan").to_string(), "Rescan");
+    assert_eq!(
+        Operation::with_args("ResizeVolume", "size 1048576").to_string(),
+        "ResizeVolume (size 1048576)"
+    );
+    assert_eq!(Target::Disk(3).to_string(), "disk 3");
+    assert_eq!(Target::Host.to_string(), "the host");
+}
+
+#[test]
+fn a_result_a_joiner_missed_is_kept_for_its_retry() {
+    let ops = Operations::new();
+    let runs = AtomicU32::new(0);
+    let (started_tx, started) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel();
+    thread::scope(|s| {
+        let owner = s.spawn(|| {
+            ops.run(
+                vol(8),
+                Operation::new("FormatVolume"),
+                gated(started_tx, release_rx, &runs),
+            )
+        });
+        started.recv().unwrap();
+        let e = deadline::run(Some(Instant::now() + Duration::from_millis(20)), || {
+            ops.run(vol(8), Operation::new("FormatVolume"), never_runs)
+        })
+        .unwrap_err();
+        assert!(matches!(e, Error::DeadlineExceeded(_)), "{e:?}");
+        release.send(Ok(())).unwrap();
+        owner.join().unwrap().unwrap();
+    });
+    // The owner received its result; the joiner's retry gets it too.
+    ops.run(vol(8), Operation::new("FormatVolume"), never_runs)
+        .unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(ops.counters().collected, 1);
+}
