@@ -631,8 +631,10 @@ impl Ctx {
         run(prog, &all, &[], "").map(drop)
     }
 
-    /// A two-member md array with `metadata` on two loop devices, stopped
-    /// and its superblocks left in place; the first member is probed.
+    /// A two-member md array (or, for DDF and IMSM, a container) with
+    /// `metadata` on two loop devices; the first member is probed while it
+    /// runs, and the array is stopped and its superblocks wiped when the
+    /// case ends.
     fn md(&mut self, metadata: &str) -> Result<(), String> {
         if !Path::new("/proc/mdstat").exists() {
             return Err(SKIP_NO_MD.to_string());
@@ -661,6 +663,10 @@ impl Ctx {
             .stdin(Stdio::null())
             .output()
             .map_err(|e| e.to_string())?;
+        // Undone in reverse: the array stopped, the members' superblocks
+        // wiped (so that udev does not assemble them again), then the
+        // loop devices detached.
+        self.cleanup("mdadm", &["--zero-superblock", &a, &b]);
         if out.status.success() {
             self.cleanup("mdadm", &["--stop", &name]);
             Ok(())
@@ -874,12 +880,13 @@ fn identify_agrees_with_blkid_on_real_images() {
             }
         }
         match compare(&case, &ctx) {
-            Ok((theirs, ours)) => table.push(format!(
-                "{:<18} blkid {:<32} ours {}",
-                case.name,
-                format!("{theirs:?}"),
-                format!("{ours:?}")
-            )),
+            Ok((theirs, ours)) => {
+                let theirs = format!("{theirs:?}");
+                table.push(format!(
+                    "{:<18} blkid {theirs:<32} ours {ours:?}",
+                    case.name
+                ))
+            }
             Err(e) => failures.push(format!("{}: {e}", case.name)),
         }
     }
@@ -949,11 +956,8 @@ fn identify_agrees_with_blkid_on_sample_images() {
             .iter()
             .filter(|o| !theirs.contains(*o) && !known(o))
             .collect();
-        table.push(format!(
-            "{name:<40} blkid {:<32} ours {}",
-            format!("{theirs:?}"),
-            format!("{ours:?}")
-        ));
+        let shown = format!("{theirs:?}");
+        table.push(format!("{name:<40} blkid {shown:<32} ours {ours:?}"));
         if !missed.is_empty() || !extra.is_empty() {
             failures.push(format!(
                 "{name}: blkid {theirs:?}, ours {ours:?} (we miss {missed:?}, we add {extra:?})"

@@ -12,7 +12,7 @@
 //!
 //! - [`members`]: volume-manager, RAID, cache and pool members, encrypted
 //!   containers, swap;
-//! - [`fs`]: filesystems;
+//! - [`fs`]: the filesystems;
 //! - [`tables`]: partition tables.
 
 mod fs;
