@@ -45,7 +45,10 @@ system32="$WINEPREFIX/drive_c/windows/system32"
 # scripts/validate-deploy.sh checks deploy/ with them; systemd and
 # dbus-daemon also run the System API's tests (a systemd --user manager on
 # a private bus); open-iscsi (iscsiadm, the Linux iSCSI backend) and tgt (a
-# userspace iSCSI target on 127.0.0.1) run the iSCSI tests.
+# userspace iSCSI target on 127.0.0.1) run the iSCSI tests;
+# the mkfs tools, cryptsetup-bin, lvm2, mdadm, bcache-tools, drbd-utils and
+# fdisk (sfdisk) make the real images that crates/csi-proxy-host/tests/
+# content_corpus.rs compares with `blkid -p` (under CI a missing one fails it).
 apt_packages=(
     gcc libc6-dev
     gcc-mingw-w64-x86-64 binutils-mingw-w64-x86-64
@@ -54,6 +57,10 @@ apt_packages=(
     golang-go golang-google-grpc-dev golang-golang-x-net-dev golang-golang-x-sys-dev
     python3-venv systemd dbus-daemon
     open-iscsi tgt
+    btrfs-progs dosfstools exfatprogs ntfs-3g udftools genisoimage squashfs-tools
+    f2fs-tools nilfs-tools jfsutils reiserfsprogs reiser4progs erofs-utils
+    gfs2-utils ocfs2-tools apfsprogs hfsutils mtd-utils fdisk
+    cryptsetup-bin lvm2 mdadm bcache-tools drbd-utils
 )
 
 log() { printf '[setup] %s\n' "$*" >&2; }

@@ -355,6 +355,11 @@ pub fn ocfs2(d: &Device<'_>) -> Option<u64> {
     at_any(d, &[1024, 2048, 4096, 8192], b"OCFSV2")
 }
 
+/// OCFS (version 1): `OracleCFS` in the volume label at 8 KiB.
+pub fn ocfs(d: &Device<'_>) -> Option<u64> {
+    d.has(8192, b"OracleCFS").then_some(8192)
+}
+
 /// zonefs: `SFOZ` at 0.
 pub fn zonefs(d: &Device<'_>) -> Option<u64> {
     d.has(0, b"SFOZ").then_some(0)

@@ -340,6 +340,12 @@ pub fn vmfs_volume(d: &Device<'_>) -> Option<u64> {
     (d.u32_le(0x100000) == Some(0xc001_d00d)).then_some(0x100000)
 }
 
+/// An Oracle ASM disk (ASMLib's label). libblkid counts it as a
+/// filesystem; it holds a database's storage, so it is a member here.
+pub fn oracleasm(d: &Device<'_>) -> Option<u64> {
+    d.has(32, b"ORCLDISK").then_some(32)
+}
+
 /// An mpool (Micron object store) device.
 pub fn mpool(d: &Device<'_>) -> Option<u64> {
     d.has(0, b"mpoolDev").then_some(0)

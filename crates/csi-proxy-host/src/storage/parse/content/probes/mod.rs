@@ -10,10 +10,10 @@
 //! stale bytes are not mistaken for a format; it checks no more than
 //! libblkid does, so what `blkid -p` names is named here too.
 //!
-//! - `members`: volume-manager, RAID, cache and pool members, encrypted
+//! - [`members`]: volume-manager, RAID, cache and pool members, encrypted
 //!   containers, swap;
-//! - `fs`: filesystems;
-//! - `tables`: partition tables.
+//! - [`fs`]: the filesystems;
+//! - [`tables`]: partition tables.
 
 mod fs;
 mod members;
@@ -68,6 +68,7 @@ pub static ALL: &[Probe] = &[
     probe("VMFS_volume_member", Member, members::vmfs_volume),
     probe("ubi", Member, members::ubi),
     probe("mpool", Member, members::mpool),
+    probe("oracleasm", Member, members::oracleasm),
     probe("drbdmanage_control_volume", Other, members::drbdmanage),
     probe("xfs_external_log", Other, members::xfs_log),
     probe("swap", Other, members::swap),
@@ -104,6 +105,7 @@ pub static ALL: &[Probe] = &[
     probe("gfs", Filesystem, fs::gfs),
     probe("gfs2", Filesystem, fs::gfs2),
     probe("ocfs2", Filesystem, fs::ocfs2),
+    probe("ocfs", Filesystem, fs::ocfs),
     probe("zonefs", Filesystem, fs::zonefs),
     probe("hpfs", Filesystem, fs::hpfs),
     probe("nss", Filesystem, fs::nss),

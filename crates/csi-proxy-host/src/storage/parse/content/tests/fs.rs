@@ -358,6 +358,12 @@ fn cluster_filesystems() {
     let mut img = Image::new(8 * MIB);
     img.put(3072, b"OCFSV2");
     img.is_nothing();
+    let mut img = Image::new(8 * MIB);
+    img.put(8192, b"OracleCFS");
+    img.is("ocfs", 8192);
+    let mut img = Image::new(8 * MIB);
+    img.put(8193, b"OracleCFS");
+    img.is_nothing();
 }
 
 #[test]

@@ -352,6 +352,7 @@ fn single_signature_members() {
         (0, b"UBI#", "ubi"),
         (0, b"mpoolDev", "mpool"),
         (0, b"$DRBDmgr=q", "drbdmanage_control_volume"),
+        (32, b"ORCLDISK", "oracleasm"),
         (0x100000, b"\x0d\xd0\x01\xc0", "VMFS_volume_member"),
     ] {
         let mut img = Image::new(8 * MIB);
