@@ -322,6 +322,8 @@ unsafe fn read_options(o: &CsiProxyOptions) -> Result<Options, Failure> {
             // Library mode keeps the safe default: nothing unidentified is
             // written over.
             overwrite_unidentified_content: false,
+            // No records: a format cut short is refused on retry.
+            state_dir: None,
         },
     })
 }

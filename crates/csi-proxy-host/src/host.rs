@@ -53,6 +53,10 @@ pub struct HostOptions {
     /// probe identifies (`-overwrite-unidentified-content`; default false).
     /// Identified content is never written over.
     pub overwrite_unidentified_content: bool,
+    /// Where the node agent keeps what must outlive it (Linux: records of
+    /// formats in progress, so that the retry of one cut short completes;
+    /// `-state-dir`). `None`: nothing is kept.
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for HostOptions {
@@ -65,6 +69,7 @@ impl Default for HostOptions {
             unprotected_services: Vec::new(),
             service_name: None,
             overwrite_unidentified_content: false,
+            state_dir: None,
         }
     }
 }
@@ -145,7 +150,9 @@ fn os_storage(fs: &Arc<Confined>, options: &HostOptions) -> crate::Result<Storag
     })?;
     let storage = Arc::new(Storage::with_confined(
         fs.clone(),
-        LinuxStorage::new(fs_type).with_overwrite(overwrite(options)),
+        LinuxStorage::new(fs_type)
+            .with_overwrite(overwrite(options))
+            .with_state_dir(options.state_dir.as_deref()),
     ));
     Ok((storage.clone(), storage))
 }

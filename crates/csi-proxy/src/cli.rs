@@ -115,6 +115,12 @@ pub struct Cli {
           value_parser = ["ext4", "ext3", "ext2", "xfs"])]
     pub volume_fs_type: String,
 
+    /// Directory of what must outlive a restart (Linux: records of formats
+    /// in progress, so that the retry of one cut short completes); empty:
+    /// keep nothing.
+    #[arg(long = "state-dir", value_name = "DIR", default_value = "/var/lib/csi-proxy")]
+    pub state_dir: PathBuf,
+
     /// Directory of the Unix sockets (Linux mode).
     #[arg(long = "socket-dir", value_name = "DIR")]
     pub socket_dir: Option<PathBuf>,

@@ -228,6 +228,7 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
             unprotected_services: names(&cli.unprotect_services),
             service_name: Some(cli.service_name.clone()),
             overwrite_unidentified_content: cli.overwrite_unidentified_content,
+            state_dir: (!cli.state_dir.as_os_str().is_empty()).then(|| cli.state_dir.clone()),
         },
     )
     .context(

@@ -177,20 +177,24 @@ impl LinuxStorage {
         )?;
         // Read through a handle of our own before mkfs opens the device: a
         // filesystem may be replaced, anything else identified is refused.
+        // What a format of ours cut short left (no superblock yet) is ours
+        // to format over.
         let (node, fd) = self.open_part(&f.part, Access::Read)?;
-        content::check_format(
-            volume,
-            &Content::read(&fd, &f.part.name)?.device(),
-            self.overwrite,
-        )?;
+        let allow = content::Overwrite {
+            unidentified: self.overwrite.unidentified || self.intents.pending(volume),
+        };
+        content::check_format(volume, &Content::read(&fd, &f.part.name)?.device(), allow)?;
         drop(fd);
         let node = node
             .to_str()
             .ok_or_else(|| Error::Internal("device path".into()))?;
+        let intent = self.intents.begin(volume);
         match self.fs_type {
             FsType::Xfs => tools::run("mkfs.xfs", &["-f", "-q", node], &[]),
             t => tools::run(&format!("mkfs.{}", t.name()), &["-F", "-q", node], &[]),
-        }
+        }?;
+        intent.finished();
+        Ok(())
     }
 
     pub(super) fn resize_volume(&self, volume: &VolumeId, target: ResizeTarget) -> Result<()> {

@@ -11,6 +11,7 @@
 //! argv. Device nodes missing from `/dev` (no udev) are created from sysfs.
 
 mod devices;
+mod intents;
 mod layout;
 mod locks;
 mod lookup;
@@ -81,6 +82,8 @@ pub struct LinuxStorage {
     fs_type: FsType,
     /// What PartitionDisk and FormatVolume may write over.
     overwrite: Overwrite,
+    /// Formats started and not seen to finish (see [`intents`]).
+    intents: intents::FormatIntents,
     /// One lock per disk, held by whatever changes it or its volumes.
     locks: locks::DiskLocks,
     /// The disks and volumes, kept current by the kernel's uevents.
@@ -139,6 +142,7 @@ impl LinuxStorage {
             dev_dir,
             fs_type,
             overwrite: Overwrite::default(),
+            intents: intents::FormatIntents::default(),
             locks: locks::DiskLocks::default(),
         }
     }
@@ -148,6 +152,13 @@ impl LinuxStorage {
     /// filesystem).
     pub fn with_overwrite(mut self, overwrite: Overwrite) -> Self {
         self.overwrite = overwrite;
+        self
+    }
+
+    /// Keeps records of formats in progress under `state_dir`, so that the
+    /// retry of a format cut short may format over its remains.
+    pub fn with_state_dir(mut self, state_dir: Option<&Path>) -> Self {
+        self.intents = intents::FormatIntents::new(state_dir);
         self
     }
 
