@@ -118,7 +118,11 @@ pub struct Cli {
     /// Directory of what must outlive a restart (Linux: records of formats
     /// in progress, so that the retry of one cut short completes); empty:
     /// keep nothing.
-    #[arg(long = "state-dir", value_name = "DIR", default_value = "/var/lib/csi-proxy")]
+    #[arg(
+        long = "state-dir",
+        value_name = "DIR",
+        default_value = "/var/lib/csi-proxy"
+    )]
     pub state_dir: PathBuf,
 
     /// Directory of the Unix sockets (Linux mode).

@@ -14,6 +14,7 @@ mod storage;
 use common::Proxy;
 use csi_proxy_api::{disk::v1 as dk, volume::v2alpha1 as vl};
 use csi_proxy_http2::client::{RawClient, Shape};
+use std::io::Read;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -441,4 +442,112 @@ async fn a_server_killed_mid_format_holds_nothing_after_restart() {
     .await
     .unwrap();
     assert!(is_mount_point(&target));
+}
+
+/// The pids of the `mkfs` processes working on `dev`.
+fn mkfs_pids(dev: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let c = std::fs::read(e.path().join("cmdline")).ok()?;
+            let args: Vec<&[u8]> = c.split(|&b| b == 0).collect();
+            (args.first()?.windows(4).any(|w| w == b"mkfs") && args.contains(&dev.as_bytes()))
+                .then_some(pid)
+        })
+        .collect()
+}
+
+/// The proxy and its mkfs both killed inside a format (a service stop
+/// kills the whole control group): what mkfs left (block group
+/// descriptors, no superblock) is no known format and not zero. A server
+/// that did not start that format refuses to format over it; the server
+/// that did (its record in the state dir) completes it on the retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_format_cut_short_is_completed_by_the_retry() {
+    if !can_run() || !can_throttle() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let state_flag = format!("-state-dir={}", state.path().display());
+    let mut proxy = Proxy::start(&[&state_flag]);
+    let slow = LoopDisk::new(proxy.root.path(), 128 * MIB);
+    let vol = partitioned(&proxy, slow.number).await;
+    let part = format!("{}p1", slow.dev);
+    let throttle = Throttle::of(&slow);
+    let server = proxy.child.as_ref().unwrap().id();
+    let mut v = proxy.client().connect_volume_v2alpha1().await.unwrap();
+    let format = {
+        let id = vol.clone();
+        tokio::spawn(async move {
+            v.format_volume(vl::FormatVolumeRequest { volume_id: id })
+                .await
+                .map(drop)
+        })
+    };
+    wait_for("the format's mkfs starts", 20, || {
+        server_mkfs_running(server)
+    });
+    // Let it write its first structures, then cut both short.
+    std::thread::sleep(Duration::from_millis(1500));
+    proxy.kill_and_restart(&[&state_flag]);
+    for pid in mkfs_pids(&part) {
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    wait_for("the killed mkfs is gone", 30, || !mkfs_on(&part));
+    assert!(format.await.unwrap().is_err());
+    drop(throttle);
+    let mut head = vec![0u8; MIB as usize];
+    std::fs::File::open(&part)
+        .unwrap()
+        .read_exact(&mut head)
+        .unwrap();
+    assert!(
+        head.iter().any(|&b| b != 0),
+        "the cut-short mkfs wrote nothing: the test shows nothing"
+    );
+
+    // Another server, which did not start that format: in doubt, refused.
+    let other_state = tempfile::tempdir().unwrap();
+    let other = Proxy::start(&[&format!("-state-dir={}", other_state.path().display())]);
+    let e = other
+        .client()
+        .connect_volume_v2alpha1()
+        .await
+        .unwrap()
+        .format_volume(vl::FormatVolumeRequest {
+            volume_id: vol.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(
+        e.message().contains("-overwrite-unidentified-content"),
+        "{}",
+        e.message()
+    );
+    drop(other);
+
+    // The server that started it completes it, and its record goes.
+    let c = proxy.client();
+    let mut v = c.connect_volume_v2alpha1().await.unwrap();
+    v.format_volume(vl::FormatVolumeRequest {
+        volume_id: vol.clone(),
+    })
+    .await
+    .unwrap();
+    let target = proxy.kubelet.join("pods/k/mnt");
+    v.mount_volume(vl::MountVolumeRequest {
+        volume_id: vol.clone(),
+        target_path: target.display().to_string(),
+    })
+    .await
+    .unwrap();
+    assert!(is_mount_point(&target));
+    let left: Vec<_> = std::fs::read_dir(state.path().join("formatting"))
+        .unwrap()
+        .collect();
+    assert!(left.is_empty(), "records left: {left:?}");
 }

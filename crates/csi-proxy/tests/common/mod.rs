@@ -104,9 +104,16 @@ impl Proxy {
             .arg("-working-dir")
             .arg(&self.work)
             .arg(format!("--socket-dir={}", self.socket_dir.display()))
-            .arg("-v=2")
-            .args(extra)
-            .stdin(Stdio::null());
+            .arg("-v=2");
+        // Format records stay in the test's own tree, not the host's
+        // /var/lib/csi-proxy.
+        if !extra.iter().any(|a| a.contains("state-dir")) {
+            cmd.arg(format!(
+                "-state-dir={}",
+                self.root.path().join("state").display()
+            ));
+        }
+        cmd.args(extra).stdin(Stdio::null());
         cmd
     }
 
@@ -225,7 +232,7 @@ fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
         let e = e.unwrap();
         let p = e.path();
         let rel = p.strip_prefix(base).unwrap().display().to_string();
-        if rel == "sock" || rel == "stderr.log" {
+        if rel == "sock" || rel == "stderr.log" || rel == "state" {
             continue;
         }
         let m = std::fs::symlink_metadata(&p).unwrap();

@@ -21,15 +21,16 @@ mod tests;
 use std::io;
 
 /// Bytes read from the start of a device: past the furthest signature a
-/// probe looks for from the start (VMFS at 2 MiB, UDF anchors on 4 KiB
-/// sectors at 1 MiB) and the first MiB a partition table is written over.
-pub const HEAD_LEN: usize = 4 << 20;
+/// probe looks for from the start (a LUKS2 secondary header after 4 MiB of
+/// primary metadata, VMFS at 2 MiB, UDF anchors on 4 KiB sectors at 1 MiB)
+/// and the first MiB a partition table is written over.
+pub const HEAD_LEN: usize = (4 << 20) + 4096;
 
 /// Bytes read from the end of a device: the metadata kept at the end (ZFS
-/// labels 2 and 3, md 0.90/1.0 superblocks, DDF and vendor RAID anchors,
-/// the backup GPT header) and the last MiB a partition table is written
-/// over.
-pub const TAIL_LEN: usize = 1 << 20;
+/// labels 2 and 3, md 0.90/1.0 superblocks, DDF and vendor RAID anchors up
+/// to Promise's furthest copy 3087 sectors from the end, the backup GPT
+/// header) and the last MiB a partition table is written over.
+pub const TAIL_LEN: usize = 2 << 20;
 
 /// The span at each end that PartitionDisk writes over and checks for
 /// zeros.
