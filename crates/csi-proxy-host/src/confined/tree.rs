@@ -68,11 +68,36 @@ pub enum TreeError {
     TooMuchWork,
     Moved,
     MountPoint,
-    Io(&'static str, io::Error),
+    /// An OS call failed on `entry`: the components below the top
+    /// directory of the entry it was about (empty: the top itself).
+    Io {
+        op: &'static str,
+        entry: Vec<String>,
+        err: io::Error,
+    },
 }
 
-fn io(op: &'static str) -> impl FnOnce(io::Error) -> TreeError {
-    move |e| TreeError::Io(op, e)
+/// The names of the directories from below the top down to the deepest.
+fn stack_names<D, N>(stack: &[Frame<D, N>], show: impl Fn(&N) -> String) -> Vec<String> {
+    stack
+        .iter()
+        .filter_map(|f| f.name.as_ref())
+        .map(show)
+        .collect()
+}
+
+/// An error of `op` on the entry `name` of the deepest directory (`None`:
+/// that directory itself).
+fn io_at<'a, O: TreeOps>(
+    op: &'static str,
+    stack: &'a [Frame<O::Dir, O::Name>],
+    name: Option<&'a O::Name>,
+) -> impl FnOnce(io::Error) -> TreeError + 'a {
+    move |err| {
+        let mut entry = stack_names(stack, O::show);
+        entry.extend(name.map(O::show));
+        TreeError::Io { op, entry, err }
+    }
 }
 
 /// The OS operations of a removal, all relative to open directory handles.
@@ -107,6 +132,8 @@ pub trait TreeOps {
     fn parent(&self, dir: &Self::Dir) -> io::Result<Self::Dir>;
     /// Bytes a name takes.
     fn name_len(name: &Self::Name) -> usize;
+    /// A name as text, for messages (lossy).
+    fn show(name: &Self::Name) -> String;
 }
 
 struct Frame<D, N> {
@@ -118,7 +145,7 @@ struct Frame<D, N> {
 
 /// Remove everything inside `top`, keeping `top` itself.
 pub fn remove_contents<O: TreeOps>(ops: &O, top: O::Dir, limits: &Limits) -> Result<(), TreeError> {
-    let id = ops.id(&top).map_err(io("stat"))?;
+    let id = ops.id(&top).map_err(io_at::<O>("stat", &[], None))?;
     let mut stack: Vec<Frame<O::Dir, O::Name>> = vec![Frame {
         dir: Some(top),
         id,
@@ -128,10 +155,27 @@ pub fn remove_contents<O: TreeOps>(ops: &O, top: O::Dir, limits: &Limits) -> Res
     let mut work: u64 = 0;
     let mut name_bytes: usize = 0;
     loop {
-        let frame = stack.last_mut().expect("the top frame is never popped");
+        let (frame, above) = stack
+            .split_last_mut()
+            .expect("the top frame is never popped");
         let dir = frame.dir.as_mut().expect("the deepest frame is open");
+        // An entry of the deepest directory (`None`: that directory), for
+        // an error's message.
+        let at = |name: Option<&O::Name>| {
+            let mut entry = stack_names(above, O::show);
+            entry.extend(frame.name.as_ref().map(O::show));
+            entry.extend(name.map(O::show));
+            entry
+        };
         batch.clear();
-        ops.list(dir, &mut batch, BATCH).map_err(io("list"))?;
+        if let Err(err) = ops.list(dir, &mut batch, BATCH) {
+            let entry = at(None);
+            return Err(TreeError::Io {
+                op: "list",
+                entry,
+                err,
+            });
+        }
         let listed = !batch.is_empty();
         let mut descend = None;
         for (name, hint) in batch.drain(..) {
@@ -139,10 +183,23 @@ pub fn remove_contents<O: TreeOps>(ops: &O, top: O::Dir, limits: &Limits) -> Res
             if work > limits.ops {
                 return Err(TreeError::TooMuchWork);
             }
-            if hint != Hint::Dir && ops.unlink(dir, &name).map_err(io("unlink"))? {
+            let unlinked = match hint {
+                Hint::Dir => false,
+                _ => ops.unlink(dir, &name).map_err(|err| TreeError::Io {
+                    op: "unlink",
+                    entry: at(Some(&name)),
+                    err,
+                })?,
+            };
+            if unlinked {
                 continue;
             }
-            match ops.open_subdir(dir, &name).map_err(io("open"))? {
+            let sub = ops.open_subdir(dir, &name).map_err(|err| TreeError::Io {
+                op: "open",
+                entry: at(Some(&name)),
+                err,
+            })?;
+            match sub {
                 Sub::Gone => {}
                 // Swapped for a file or link since it was listed: the next
                 // listing sees it again and unlinks it.
@@ -162,7 +219,9 @@ pub fn remove_contents<O: TreeOps>(ops: &O, top: O::Dir, limits: &Limits) -> Res
             if name_bytes > limits.name_bytes {
                 return Err(TreeError::TooDeep);
             }
-            let id = ops.id(&d).map_err(io("stat"))?;
+            let id = ops
+                .id(&d)
+                .map_err(io_at::<O>("stat", &stack, Some(&name)))?;
             stack.push(Frame {
                 dir: Some(d),
                 id,
@@ -187,23 +246,25 @@ pub fn remove_contents<O: TreeOps>(ops: &O, top: O::Dir, limits: &Limits) -> Res
         let child = stack.pop().expect("more than one frame");
         let child_name = child.name.expect("only the top frame has no name");
         name_bytes -= O::name_len(&child_name);
-        let parent = stack.last_mut().expect("the top frame remains");
-        if parent.dir.is_none() {
+        let parent = stack.len() - 1;
+        if stack[parent].dir.is_none() {
             let child_dir = child.dir.as_ref().expect("the deepest frame is open");
-            let p = ops.parent(child_dir).map_err(io("open parent"))?;
-            if ops.id(&p).map_err(io("stat"))? != parent.id {
+            let p = ops
+                .parent(child_dir)
+                .map_err(io_at::<O>("open parent", &stack, None))?;
+            if ops.id(&p).map_err(io_at::<O>("stat", &stack, None))? != stack[parent].id {
                 return Err(TreeError::Moved);
             }
-            parent.dir = Some(p);
+            stack[parent].dir = Some(p);
         }
         drop(child.dir);
-        let parent_dir = parent.dir.as_ref().expect("just reopened");
+        let parent_dir = stack[parent].dir.as_ref().expect("just reopened");
         match ops.rmdir(parent_dir, &child_name) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             // Refilled meanwhile: the next listing finds it and descends again.
             Err(e) if e.kind() == io::ErrorKind::DirectoryNotEmpty => {}
-            Err(e) => return Err(TreeError::Io("rmdir", e)),
+            Err(e) => return Err(io_at::<O>("rmdir", &stack, Some(&child_name))(e)),
         }
         work += 1;
         if work > limits.ops {
@@ -346,6 +407,9 @@ mod tests {
         }
         fn name_len(name: &String) -> usize {
             name.len()
+        }
+        fn show(name: &String) -> String {
+            name.clone()
         }
     }
 
