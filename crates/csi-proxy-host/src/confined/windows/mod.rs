@@ -224,12 +224,18 @@ fn classify(h: &OwnedHandle) -> io::Result<Kind> {
 fn walk_parents(root: &RootHandle, p: &Located) -> Result<Vec<OwnedHandle>> {
     let parents = p.parent_rel().unwrap_or("");
     let mut chain: Vec<OwnedHandle> = Vec::new();
+    // Where the part of `parents` walked so far ends.
+    let mut end = 0;
     for comp in parents.split('\\').filter(|c| !c.is_empty()) {
         let parent = chain
             .last()
             .map_or(root.raw(), |h| h.as_raw_handle() as HANDLE);
+        // What is missing, or not a directory, must be so below the root:
+        // the directory it was looked for in is proven first.
+        let proven_so_far = || chain.last().is_none_or(|h| root.proves(h, &parents[..end]));
         let h = match nt::open_relative(parent, comp, &dir_open(FILE_OPEN, 0)) {
             Ok(h) => h,
+            Err(_) if !proven_so_far() => return Err(unproven(p)),
             Err(s) if is_missing(s) => {
                 return Err(Error::NotFound(format!(
                     "path {}: its parent directory does not exist",
@@ -244,6 +250,7 @@ fn walk_parents(root: &RootHandle, p: &Located) -> Result<Vec<OwnedHandle>> {
             }
             Err(s) => return Err(io_err("open parent of", p, nt::status_error(s))),
         };
+        end += usize::from(end > 0) + comp.len();
         let (attrs, _) = nt::attr_tag(&h).map_err(|e| io_err("stat", p, e))?;
         if attrs & ATTR_REPARSE_POINT != 0 {
             return Err(link_in_chain(p));
