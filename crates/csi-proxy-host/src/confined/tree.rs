@@ -288,6 +288,8 @@ mod tests {
         children: BTreeMap<String, Rc<RefCell<Node>>>,
         is_dir: bool,
         is_mount: bool,
+        /// Cannot be removed (held by another process).
+        stuck: bool,
         id: u64,
         parent: Option<std::rc::Weak<RefCell<Node>>>,
     }
@@ -372,6 +374,7 @@ mod tests {
             match d.children.get(name) {
                 None => Ok(true),
                 Some(n) if n.borrow().is_dir => Ok(false),
+                Some(n) if n.borrow().stuck => Err(io::ErrorKind::ResourceBusy.into()),
                 Some(_) => {
                     d.children.remove(name);
                     Ok(true)
@@ -394,6 +397,7 @@ mod tests {
                 Some(n) if !n.borrow().children.is_empty() => {
                     Err(io::ErrorKind::DirectoryNotEmpty.into())
                 }
+                Some(n) if n.borrow().stuck => Err(io::ErrorKind::ResourceBusy.into()),
                 Some(_) => {
                     d.children.remove(name);
                     Ok(())
@@ -415,6 +419,28 @@ mod tests {
 
     fn top(m: &Mem, root: &Rc<RefCell<Node>>) -> H {
         m.handle(root.clone(), &open_count())
+    }
+
+    #[test]
+    fn an_entry_that_stays_is_named() {
+        let (m, root) = Mem::new();
+        let b = m.add(&m.add(&root, "a", true), "b", true);
+        m.add(&b, "f", false);
+        m.add(&b, "held", false).borrow_mut().stuck = true;
+        let entry = |r: Result<(), TreeError>| match r {
+            Err(TreeError::Io { op, entry, err }) => {
+                assert_eq!(err.kind(), io::ErrorKind::ResourceBusy);
+                (op, entry)
+            }
+            other => panic!("{other:?}"),
+        };
+        let got = entry(remove_contents(&m, top(&m, &root), &Limits::DEFAULT));
+        assert_eq!(got, ("unlink", vec!["a".into(), "b".into(), "held".into()]));
+        // An empty directory that stays: named by its parent's walk.
+        b.borrow_mut().children.clear();
+        b.borrow_mut().stuck = true;
+        let got = entry(remove_contents(&m, top(&m, &root), &Limits::DEFAULT));
+        assert_eq!(got, ("rmdir", vec!["a".into(), "b".into()]));
     }
 
     const SMALL: Limits = Limits {
