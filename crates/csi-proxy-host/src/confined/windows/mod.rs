@@ -14,7 +14,13 @@
 //! whole relative path with `OBJ_DONT_REPARSE` (no reparse point may be
 //! crossed) and check the handle's final path against the expected one;
 //! anything unproven falls back to the component walk, so no answer ever
-//! depends on what a link points to.
+//! depends on what a link points to. The walk proves the parent it reached
+//! (and, before saying a component is missing, the directory it looked in)
+//! the same way, and every operation proves the final entry it opened
+//! ([`prove_final`]) before acting on it; tree removal proves each entry
+//! against its directory (`listing.rs`). On Windows a link is a reparse
+//! point anyway; the proof catches a system that hides one (wine shows a
+//! host symlink as what it leads to). Removal is in `removal.rs`.
 
 mod listing;
 mod nt;
