@@ -42,6 +42,12 @@ impl Limits {
 /// Names read per listing.
 const BATCH: usize = 128;
 
+/// Listings in a row that find again the first entry the one before
+/// removed, before the removal stops: an entry whose delete takes effect
+/// only when the last handle closes (Windows' classic disposition: wine,
+/// Windows before 1809, FAT) stays listed while another process holds it.
+const STALLED_LISTINGS: u32 = 8;
+
 /// What a listing says about an entry before it is opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hint {
@@ -103,7 +109,7 @@ fn io_at<'a, O: TreeOps>(
 /// The OS operations of a removal, all relative to open directory handles.
 pub trait TreeOps {
     type Dir;
-    type Name: Clone;
+    type Name: Clone + PartialEq;
 
     /// How many of the deepest directories stay open; shallower ones are
     /// closed and reopened with [`TreeOps::parent`] on the way back up.
@@ -154,6 +160,9 @@ pub fn remove_contents<O: TreeOps>(ops: &O, top: O::Dir, limits: &Limits) -> Res
     let mut batch: Vec<(O::Name, Hint)> = Vec::with_capacity(BATCH);
     let mut work: u64 = 0;
     let mut name_bytes: usize = 0;
+    // The first entry of the last listing, all of whose entries were
+    // removed, and how many listings in a row found it again.
+    let mut stalled: Option<(O::Name, u32)> = None;
     loop {
         let (frame, above) = stack
             .split_last_mut()
@@ -177,6 +186,8 @@ pub fn remove_contents<O: TreeOps>(ops: &O, top: O::Dir, limits: &Limits) -> Res
             });
         }
         let listed = !batch.is_empty();
+        let first = batch.first().map(|(n, _)| n.clone());
+        let mut unlinked_all = true;
         let mut descend = None;
         for (name, hint) in batch.drain(..) {
             work += 1;
@@ -194,6 +205,7 @@ pub fn remove_contents<O: TreeOps>(ops: &O, top: O::Dir, limits: &Limits) -> Res
             if unlinked {
                 continue;
             }
+            unlinked_all = false;
             let sub = ops.open_subdir(dir, &name).map_err(|err| TreeError::Io {
                 op: "open",
                 entry: at(Some(&name)),
@@ -211,6 +223,25 @@ pub fn remove_contents<O: TreeOps>(ops: &O, top: O::Dir, limits: &Limits) -> Res
                 }
             }
         }
+        stalled = match (first, unlinked_all && descend.is_none()) {
+            (Some(f), true) => match stalled {
+                Some((s, n)) if s == f => {
+                    if n + 1 >= STALLED_LISTINGS {
+                        return Err(TreeError::Io {
+                            op: "unlink",
+                            entry: at(Some(&f)),
+                            err: io::Error::new(
+                                io::ErrorKind::ResourceBusy,
+                                "deleted, but still there: another process has it open; try again once it is closed",
+                            ),
+                        });
+                    }
+                    Some((s, n + 1))
+                }
+                _ => Some((f, 1)),
+            },
+            _ => None,
+        };
         if let Some((d, name)) = descend {
             if stack.len() > limits.depth {
                 return Err(TreeError::TooDeep);
@@ -290,6 +321,9 @@ mod tests {
         is_mount: bool,
         /// Cannot be removed (held by another process).
         stuck: bool,
+        /// Its delete is accepted but it stays (pending until another
+        /// process closes it).
+        pending: bool,
         id: u64,
         parent: Option<std::rc::Weak<RefCell<Node>>>,
     }
@@ -375,6 +409,7 @@ mod tests {
                 None => Ok(true),
                 Some(n) if n.borrow().is_dir => Ok(false),
                 Some(n) if n.borrow().stuck => Err(io::ErrorKind::ResourceBusy.into()),
+                Some(n) if n.borrow().pending => Ok(true),
                 Some(_) => {
                     d.children.remove(name);
                     Ok(true)
@@ -441,6 +476,15 @@ mod tests {
         b.borrow_mut().stuck = true;
         let got = entry(remove_contents(&m, top(&m, &root), &Limits::DEFAULT));
         assert_eq!(got, ("rmdir", vec!["a".into(), "b".into()]));
+        // Deleted but still listed: named after a few listings, not listed
+        // again until the work limit.
+        b.borrow_mut().stuck = false;
+        m.add(&b, "pending", false).borrow_mut().pending = true;
+        let got = entry(remove_contents(&m, top(&m, &root), &Limits::DEFAULT));
+        assert_eq!(
+            got,
+            ("unlink", vec!["a".into(), "b".into(), "pending".into()])
+        );
     }
 
     const SMALL: Limits = Limits {

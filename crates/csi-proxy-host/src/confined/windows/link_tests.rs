@@ -298,4 +298,25 @@ fn an_entry_that_cannot_be_removed_is_named() {
     drop(held);
     e.fs.remove_contents(&e.at("t")).unwrap();
     assert_eq!(fs::read_dir(e.root.join("t")).unwrap().count(), 0);
+
+    // Held with delete sharing: the delete is accepted, but where it takes
+    // effect only when the last handle closes (wine, the classic
+    // disposition) the name stays listed; named, not listed again forever.
+    fs::create_dir_all(&sub).unwrap();
+    fs::write(sub.join("shared"), b"x").unwrap();
+    let shared = fs::OpenOptions::new()
+        .read(true)
+        .share_mode(7)
+        .open(sub.join("shared"))
+        .unwrap();
+    let start = std::time::Instant::now();
+    match e.fs.remove_contents(&e.at("t")) {
+        // POSIX semantics: the name went at once.
+        Ok(()) => {}
+        Err(err) => assert!(err.to_string().contains(r"t\\sub\\shared"), "{err}"),
+    }
+    assert!(start.elapsed() < Duration::from_secs(30));
+    drop(shared);
+    e.fs.remove_contents(&e.at("t")).unwrap();
+    assert_eq!(fs::read_dir(e.root.join("t")).unwrap().count(), 0);
 }
