@@ -6,13 +6,16 @@ package csiproxy
 // has beyond the proto methods, the library's own messages: see
 // docs/library-mode.md).
 
-// Filesystem is the Filesystem group (filesystem/v2alpha1).
+// Filesystem is the Filesystem group (filesystem/v2alpha1). Its calls
+// answer NotFound, AlreadyExists and PermissionDenied as *fs.PathError, as
+// upstream's host does (see pathError); other codes as *Error.
 type Filesystem struct{ h *Host }
 
 func (f *Filesystem) pathCall(method, path string) (message, error) {
 	var e encoder
 	e.str(1, path)
-	return f.h.call("filesystem", method, e)
+	m, err := f.h.call("filesystem", method, e)
+	return m, pathError(method, path, err)
 }
 
 // PathExists reports whether anything (a link counts) is at path.
@@ -40,7 +43,7 @@ func (f *Filesystem) Rmdir(path string, force bool) error {
 	e.str(1, path)
 	e.boolean(2, force)
 	_, err := f.h.call("filesystem", "Rmdir", e)
-	return err
+	return pathError("Rmdir", path, err)
 }
 
 // RmdirContents removes what is inside the directory path.
@@ -55,7 +58,7 @@ func (f *Filesystem) CreateSymlink(oldname string, newname string) error {
 	e.str(1, oldname)
 	e.str(2, newname)
 	_, err := f.h.call("filesystem", "CreateSymlink", e)
-	return err
+	return pathError("CreateSymlink", newname, err)
 }
 
 // IsSymlink reports whether path is a link (or a mount point).

@@ -7,7 +7,9 @@
 // this package's own DiskLocation, DiskIDs, TargetPortal and ServiceInfo
 // types. Every call runs through csi-proxy's own dispatch: the same path
 // confinement, validation and error codes as over the pipe; a refusal is an
-// *Error carrying the gRPC code.
+// *Error carrying the gRPC code (errors.Is matches fs.ErrNotExist, fs.ErrExist
+// and fs.ErrPermission), or, from a Filesystem call, an *fs.PathError that
+// os.IsNotExist and friends see too (CodeOf gives the code of both).
 //
 // Windows only: the DLL is loaded with syscall.LazyDLL. On other systems
 // Open answers ErrUnsupported (plain Go cannot load a shared library without

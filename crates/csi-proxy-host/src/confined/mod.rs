@@ -565,7 +565,27 @@ pub(crate) fn tree_err(p: &Located, e: tree::TreeError) -> Error {
             p.shown()
         )),
         tree::TreeError::MountPoint => mount_in_tree(p),
-        tree::TreeError::Io(op, e) => io_err(op, p, e),
+        tree::TreeError::Io { op, entry, err } if entry.is_empty() => io_err(op, p, err),
+        tree::TreeError::Io { op, entry, err } => Error::io(op, entry_path(p, &entry), err),
+    }
+}
+
+/// The path of an entry below `p` (`entry`: its components), for a message
+/// that names what could not be removed. A deep one keeps its last
+/// component only.
+fn entry_path(p: &Located, entry: &[String]) -> String {
+    const MAX: usize = 1024;
+    let sep = p.sep;
+    let full = entry.iter().fold(p.path().to_string(), |mut s, c| {
+        s.push(sep);
+        s.push_str(c);
+        s
+    });
+    match entry.last() {
+        Some(last) if full.len() > MAX && entry.len() > 1 => {
+            format!("{}{sep}...{sep}{last}", p.path())
+        }
+        _ => full,
     }
 }
 

@@ -42,6 +42,12 @@ impl Limits {
 /// Names read per listing.
 const BATCH: usize = 128;
 
+/// Listings in a row that find again the first entry the one before
+/// removed, before the removal stops: an entry whose delete takes effect
+/// only when the last handle closes (Windows' classic disposition: wine,
+/// Windows before 1809, FAT) stays listed while another process holds it.
+const STALLED_LISTINGS: u32 = 8;
+
 /// What a listing says about an entry before it is opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hint {
@@ -68,17 +74,42 @@ pub enum TreeError {
     TooMuchWork,
     Moved,
     MountPoint,
-    Io(&'static str, io::Error),
+    /// An OS call failed on `entry`: the components below the top
+    /// directory of the entry it was about (empty: the top itself).
+    Io {
+        op: &'static str,
+        entry: Vec<String>,
+        err: io::Error,
+    },
 }
 
-fn io(op: &'static str) -> impl FnOnce(io::Error) -> TreeError {
-    move |e| TreeError::Io(op, e)
+/// The names of the directories from below the top down to the deepest.
+fn stack_names<D, N>(stack: &[Frame<D, N>], show: impl Fn(&N) -> String) -> Vec<String> {
+    stack
+        .iter()
+        .filter_map(|f| f.name.as_ref())
+        .map(show)
+        .collect()
+}
+
+/// An error of `op` on the entry `name` of the deepest directory (`None`:
+/// that directory itself).
+fn io_at<'a, O: TreeOps>(
+    op: &'static str,
+    stack: &'a [Frame<O::Dir, O::Name>],
+    name: Option<&'a O::Name>,
+) -> impl FnOnce(io::Error) -> TreeError + 'a {
+    move |err| {
+        let mut entry = stack_names(stack, O::show);
+        entry.extend(name.map(O::show));
+        TreeError::Io { op, entry, err }
+    }
 }
 
 /// The OS operations of a removal, all relative to open directory handles.
 pub trait TreeOps {
     type Dir;
-    type Name: Clone;
+    type Name: Clone + PartialEq;
 
     /// How many of the deepest directories stay open; shallower ones are
     /// closed and reopened with [`TreeOps::parent`] on the way back up.
@@ -107,6 +138,8 @@ pub trait TreeOps {
     fn parent(&self, dir: &Self::Dir) -> io::Result<Self::Dir>;
     /// Bytes a name takes.
     fn name_len(name: &Self::Name) -> usize;
+    /// A name as text, for messages (lossy).
+    fn show(name: &Self::Name) -> String;
 }
 
 struct Frame<D, N> {
@@ -118,7 +151,7 @@ struct Frame<D, N> {
 
 /// Remove everything inside `top`, keeping `top` itself.
 pub fn remove_contents<O: TreeOps>(ops: &O, top: O::Dir, limits: &Limits) -> Result<(), TreeError> {
-    let id = ops.id(&top).map_err(io("stat"))?;
+    let id = ops.id(&top).map_err(io_at::<O>("stat", &[], None))?;
     let mut stack: Vec<Frame<O::Dir, O::Name>> = vec![Frame {
         dir: Some(top),
         id,
@@ -127,22 +160,58 @@ pub fn remove_contents<O: TreeOps>(ops: &O, top: O::Dir, limits: &Limits) -> Res
     let mut batch: Vec<(O::Name, Hint)> = Vec::with_capacity(BATCH);
     let mut work: u64 = 0;
     let mut name_bytes: usize = 0;
+    // The first entry of the last listing, all of whose entries were
+    // removed, and how many listings in a row found it again.
+    let mut stalled: Option<(O::Name, u32)> = None;
     loop {
-        let frame = stack.last_mut().expect("the top frame is never popped");
+        let (frame, above) = stack
+            .split_last_mut()
+            .expect("the top frame is never popped");
         let dir = frame.dir.as_mut().expect("the deepest frame is open");
+        // An entry of the deepest directory (`None`: that directory), for
+        // an error's message.
+        let at = |name: Option<&O::Name>| {
+            let mut entry = stack_names(above, O::show);
+            entry.extend(frame.name.as_ref().map(O::show));
+            entry.extend(name.map(O::show));
+            entry
+        };
         batch.clear();
-        ops.list(dir, &mut batch, BATCH).map_err(io("list"))?;
+        if let Err(err) = ops.list(dir, &mut batch, BATCH) {
+            let entry = at(None);
+            return Err(TreeError::Io {
+                op: "list",
+                entry,
+                err,
+            });
+        }
         let listed = !batch.is_empty();
+        let first = batch.first().map(|(n, _)| n.clone());
+        let mut unlinked_all = true;
         let mut descend = None;
         for (name, hint) in batch.drain(..) {
             work += 1;
             if work > limits.ops {
                 return Err(TreeError::TooMuchWork);
             }
-            if hint != Hint::Dir && ops.unlink(dir, &name).map_err(io("unlink"))? {
+            let unlinked = match hint {
+                Hint::Dir => false,
+                _ => ops.unlink(dir, &name).map_err(|err| TreeError::Io {
+                    op: "unlink",
+                    entry: at(Some(&name)),
+                    err,
+                })?,
+            };
+            if unlinked {
                 continue;
             }
-            match ops.open_subdir(dir, &name).map_err(io("open"))? {
+            unlinked_all = false;
+            let sub = ops.open_subdir(dir, &name).map_err(|err| TreeError::Io {
+                op: "open",
+                entry: at(Some(&name)),
+                err,
+            })?;
+            match sub {
                 Sub::Gone => {}
                 // Swapped for a file or link since it was listed: the next
                 // listing sees it again and unlinks it.
@@ -154,6 +223,25 @@ pub fn remove_contents<O: TreeOps>(ops: &O, top: O::Dir, limits: &Limits) -> Res
                 }
             }
         }
+        stalled = match (first, unlinked_all && descend.is_none()) {
+            (Some(f), true) => match stalled {
+                Some((s, n)) if s == f => {
+                    if n + 1 >= STALLED_LISTINGS {
+                        return Err(TreeError::Io {
+                            op: "unlink",
+                            entry: at(Some(&f)),
+                            err: io::Error::new(
+                                io::ErrorKind::ResourceBusy,
+                                "deleted, but still there: another process has it open; try again once it is closed",
+                            ),
+                        });
+                    }
+                    Some((s, n + 1))
+                }
+                _ => Some((f, 1)),
+            },
+            _ => None,
+        };
         if let Some((d, name)) = descend {
             if stack.len() > limits.depth {
                 return Err(TreeError::TooDeep);
@@ -162,7 +250,9 @@ pub fn remove_contents<O: TreeOps>(ops: &O, top: O::Dir, limits: &Limits) -> Res
             if name_bytes > limits.name_bytes {
                 return Err(TreeError::TooDeep);
             }
-            let id = ops.id(&d).map_err(io("stat"))?;
+            let id = ops
+                .id(&d)
+                .map_err(io_at::<O>("stat", &stack, Some(&name)))?;
             stack.push(Frame {
                 dir: Some(d),
                 id,
@@ -187,23 +277,25 @@ pub fn remove_contents<O: TreeOps>(ops: &O, top: O::Dir, limits: &Limits) -> Res
         let child = stack.pop().expect("more than one frame");
         let child_name = child.name.expect("only the top frame has no name");
         name_bytes -= O::name_len(&child_name);
-        let parent = stack.last_mut().expect("the top frame remains");
-        if parent.dir.is_none() {
+        let parent = stack.len() - 1;
+        if stack[parent].dir.is_none() {
             let child_dir = child.dir.as_ref().expect("the deepest frame is open");
-            let p = ops.parent(child_dir).map_err(io("open parent"))?;
-            if ops.id(&p).map_err(io("stat"))? != parent.id {
+            let p = ops
+                .parent(child_dir)
+                .map_err(io_at::<O>("open parent", &stack, None))?;
+            if ops.id(&p).map_err(io_at::<O>("stat", &stack, None))? != stack[parent].id {
                 return Err(TreeError::Moved);
             }
-            parent.dir = Some(p);
+            stack[parent].dir = Some(p);
         }
         drop(child.dir);
-        let parent_dir = parent.dir.as_ref().expect("just reopened");
+        let parent_dir = stack[parent].dir.as_ref().expect("just reopened");
         match ops.rmdir(parent_dir, &child_name) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             // Refilled meanwhile: the next listing finds it and descends again.
             Err(e) if e.kind() == io::ErrorKind::DirectoryNotEmpty => {}
-            Err(e) => return Err(TreeError::Io("rmdir", e)),
+            Err(e) => return Err(io_at::<O>("rmdir", &stack, Some(&child_name))(e)),
         }
         work += 1;
         if work > limits.ops {
@@ -227,6 +319,11 @@ mod tests {
         children: BTreeMap<String, Rc<RefCell<Node>>>,
         is_dir: bool,
         is_mount: bool,
+        /// Cannot be removed (held by another process).
+        stuck: bool,
+        /// Its delete is accepted but it stays (pending until another
+        /// process closes it).
+        pending: bool,
         id: u64,
         parent: Option<std::rc::Weak<RefCell<Node>>>,
     }
@@ -311,6 +408,8 @@ mod tests {
             match d.children.get(name) {
                 None => Ok(true),
                 Some(n) if n.borrow().is_dir => Ok(false),
+                Some(n) if n.borrow().stuck => Err(io::ErrorKind::ResourceBusy.into()),
+                Some(n) if n.borrow().pending => Ok(true),
                 Some(_) => {
                     d.children.remove(name);
                     Ok(true)
@@ -333,6 +432,7 @@ mod tests {
                 Some(n) if !n.borrow().children.is_empty() => {
                     Err(io::ErrorKind::DirectoryNotEmpty.into())
                 }
+                Some(n) if n.borrow().stuck => Err(io::ErrorKind::ResourceBusy.into()),
                 Some(_) => {
                     d.children.remove(name);
                     Ok(())
@@ -347,10 +447,44 @@ mod tests {
         fn name_len(name: &String) -> usize {
             name.len()
         }
+        fn show(name: &String) -> String {
+            name.clone()
+        }
     }
 
     fn top(m: &Mem, root: &Rc<RefCell<Node>>) -> H {
         m.handle(root.clone(), &open_count())
+    }
+
+    #[test]
+    fn an_entry_that_stays_is_named() {
+        let (m, root) = Mem::new();
+        let b = m.add(&m.add(&root, "a", true), "b", true);
+        m.add(&b, "f", false);
+        m.add(&b, "held", false).borrow_mut().stuck = true;
+        let entry = |r: Result<(), TreeError>| match r {
+            Err(TreeError::Io { op, entry, err }) => {
+                assert_eq!(err.kind(), io::ErrorKind::ResourceBusy);
+                (op, entry)
+            }
+            other => panic!("{other:?}"),
+        };
+        let got = entry(remove_contents(&m, top(&m, &root), &Limits::DEFAULT));
+        assert_eq!(got, ("unlink", vec!["a".into(), "b".into(), "held".into()]));
+        // An empty directory that stays: named by its parent's walk.
+        b.borrow_mut().children.clear();
+        b.borrow_mut().stuck = true;
+        let got = entry(remove_contents(&m, top(&m, &root), &Limits::DEFAULT));
+        assert_eq!(got, ("rmdir", vec!["a".into(), "b".into()]));
+        // Deleted but still listed: named after a few listings, not listed
+        // again until the work limit.
+        b.borrow_mut().stuck = false;
+        m.add(&b, "pending", false).borrow_mut().pending = true;
+        let got = entry(remove_contents(&m, top(&m, &root), &Limits::DEFAULT));
+        assert_eq!(
+            got,
+            ("unlink", vec!["a".into(), "b".into(), "pending".into()])
+        );
     }
 
     const SMALL: Limits = Limits {

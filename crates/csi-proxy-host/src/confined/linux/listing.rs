@@ -149,6 +149,10 @@ impl TreeOps for LinuxTree {
     fn name_len(name: &CString) -> usize {
         name.as_bytes().len()
     }
+
+    fn show(name: &CString) -> String {
+        name.to_string_lossy().into_owned()
+    }
 }
 
 #[cfg(test)]

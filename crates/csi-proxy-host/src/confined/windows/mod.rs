@@ -14,16 +14,22 @@
 //! whole relative path with `OBJ_DONT_REPARSE` (no reparse point may be
 //! crossed) and check the handle's final path against the expected one;
 //! anything unproven falls back to the component walk, so no answer ever
-//! depends on what a link points to.
+//! depends on what a link points to. The walk proves the parent it reached
+//! (and, before saying a component is missing, the directory it looked in)
+//! the same way, and every operation proves the final entry it opened
+//! ([`prove_final`]) before acting on it; tree removal proves each entry
+//! against its directory (`listing.rs`). On Windows a link is a reparse
+//! point anyway; the proof catches a system that hides one (wine shows a
+//! host symlink as what it leads to). Removal is in `removal.rs`.
 
 mod listing;
 mod nt;
+mod removal;
 
-use listing::WinTree;
+pub use removal::{remove, remove_all, remove_contents};
 
-use super::tree;
 use super::winfmt::{self, ATTR_DIRECTORY, ATTR_REPARSE_POINT};
-use super::{io_err, link_in_chain, mount_in_tree, tree_err, Kind, Located, MkdirOutcome};
+use super::{io_err, link_in_chain, Kind, Located, MkdirOutcome};
 use crate::error::{Error, Result};
 use crate::path::{classify_reparse_point, Link};
 use std::io;
@@ -33,8 +39,7 @@ use windows_sys::Wdk::Storage::FileSystem::{
 };
 use windows_sys::Win32::Foundation::{HANDLE, NTSTATUS};
 use windows_sys::Win32::Storage::FileSystem::{
-    DELETE, FILE_LIST_DIRECTORY, FILE_READ_ATTRIBUTES, FILE_TRAVERSE, VOLUME_NAME_DOS,
-    VOLUME_NAME_GUID,
+    FILE_LIST_DIRECTORY, FILE_READ_ATTRIBUTES, FILE_TRAVERSE, VOLUME_NAME_DOS, VOLUME_NAME_GUID,
 };
 
 /// Access for walking and listing a directory (read access, so the
@@ -194,16 +199,6 @@ fn probe_open() -> nt::Open {
     }
 }
 
-fn delete_open() -> nt::Open {
-    nt::Open {
-        access: DELETE | FILE_READ_ATTRIBUTES,
-        share: nt::SHARE_ALL,
-        disposition: FILE_OPEN,
-        options: FILE_OPEN_REPARSE_POINT,
-        dont_reparse: false,
-    }
-}
-
 /// What an open entry is.
 fn classify(h: &OwnedHandle) -> io::Result<Kind> {
     let (attrs, tag) = nt::attr_tag(h)?;
@@ -235,12 +230,18 @@ fn classify(h: &OwnedHandle) -> io::Result<Kind> {
 fn walk_parents(root: &RootHandle, p: &Located) -> Result<Vec<OwnedHandle>> {
     let parents = p.parent_rel().unwrap_or("");
     let mut chain: Vec<OwnedHandle> = Vec::new();
+    // Where the part of `parents` walked so far ends.
+    let mut end = 0;
     for comp in parents.split('\\').filter(|c| !c.is_empty()) {
         let parent = chain
             .last()
             .map_or(root.raw(), |h| h.as_raw_handle() as HANDLE);
+        // What is missing, or not a directory, must be so below the root:
+        // the directory it was looked for in is proven first.
+        let proven_so_far = || chain.last().is_none_or(|h| root.proves(h, &parents[..end]));
         let h = match nt::open_relative(parent, comp, &dir_open(FILE_OPEN, 0)) {
             Ok(h) => h,
+            Err(_) if !proven_so_far() => return Err(unproven(p)),
             Err(s) if is_missing(s) => {
                 return Err(Error::NotFound(format!(
                     "path {}: its parent directory does not exist",
@@ -255,6 +256,7 @@ fn walk_parents(root: &RootHandle, p: &Located) -> Result<Vec<OwnedHandle>> {
             }
             Err(s) => return Err(io_err("open parent of", p, nt::status_error(s))),
         };
+        end += usize::from(end > 0) + comp.len();
         let (attrs, _) = nt::attr_tag(&h).map_err(|e| io_err("stat", p, e))?;
         if attrs & ATTR_REPARSE_POINT != 0 {
             return Err(link_in_chain(p));
@@ -277,6 +279,17 @@ fn unproven(p: &Located) -> Error {
         "path {} could not be proven to stay beneath its allowed root (a link, or a short or differently-cased name, on the way)",
         p.shown()
     ))
+}
+
+/// The final entry `h`, opened relative to its parent, must be `p` itself:
+/// the same proof as the parents' (a system that hides a link at the last
+/// component, as wine hides a host symlink, opens what it leads to).
+fn prove_final(root: &RootHandle, h: &OwnedHandle, p: &Located) -> Result<()> {
+    if p.is_root() || root.proves(h, p.rel_str()) {
+        Ok(())
+    } else {
+        Err(unproven(p))
+    }
 }
 
 /// The parent of `p` as one proven open (no pin), or by the walk.
@@ -341,7 +354,7 @@ fn open_entry(root: &RootHandle, p: &Located) -> Result<Option<OwnedHandle>> {
     };
     let name = p.name().expect("not a root");
     match nt::open_relative(parent.raw(root), name, &probe_open()) {
-        Ok(h) => Ok(Some(h)),
+        Ok(h) => prove_final(root, &h, p).map(|()| Some(h)),
         Err(s) if is_missing(s) || s == STATUS_NOT_A_DIRECTORY => Ok(None),
         Err(s) => Err(io_err("stat", p, nt::status_error(s))),
     }
@@ -399,7 +412,10 @@ pub fn mkdir_all(root: &RootHandle, p: &Located) -> Result<MkdirOutcome> {
         Ok(parent) => {
             let name = p.name().expect("not a root");
             return match nt::open_relative(parent.raw(root), name, &dir_open(FILE_OPEN_IF, 0)) {
-                Ok(h) => classify_final(&h, p),
+                Ok(h) => {
+                    prove_final(root, &h, p)?;
+                    classify_final(&h, p)
+                }
                 Err(STATUS_NOT_A_DIRECTORY) => Err(not_a_dir(p)),
                 Err(s) => Err(io_err("mkdir", p, nt::status_error(s))),
             };
@@ -408,10 +424,12 @@ pub fn mkdir_all(root: &RootHandle, p: &Located) -> Result<MkdirOutcome> {
         Err(Error::FailedPrecondition(_)) => return Err(not_a_dir(p)),
         Err(e) => return Err(e),
     }
-    // Parents missing: one component at a time, each created (if missing)
-    // and opened relative to its parent's handle.
+    // Parents missing: one component at a time, each created (if missing),
+    // opened relative to its parent's handle and proven to be the directory
+    // named before anything is made in it.
     let mut chain: Vec<OwnedHandle> = Vec::new();
     let last = p.components().count().saturating_sub(1);
+    let mut end = 0;
     for (i, comp) in p.components().enumerate() {
         let parent = last_raw(root, &chain);
         let h = match nt::open_relative(parent, comp, &dir_open(FILE_OPEN_IF, 0)) {
@@ -419,6 +437,10 @@ pub fn mkdir_all(root: &RootHandle, p: &Located) -> Result<MkdirOutcome> {
             Err(STATUS_NOT_A_DIRECTORY) => return Err(not_a_dir(p)),
             Err(s) => return Err(io_err("mkdir", p, nt::status_error(s))),
         };
+        end += usize::from(i > 0) + comp.len();
+        if !root.proves(&h, &p.rel_str()[..end]) {
+            return Err(unproven(p));
+        }
         if i == last {
             return classify_final(&h, p);
         }
@@ -430,94 +452,6 @@ pub fn mkdir_all(root: &RootHandle, p: &Located) -> Result<MkdirOutcome> {
         chain.push(h);
     }
     Ok(MkdirOutcome::Done)
-}
-
-fn refuse_mount_point(p: &Located) -> Error {
-    Error::FailedPrecondition(format!(
-        "path {} is a volume mount point; unmount it first",
-        p.shown()
-    ))
-}
-
-pub fn remove(root: &RootHandle, p: &Located) -> Result<()> {
-    let parent = parent_handle(root, p)?;
-    let name = p.name().expect("not a root");
-    let h = match nt::open_relative(parent.raw(root), name, &delete_open()) {
-        Ok(h) => h,
-        Err(s) if is_missing(s) => {
-            return Err(Error::NotFound(format!(
-                "path {} does not exist",
-                p.shown()
-            )))
-        }
-        Err(s) => return Err(io_err("remove", p, nt::status_error(s))),
-    };
-    if classify(&h).map_err(|e| io_err("stat", p, e))? == Kind::MountPoint {
-        return Err(refuse_mount_point(p));
-    }
-    nt::delete(&h).map_err(|e| io_err("remove", p, e))
-}
-
-pub fn remove_all(root: &RootHandle, p: &Located) -> Result<()> {
-    let parent_dir = match parent_handle(root, p) {
-        Err(Error::NotFound(_)) => return Ok(()),
-        other => other?,
-    };
-    let parent = parent_dir.raw(root);
-    let name = p.name().expect("not a root");
-    let listing = nt::Open {
-        access: DIR_ACCESS,
-        share: nt::SHARE_PIN,
-        disposition: FILE_OPEN,
-        options: FILE_OPEN_REPARSE_POINT,
-        dont_reparse: false,
-    };
-    let h = match nt::open_relative(parent, name, &listing) {
-        Ok(h) => h,
-        Err(s) if is_missing(s) => return Ok(()),
-        Err(s) => return Err(io_err("open", p, nt::status_error(s))),
-    };
-    match classify(&h).map_err(|e| io_err("stat", p, e))? {
-        Kind::MountPoint => return Err(mount_in_tree(p)),
-        Kind::Dir => {
-            tree::remove_contents(&WinTree, h, &tree::Limits::DEFAULT)
-                .map_err(|e| tree_err(p, e))?;
-        }
-        _ => drop(h),
-    }
-    match nt::open_relative(parent, name, &delete_open()) {
-        Ok(h) => nt::delete(&h).map_err(|e| io_err("remove", p, e)),
-        Err(s) if is_missing(s) => Ok(()),
-        Err(s) => Err(io_err("remove", p, nt::status_error(s))),
-    }
-}
-
-pub fn remove_contents(root: &RootHandle, p: &Located) -> Result<()> {
-    if !p.is_root() {
-        if let Ok(Some(h)) = root.open_proven(p.rel_str(), &dir_open(FILE_OPEN, 0)) {
-            // Anything unclear here takes the walk below.
-            if classify(&h).ok() == Some(Kind::Dir) {
-                return tree::remove_contents(&WinTree, h, &tree::Limits::DEFAULT)
-                    .map_err(|e| tree_err(p, e));
-            }
-        }
-    }
-    let dir = open_dir(root, p)?;
-    let h = if dir.mount_point {
-        // Emptying a mounted volume is what was asked for: its root,
-        // reached through the mount point held open in `dir`.
-        let chain = walk_parents(root, p)?;
-        let enter = nt::Open {
-            options: FILE_DIRECTORY_FILE,
-            ..dir_open(FILE_OPEN, 0)
-        };
-        let name = p.name().expect("not a root");
-        nt::open_relative(last_raw(root, &chain), name, &enter)
-            .map_err(|s| io_err("open", p, nt::status_error(s)))?
-    } else {
-        dir.handle
-    };
-    tree::remove_contents(&WinTree, h, &tree::Limits::DEFAULT).map_err(|e| tree_err(p, e))
 }
 
 pub fn symlink(root: &RootHandle, points_to: &str, link: &Located) -> Result<()> {
@@ -581,6 +515,7 @@ fn open_final(root: &RootHandle, p: &Located, disposition: u32) -> Result<Dir> {
         }
         Err(s) => return Err(io_err("open", p, nt::status_error(s))),
     };
+    prove_final(root, &handle, p)?;
     let mount_point = match classify(&handle).map_err(|e| io_err("stat", p, e))? {
         Kind::Dir => false,
         Kind::MountPoint => true,
@@ -629,5 +564,7 @@ pub fn open_parent_dir(root: &RootHandle, p: &Located) -> Result<Dir> {
 #[cfg(feature = "bench-internals")]
 pub mod bench;
 
+#[cfg(test)]
+mod link_tests;
 #[cfg(test)]
 mod tests;

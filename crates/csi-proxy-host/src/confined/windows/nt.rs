@@ -14,14 +14,15 @@ use windows_sys::Win32::Foundation::{
     OBJ_DONT_REPARSE, UNICODE_STRING,
 };
 use windows_sys::Win32::Storage::FileSystem::{
-    CreateFileW, CreateSymbolicLinkW, FileAttributeTagInfo, FileDispositionInfo,
+    CreateFileW, CreateSymbolicLinkW, FileAttributeTagInfo, FileBasicInfo, FileDispositionInfo,
     FileDispositionInfoEx, GetFileInformationByHandle, GetFileInformationByHandleEx,
     GetFinalPathNameByHandleW, SetFileInformationByHandle, BY_HANDLE_FILE_INFORMATION,
-    FILE_ATTRIBUTE_TAG_INFO, FILE_DISPOSITION_FLAG_DELETE,
-    FILE_DISPOSITION_FLAG_IGNORE_READONLY_ATTRIBUTE, FILE_DISPOSITION_FLAG_POSIX_SEMANTICS,
-    FILE_DISPOSITION_INFO, FILE_DISPOSITION_INFO_EX, FILE_FLAG_BACKUP_SEMANTICS, FILE_SHARE_DELETE,
-    FILE_SHARE_READ, FILE_SHARE_WRITE, MAXIMUM_REPARSE_DATA_BUFFER_SIZE, OPEN_EXISTING,
-    SYMBOLIC_LINK_FLAG_ALLOW_UNPRIVILEGED_CREATE, SYMBOLIC_LINK_FLAG_DIRECTORY,
+    FILE_ATTRIBUTE_NORMAL, FILE_ATTRIBUTE_READONLY, FILE_ATTRIBUTE_TAG_INFO, FILE_BASIC_INFO,
+    FILE_DISPOSITION_FLAG_DELETE, FILE_DISPOSITION_FLAG_IGNORE_READONLY_ATTRIBUTE,
+    FILE_DISPOSITION_FLAG_POSIX_SEMANTICS, FILE_DISPOSITION_INFO, FILE_DISPOSITION_INFO_EX,
+    FILE_FLAG_BACKUP_SEMANTICS, FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE,
+    MAXIMUM_REPARSE_DATA_BUFFER_SIZE, OPEN_EXISTING, SYMBOLIC_LINK_FLAG_ALLOW_UNPRIVILEGED_CREATE,
+    SYMBOLIC_LINK_FLAG_DIRECTORY,
 };
 use windows_sys::Win32::System::Ioctl::FSCTL_GET_REPARSE_POINT;
 use windows_sys::Win32::System::IO::{DeviceIoControl, IO_STATUS_BLOCK};
@@ -280,7 +281,8 @@ pub fn query_dir(h: &OwnedHandle, buf: &mut [u8], restart: bool) -> io::Result<u
 }
 
 /// Marks an open file for deletion: POSIX semantics (the name goes at once)
-/// where the filesystem has them, the classic disposition otherwise.
+/// where the filesystem has them, the classic disposition otherwise (wine,
+/// Windows before 1809, FAT).
 pub fn delete(h: &OwnedHandle) -> io::Result<()> {
     let ex = FILE_DISPOSITION_INFO_EX {
         Flags: FILE_DISPOSITION_FLAG_DELETE
@@ -305,6 +307,13 @@ pub fn delete(h: &OwnedHandle) -> io::Result<()> {
     if !matches!(e.raw_os_error(), Some(87) | Some(1) | Some(50)) {
         return Err(e);
     }
+    // The classic disposition refuses a read-only entry (the flag above
+    // ignored it): clear the attribute on the handle first (the handle
+    // needs FILE_WRITE_ATTRIBUTES for that), and put it back if the entry
+    // stays after all.
+    let (attrs, _) = attr_tag(h)?;
+    let cleared = attrs & FILE_ATTRIBUTE_READONLY != 0
+        && set_attributes(h, attrs & !FILE_ATTRIBUTE_READONLY).is_ok();
     let classic = FILE_DISPOSITION_INFO { DeleteFile: true };
     // SAFETY: as above, with FILE_DISPOSITION_INFO.
     let ok = unsafe {
@@ -313,6 +322,40 @@ pub fn delete(h: &OwnedHandle) -> io::Result<()> {
             FileDispositionInfo,
             &classic as *const _ as *const _,
             std::mem::size_of::<FILE_DISPOSITION_INFO>() as u32,
+        )
+    };
+    if ok == 0 {
+        let e = io::Error::last_os_error();
+        if cleared {
+            let _ = set_attributes(h, attrs);
+        }
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Sets the attributes of an open file (times unchanged).
+fn set_attributes(h: &OwnedHandle, attrs: u32) -> io::Result<()> {
+    let info = FILE_BASIC_INFO {
+        CreationTime: 0,
+        LastAccessTime: 0,
+        LastWriteTime: 0,
+        ChangeTime: 0,
+        // 0 would mean "unchanged".
+        FileAttributes: if attrs == 0 {
+            FILE_ATTRIBUTE_NORMAL
+        } else {
+            attrs
+        },
+    };
+    // SAFETY: `info` is a readable FILE_BASIC_INFO of the size passed; zero
+    // times leave the times unchanged.
+    let ok = unsafe {
+        SetFileInformationByHandle(
+            raw(h),
+            FileBasicInfo,
+            &info as *const _ as *const _,
+            std::mem::size_of::<FILE_BASIC_INFO>() as u32,
         )
     };
     if ok == 0 {
