@@ -363,6 +363,7 @@ impl VersionedService {
                 let call = Call {
                     api: self.inner.api,
                     method: route.method,
+                    operation: route.operation,
                     write: route.write,
                     caller,
                     request: message,

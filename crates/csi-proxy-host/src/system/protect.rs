@@ -16,6 +16,7 @@
 //! (`kubelet` is `kubelet.service`). A built-in entry ending in `*` is a
 //! prefix (`systemd-*`); so is an operator's.
 
+use super::plan::Plan;
 use super::validate::ServiceName;
 use crate::path::{shown, Flavor};
 use crate::{Error, Result};
@@ -238,6 +239,48 @@ pub const LINUX: &[Builtin] = &[
     },
 ];
 
+/// systemd units whose start shuts the node or its service manager down,
+/// reboots, halts, kexecs, suspends or hibernates it, or isolates it into a
+/// rescue mode: StartService refuses them by name before any lookup (the
+/// services), and a start that would pull one in is refused (services and
+/// targets alike). Not removable by `-unprotect-services`.
+pub const ENDS_THE_MANAGER: &[&str] = &[
+    "systemd-reboot.service",
+    "systemd-poweroff.service",
+    "systemd-halt.service",
+    "systemd-kexec.service",
+    "systemd-exit.service",
+    "systemd-soft-reboot.service",
+    "systemd-suspend.service",
+    "systemd-hibernate.service",
+    "systemd-hybrid-sleep.service",
+    "systemd-suspend-then-hibernate.service",
+    "rescue.service",
+    "emergency.service",
+    "reboot.target",
+    "poweroff.target",
+    "halt.target",
+    "kexec.target",
+    "exit.target",
+    "soft-reboot.target",
+    "shutdown.target",
+    "final.target",
+    "ctrl-alt-del.target",
+    "sleep.target",
+    "suspend.target",
+    "hibernate.target",
+    "hybrid-sleep.target",
+    "suspend-then-hibernate.target",
+    "rescue.target",
+    "emergency.target",
+];
+
+/// Whether starting the systemd unit `unit` (an exact unit name) ends or
+/// isolates the manager.
+pub fn ends_the_manager(unit: &str) -> bool {
+    ENDS_THE_MANAGER.contains(&unit)
+}
+
 /// The built-in table of `flavor`.
 pub fn builtin(flavor: Flavor) -> &'static [Builtin] {
     match flavor {
@@ -407,6 +450,12 @@ impl Protection {
     /// refused; otherwise whether it still depends on iSCSI sessions.
     pub fn check(&self, name: &ServiceName, op: Op) -> Result<Verdict> {
         let key = self.key(name);
+        if op == Op::Start && self.flavor == Flavor::Unix && ends_the_manager(&key) {
+            return Err(Error::PermissionDenied(format!(
+                "start service {}: refused, starting it would shut down, reboot, suspend or isolate the node's service manager",
+                shown(name.as_str())
+            )));
+        }
         let mut verdict = Verdict::Allowed;
         for r in &self.rules {
             let hit = if r.prefix {
@@ -454,6 +503,72 @@ impl Protection {
                 e => e,
             }),
             Err(_) => Ok(()),
+        }
+    }
+
+    /// The check of everything a start or stop would do, once the service
+    /// manager described it ([`Plan`]): every name of the service itself
+    /// (its id and aliases); for a stop, every unit stopped with it, running
+    /// or not (one that is stopped now may be started before the stop
+    /// runs); for a start, every unit started with it (no unit that ends
+    /// the manager, no remote-access service) and every running unit it
+    /// would stop through a conflict. `asked` is the name as given (for the
+    /// messages).
+    pub fn check_plan(&self, asked: &ServiceName, plan: &Plan, op: Op) -> Result<Verdict> {
+        let mut verdict = Verdict::Allowed;
+        let mut merge = |v: Verdict| {
+            if v == Verdict::UnlessIscsiSessions {
+                verdict = v;
+            }
+        };
+        let shown_asked = shown(asked.as_str());
+        for n in &plan.target {
+            merge(self.check_unit(n, op, |m| {
+                format!("{m} ({shown_asked} is a name of {})", shown(n))
+            })?);
+        }
+        for u in &plan.started {
+            for n in &u.names {
+                if self.flavor == Flavor::Unix && ends_the_manager(n) {
+                    return Err(Error::PermissionDenied(format!(
+                        "start service {shown_asked}: refused, it would start {}, which shuts down, reboots, suspends or isolates the node's service manager",
+                        shown(n)
+                    )));
+                }
+                self.check_unit(n, Op::Start, |m| {
+                    format!("{m} (starting {shown_asked} would start it too)")
+                })?;
+            }
+        }
+        for u in &plan.stopped {
+            if op == Op::Start && !u.active {
+                continue;
+            }
+            for n in &u.names {
+                merge(self.check_unit(n, Op::Stop, |m| match op {
+                    Op::Stop => format!("{m} (stopping {shown_asked} would stop it too)"),
+                    Op::Start => format!("{m} (starting {shown_asked} would stop it: a conflict)"),
+                })?);
+            }
+        }
+        Ok(verdict)
+    }
+
+    /// [`Protection::check`] of a unit the service manager named; names
+    /// that are not services (other unit types) pass.
+    fn check_unit(&self, os_name: &str, op: Op, why: impl Fn(&str) -> String) -> Result<Verdict> {
+        if op == Op::Start && self.flavor == Flavor::Unix && ends_the_manager(os_name) {
+            return Err(Error::PermissionDenied(why(&format!(
+                "start {}: refused, it shuts down, reboots, suspends or isolates the node's service manager",
+                shown(os_name)
+            ))));
+        }
+        match ServiceName::parse(os_name, self.flavor) {
+            Ok(n) => self.check(&n, op).map_err(|e| match e {
+                Error::PermissionDenied(m) => Error::PermissionDenied(why(&m)),
+                e => e,
+            }),
+            Err(_) => Ok(Verdict::Allowed),
         }
     }
 

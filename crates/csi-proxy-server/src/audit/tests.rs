@@ -163,3 +163,63 @@ fn a_message_quoting_a_secret_is_scrubbed_and_drops_reach_the_metric() {
         "{scrape}"
     );
 }
+
+/// In blocking mode, a line that cannot be queued in time is an error,
+/// not an endless wait.
+#[test]
+fn queueing_waits_no_longer_than_its_deadline() {
+    let (tx, _rx) = mpsc::sync_channel::<Msg>(1);
+    let (flush, _) = mpsc::sync_channel(1);
+    send_within(&tx, Msg::Flush(flush), Instant::now()).unwrap();
+    let (flush, _) = mpsc::sync_channel(1);
+    let t = Instant::now();
+    let e = send_within(&tx, Msg::Flush(flush), t + Duration::from_millis(200)).unwrap_err();
+    let waited = t.elapsed();
+    assert!(e.contains("could not be queued"), "{e}");
+    assert!(
+        waited >= Duration::from_millis(200) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
+    drop(_rx);
+    let (flush, _) = mpsc::sync_channel(1);
+    let e = send_within(
+        &tx,
+        Msg::Flush(flush),
+        Instant::now() + Duration::from_secs(5),
+    )
+    .unwrap_err();
+    assert!(e.contains("closed"), "{e}");
+}
+
+/// A caller refused in a loop: past its budget, summary lines.
+#[test]
+fn refusals_past_the_budget_become_summary_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.log");
+    let log = AuditLog::open(&config(&path, 0, 0, Mode::BestEffort), None).unwrap();
+    let caller = Arc::new(Caller {
+        pid: Some(9),
+        uid: Some(65534),
+        ..Caller::default()
+    });
+    let mut own = 0;
+    for _ in 0..500 {
+        if log.admit_refusal(&caller) {
+            own += 1;
+            let mut e = entry("/var/lib/kubelet/x", Code::PermissionDenied);
+            e.caller = caller.clone();
+            log.submit(e);
+        }
+    }
+    assert!(own <= limit::BURST as usize + 2, "{own}");
+    // The writer writes the summary within about a second.
+    std::thread::sleep(Duration::from_millis(2300));
+    log.close(Duration::from_secs(5));
+    let l = lines(&path);
+    let summaries: Vec<_> = l.iter().filter(|v| v.get("summary").is_some()).collect();
+    assert_eq!(summaries.len(), 1, "{l:?}");
+    assert_eq!(summaries[0]["refused"], 500 - own as u64);
+    assert_eq!(summaries[0]["caller"]["uid"], 65534);
+    assert_eq!(summaries[0]["code"], "PermissionDenied");
+    assert_eq!(l.len(), own + 1);
+}

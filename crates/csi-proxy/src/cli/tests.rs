@@ -365,6 +365,7 @@ fn help_mentions_every_flag() {
         "audit-log-max-size",
         "audit-log-max-backups",
         "caller-policy",
+        "kubepods-cgroup",
         "logging-format",
     ] {
         assert!(
