@@ -452,7 +452,7 @@ impl Protection {
         let key = self.key(name);
         if op == Op::Start && self.flavor == Flavor::Unix && ends_the_manager(&key) {
             return Err(Error::PermissionDenied(format!(
-                "start service {}: refused, starting it would shut down, reboot, suspend or isolate the node's service manager",
+                "start service {}: refused, starting it would shut down, reboot, suspend or isolate the node's service manager: such units are protected, never started through csi-proxy",
                 shown(name.as_str())
             )));
         }
@@ -531,7 +531,7 @@ impl Protection {
             for n in &u.names {
                 if self.flavor == Flavor::Unix && ends_the_manager(n) {
                     return Err(Error::PermissionDenied(format!(
-                        "start service {shown_asked}: refused, it would start {}, which shuts down, reboots, suspends or isolates the node's service manager",
+                        "start service {shown_asked}: refused, it would start {}, which shuts down, reboots, suspends or isolates the node's service manager: such units are protected, never started through csi-proxy",
                         shown(n)
                     )));
                 }
@@ -559,7 +559,7 @@ impl Protection {
     fn check_unit(&self, os_name: &str, op: Op, why: impl Fn(&str) -> String) -> Result<Verdict> {
         if op == Op::Start && self.flavor == Flavor::Unix && ends_the_manager(os_name) {
             return Err(Error::PermissionDenied(why(&format!(
-                "start {}: refused, it shuts down, reboots, suspends or isolates the node's service manager",
+                "start {}: refused, it shuts down, reboots, suspends or isolates the node's service manager: such units are protected, never started through csi-proxy",
                 shown(os_name)
             ))));
         }
