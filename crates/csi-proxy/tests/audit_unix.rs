@@ -213,7 +213,8 @@ async fn a_pod_layout_below_the_root_names_no_pod() {
     let p = start(&audit_args(&log, &[]));
     let target = p.kubelet.join("from-a-fake-pod");
     let client = ClientProcess::start("client_process", &p.socket_dir, &target, |_| {});
-    std::fs::write(cg.scope().join("cgroup.procs"), client.pid().to_string()).expect("move the client");
+    std::fs::write(cg.scope().join("cgroup.procs"), client.pid().to_string())
+        .expect("move the client");
     assert_eq!(client.go(), "OK");
     let v = wait_line(&log, |v| is_call(v, "Mkdir", &target));
     assert!(v["caller"].get("pod_uid").is_none(), "{v}");
@@ -244,7 +245,9 @@ async fn a_flood_of_refused_calls_keeps_earlier_lines_and_the_budget() {
     let me = nix::unistd::geteuid().as_raw();
     std::fs::write(
         &policy,
-        format!(r#"{{"filesystem": [{{"uid": {me}}}], "filesystem/CreateSymlink": [{{"uid": 4242}}]}}"#),
+        format!(
+            r#"{{"filesystem": [{{"uid": {me}}}], "filesystem/CreateSymlink": [{{"uid": 4242}}]}}"#
+        ),
     )
     .unwrap();
     let p = start(&audit_args(
@@ -301,9 +304,15 @@ async fn a_flood_of_refused_calls_keeps_earlier_lines_and_the_budget() {
         .iter()
         .filter_map(|v| v.get("refused").and_then(|n| n.as_u64()))
         .sum();
-    let own = all.iter().filter(|v| v["method"] == "CreateSymlink").count() as u64;
+    let own = all
+        .iter()
+        .filter(|v| v["method"] == "CreateSymlink")
+        .count() as u64;
     assert!(own < 150, "{own} lines of refused calls");
-    assert!(summarized > 0 && summarized + own <= refused, "{summarized} + {own} of {refused}");
+    assert!(
+        summarized > 0 && summarized + own <= refused,
+        "{summarized} + {own} of {refused}"
+    );
 }
 
 /// Calls with secrets (SMB password, CHAP secrets) and a read-only call.

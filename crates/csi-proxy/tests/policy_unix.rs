@@ -254,7 +254,8 @@ async fn a_method_rule_holds_under_the_methods_older_names() {
         src.display().to_string(),
         s.p.kubelet.join("link").display().to_string(),
     );
-    let mut b = v1beta1::filesystem_client::FilesystemClient::new(s.p.channel("filesystem-v1beta1").await);
+    let mut b =
+        v1beta1::filesystem_client::FilesystemClient::new(s.p.channel("filesystem-v1beta1").await);
     let e = b
         .link_path(v1beta1::LinkPathRequest {
             source_path: source_path.clone(),
@@ -263,7 +264,9 @@ async fn a_method_rule_holds_under_the_methods_older_names() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
-    let mut a = v1alpha1::filesystem_client::FilesystemClient::new(s.p.channel("filesystem-v1alpha1").await);
+    let mut a = v1alpha1::filesystem_client::FilesystemClient::new(
+        s.p.channel("filesystem-v1alpha1").await,
+    );
     let e = a
         .link_path(v1alpha1::LinkPathRequest {
             source_path,
@@ -273,7 +276,9 @@ async fn a_method_rule_holds_under_the_methods_older_names() {
         .unwrap_err();
     assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
     assert!(std::fs::symlink_metadata(&target_path).is_err());
-    let v = wait_line(&s.log, |v| v["method"] == "LinkPath" && v["version"] == "v1alpha1");
+    let v = wait_line(&s.log, |v| {
+        v["method"] == "LinkPath" && v["version"] == "v1alpha1"
+    });
     assert_eq!(v["code"], "PermissionDenied");
 }
 
@@ -334,7 +339,10 @@ async fn exe_is_not_satisfied_from_a_private_mount_namespace() {
     let v = wait_line(&s.log, |v| is_call(v, "Mkdir", &there));
     assert_eq!(v["caller"]["exe_sha256"], digest.as_str(), "{v}");
     let s = start(
-        &format!(r#"{{"filesystem": [{{"exe_sha256": "{}"}}]}}"#, "0".repeat(64)),
+        &format!(
+            r#"{{"filesystem": [{{"exe_sha256": "{}"}}]}}"#,
+            "0".repeat(64)
+        ),
         &[],
     );
     let other = s.p.kubelet.join("another-digest");
@@ -356,7 +364,10 @@ async fn a_fifo_or_a_device_in_the_policys_place_never_blocks_the_reloader() {
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     let pid = nix::unistd::Pid::from_raw(s.p.child.as_ref().unwrap().id() as i32);
     let hup = || nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
-    for (target, why) in [(fifo.as_path(), "a FIFO"), (Path::new("/dev/zero"), "a device")] {
+    for (target, why) in [
+        (fifo.as_path(), "a FIFO"),
+        (Path::new("/dev/zero"), "a device"),
+    ] {
         std::fs::remove_file(&s.policy).unwrap();
         std::os::unix::fs::symlink(target, &s.policy).unwrap();
         hup();

@@ -271,7 +271,10 @@ async fn running_protected_services_keep_running() {
     // needs it: refused, and nothing stopped.
     for force in [true, false] {
         let m = assert_denied(stop(&mut c, &kbase, force).await, &kbase);
-        assert!(m.contains("kubelet") && m.contains("would stop it too"), "{m}");
+        assert!(
+            m.contains("kubelet") && m.contains("would stop it too"),
+            "{m}"
+        );
     }
     // Starting a remote-access service is refused.
     assert_denied(start(&mut c, "sshd").await, "sshd");
@@ -577,7 +580,9 @@ async fn no_chain_and_no_alias_reaches_a_protected_unit() {
         "systemd-udevd".into(),
         "systemd-logind".into(),
     ] {
-        start(&mut c, &n).await.unwrap_or_else(|e| panic!("start {n}: {e}"));
+        start(&mut c, &n)
+            .await
+            .unwrap_or_else(|e| panic!("start {n}: {e}"));
     }
     let protected = [
         "containerd",
@@ -599,7 +604,10 @@ async fn no_chain_and_no_alias_reaches_a_protected_unit() {
     ] {
         for force in [true, false] {
             let m = assert_denied(stop(&mut c, &name, force).await, &name);
-            assert!(m.contains(reaches) && m.contains("would stop it too"), "{name}: {m}");
+            assert!(
+                m.contains(reaches) && m.contains("would stop it too"),
+                "{name}: {m}"
+            );
         }
     }
     for (alias, unit) in [
@@ -608,7 +616,10 @@ async fn no_chain_and_no_alias_reaches_a_protected_unit() {
     ] {
         for force in [true, false] {
             let m = assert_denied(stop(&mut c, alias, force).await, alias);
-            assert!(m.contains(unit) && m.contains("is a name of"), "{alias}: {m}");
+            assert!(
+                m.contains(unit) && m.contains("is a name of"),
+                "{alias}: {m}"
+            );
         }
     }
     for (name, why) in [
@@ -620,7 +631,11 @@ async fn no_chain_and_no_alias_reaches_a_protected_unit() {
         let m = assert_denied(start(&mut c, &name).await, &name);
         assert!(m.contains(why), "{name}: {m}");
     }
-    for n in protected.iter().copied().chain([u("req-low").as_str(), u("prop").as_str()]) {
+    for n in protected
+        .iter()
+        .copied()
+        .chain([u("req-low").as_str(), u("prop").as_str()])
+    {
         assert_eq!(state(&mut c, n).await, RUNNING, "{n} changed");
     }
     // A throwaway unit reached by a protected name as its alias is
