@@ -171,10 +171,17 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    /// `name -> (aliases, active, stops, pulls, conflicts)`.
-    fn graph(
-        units: &[(&str, &[&str], bool, &[&str], &[&str], &[&str])],
-    ) -> BTreeMap<String, UnitDeps> {
+    /// `(id, aliases, active, stops, pulls, conflicts)`.
+    type Spec<'a> = (
+        &'a str,
+        &'a [&'a str],
+        bool,
+        &'a [&'a str],
+        &'a [&'a str],
+        &'a [&'a str],
+    );
+
+    fn graph(units: &[Spec<'_>]) -> BTreeMap<String, UnitDeps> {
         let mut g = BTreeMap::new();
         for (id, aliases, active, stops, pulls, conflicts) in units {
             let v = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();

@@ -546,7 +546,9 @@ impl Protection {
             }
             for n in &u.names {
                 merge(self.check_unit(n, Op::Stop, |m| match op {
-                    Op::Stop => format!("{m} (stopping {shown_asked} would stop it too)"),
+                    Op::Stop => {
+                        format!("{m} (a dependent: stopping {shown_asked} would stop it too)")
+                    }
                     Op::Start => format!("{m} (starting {shown_asked} would stop it: a conflict)"),
                 })?);
             }

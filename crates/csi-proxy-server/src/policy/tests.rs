@@ -1,3 +1,4 @@
+#[cfg(unix)]
 use super::watch::MAX_BYTES;
 use super::*;
 use std::io::Write as _;

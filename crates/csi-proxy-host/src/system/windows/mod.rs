@@ -303,78 +303,89 @@ impl SystemBackend for WindowsSystem {
         stop_one(name.os_name(), self.limit)
     }
 
-    /// The service key name (a display name resolved with
-    /// `GetServiceKeyNameW`; the SCM compares names without case), then for
-    /// a stop every dependent service (`EnumDependentServicesW` with
+    /// The service key names the name may stand for (the name itself, and
+    /// the key name `GetServiceKeyNameW` gives for it as a display name;
+    /// the SCM compares names without case), then for a stop every
+    /// service depending on either (`EnumDependentServicesW` with
     /// `SERVICE_STATE_ALL`: dependents of dependents included; wine lists
-    /// none, so the dependency scan then), for a start every service it
-    /// depends on, transitively (the SCM starts them first).
+    /// none, so the dependency scan then), for a start every service
+    /// either depends on, transitively (the SCM starts them first).
     fn plan(&self, name: &ServiceName, op: Op) -> Result<Plan> {
         let verb = match op {
             Op::Start => "start",
             Op::Stop => "stop",
         };
         let manager = scm::open_manager().map_err(|e| errors::win32("OpenSCManagerW", "", e))?;
-        let key = scm::key_name(&manager, name.os_name())
-            .ok()
-            .filter(|k| !k.is_empty())
-            .unwrap_or_else(|| name.os_name().to_string());
-        let svc = scm::open_service(
-            &manager,
-            &key,
-            SERVICE_QUERY_CONFIG | SERVICE_QUERY_STATUS | SERVICE_ENUMERATE_DEPENDENTS,
-        )
-        .map_err(|e| scm_err(verb, name.as_str(), e))?;
-        let mut target = vec![key.clone()];
-        if !key.eq_ignore_ascii_case(name.os_name()) {
-            target.push(name.os_name().to_string());
+        let mut target = vec![name.os_name().to_string()];
+        if let Ok(key) = scm::key_name(&manager, name.os_name()) {
+            if !key.is_empty() && !key.eq_ignore_ascii_case(name.os_name()) {
+                target.push(key);
+            }
         }
-        match op {
-            Op::Stop => {
-                let listed =
-                    scm::all_dependents(&svc).map_err(|e| scm_err(verb, name.as_str(), e))?;
-                let stopped = if listed.is_empty() {
-                    scanned_all_dependents(&key)?
-                } else {
-                    listed
-                        .into_iter()
-                        .map(|d| {
-                            let r = is_running(&manager, &d);
-                            (d, r)
-                        })
-                        .collect()
-                };
-                Ok(Plan {
-                    target,
-                    started: Vec::new(),
-                    stopped: stopped
-                        .into_iter()
-                        .map(|(d, active)| Unit {
+        let mut found = Vec::new();
+        let mut first_err = None;
+        for key in &target {
+            match scm::open_service(
+                &manager,
+                key,
+                SERVICE_QUERY_CONFIG | SERVICE_QUERY_STATUS | SERVICE_ENUMERATE_DEPENDENTS,
+            ) {
+                Ok(svc) => found.push((key.clone(), svc)),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        if found.is_empty() {
+            let e = first_err.unwrap_or_else(|| io::Error::other("no service"));
+            return Err(scm_err(verb, name.as_str(), e));
+        }
+        let mut p = Plan {
+            target,
+            ..Plan::default()
+        };
+        for (key, svc) in found {
+            match op {
+                Op::Stop => {
+                    let listed =
+                        scm::all_dependents(&svc).map_err(|e| scm_err(verb, name.as_str(), e))?;
+                    let stopped = if listed.is_empty() {
+                        scanned_all_dependents(&key)?
+                    } else {
+                        listed
+                            .into_iter()
+                            .map(|d| {
+                                let r = is_running(&manager, &d);
+                                (d, r)
+                            })
+                            .collect()
+                    };
+                    p.stopped
+                        .extend(stopped.into_iter().map(|(d, active)| Unit {
                             names: vec![d],
                             active,
+                        }));
+                }
+                Op::Start => {
+                    let started = plan::plan(&key, Op::Start, |n| {
+                        let pulls = match self.dependencies(n) {
+                            Ok(d) => d,
+                            Err(Error::NotFound(_)) => Vec::new(),
+                            Err(e) => return Err(e),
+                        };
+                        Ok(UnitDeps {
+                            names: vec![n.to_string()],
+                            active: is_running(&manager, n),
+                            stops: Vec::new(),
+                            pulls,
+                            conflicts: Vec::new(),
                         })
-                        .collect(),
-                })
-            }
-            Op::Start => {
-                let mut p = plan::plan(&key, Op::Start, |n| {
-                    let pulls = match self.dependencies(n) {
-                        Ok(d) => d,
-                        Err(Error::NotFound(_)) => Vec::new(),
-                        Err(e) => return Err(e),
-                    };
-                    Ok(UnitDeps {
-                        names: vec![n.to_string()],
-                        active: is_running(&manager, n),
-                        stops: Vec::new(),
-                        pulls,
-                        conflicts: Vec::new(),
-                    })
-                })?;
-                p.target = target;
-                Ok(p)
+                    })?;
+                    p.started.extend(started.started);
+                }
             }
         }
+        Ok(p)
     }
 
     fn dependencies(&self, name: &str) -> Result<Vec<String>> {
