@@ -223,3 +223,25 @@ fn refusals_past_the_budget_become_summary_lines() {
     assert_eq!(summaries[0]["code"], "PermissionDenied");
     assert_eq!(l.len(), own + 1);
 }
+
+/// Lines dropped are counted and warned about, the warning rate-limited.
+#[test]
+fn drops_are_counted_and_warned_about_once_per_period() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(
+        &config(&dir.path().join("audit.log"), 0, 0, Mode::BestEffort),
+        None,
+    )
+    .unwrap();
+    log.close(Duration::from_secs(5));
+    assert!(log.drop_warned.lock().unwrap().is_none());
+    log.submit(entry("/var/lib/kubelet/a", Code::Ok));
+    let first = log.drop_warned.lock().unwrap().expect("warned");
+    log.submit(entry("/var/lib/kubelet/b", Code::Ok));
+    assert_eq!(log.dropped(), 2);
+    assert_eq!(
+        *log.drop_warned.lock().unwrap(),
+        Some(first),
+        "warned again at once"
+    );
+}

@@ -53,7 +53,10 @@ fn display_names_resolve_to_key_names_and_plans_find_dependents() {
     let sys = WindowsSystem::new(Arc::new(WmiWorker::new(CIMV2_NAMESPACE)));
     let name = ServiceName::parse(&base, crate::path::Flavor::Windows).unwrap();
     let plan = sys.plan(&name, Op::Stop);
-    let start_plan = sys.plan(&ServiceName::parse(&dep, crate::path::Flavor::Windows).unwrap(), Op::Start);
+    let start_plan = sys.plan(
+        &ServiceName::parse(&dep, crate::path::Flavor::Windows).unwrap(),
+        Op::Start,
+    );
     scm::testing::delete(&hd);
     scm::testing::delete(&hb);
     assert!(resolved.unwrap().eq_ignore_ascii_case(&base));
@@ -61,12 +64,17 @@ fn display_names_resolve_to_key_names_and_plans_find_dependents() {
     let plan = plan.unwrap();
     assert!(plan.target[0].eq_ignore_ascii_case(&base), "{plan:?}");
     assert!(
-        plan.stopped.iter().any(|u| u.names[0].eq_ignore_ascii_case(&dep)),
+        plan.stopped
+            .iter()
+            .any(|u| u.names[0].eq_ignore_ascii_case(&dep)),
         "{plan:?}"
     );
     let start_plan = start_plan.unwrap();
     assert!(
-        start_plan.started.iter().any(|u| u.names[0].eq_ignore_ascii_case(&base)),
+        start_plan
+            .started
+            .iter()
+            .any(|u| u.names[0].eq_ignore_ascii_case(&base)),
         "{start_plan:?}"
     );
 }
