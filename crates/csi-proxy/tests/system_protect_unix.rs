@@ -533,6 +533,11 @@ const CHAINS: &[(&str, &str)] = &[
         "{prefix}-wants-exit",
         "[Unit]\nWants=exit.target\n[Service]\nExecStart=/bin/sleep 1000\n",
     ),
+    // A unit whose going down starts a unit that ends the manager.
+    (
+        "{prefix}-on-success",
+        "[Unit]\nOnSuccess=systemd-exit.service\n[Service]\nExecStart=/bin/sleep 1000\n",
+    ),
     // Aliased units (links in the unit directory): udev and logind.
     ("systemd-udevd", "[Service]\nExecStart=/bin/sleep 1000\n"),
     ("systemd-logind", "[Service]\nExecStart=/bin/sleep 1000\n"),
@@ -579,6 +584,7 @@ async fn no_chain_and_no_alias_reaches_a_protected_unit() {
         "kube-proxy".into(),
         "systemd-udevd".into(),
         "systemd-logind".into(),
+        u("on-success"),
     ] {
         start(&mut c, &n)
             .await
@@ -610,6 +616,12 @@ async fn no_chain_and_no_alias_reaches_a_protected_unit() {
             );
         }
     }
+    // Stopping a unit whose OnSuccess= ends the manager.
+    let name = u("on-success");
+    for force in [true, false] {
+        let m = assert_denied(stop(&mut c, &name, force).await, &name);
+        assert!(m.contains("systemd-exit"), "{name}: {m}");
+    }
     for (alias, unit) in [
         ("udev", "systemd-udevd"),
         ("dbus-org.freedesktop.login1", "systemd-logind"),
@@ -631,10 +643,11 @@ async fn no_chain_and_no_alias_reaches_a_protected_unit() {
         let m = assert_denied(start(&mut c, &name).await, &name);
         assert!(m.contains(why), "{name}: {m}");
     }
-    for n in protected
-        .iter()
-        .copied()
-        .chain([u("req-low").as_str(), u("prop").as_str()])
+    for n in
+        protected
+            .iter()
+            .copied()
+            .chain([u("req-low").as_str(), u("prop").as_str(), name.as_str()])
     {
         assert_eq!(state(&mut c, n).await, RUNNING, "{n} changed");
     }

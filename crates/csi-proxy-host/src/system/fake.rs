@@ -160,6 +160,7 @@ impl SystemBackend for RecordingSystem {
                     .map(|(k, _)| k.clone())
                     .collect(),
                 conflicts: Vec::new(),
+                triggers: Vec::new(),
             })
         })
     }

@@ -6,7 +6,9 @@
 //! - **Stop**: every unit stopped with the service, transitively (systemd:
 //!   the units that have `Requires=`, `Requisite=`, `BindsTo=` or
 //!   `PartOf=` on it, and those it names in `PropagatesStopTo=`; Windows:
-//!   the dependent services).
+//!   the dependent services); and the units the manager starts when any of
+//!   those goes down (systemd `OnSuccess=`, `OnFailure=`), taken as starts
+//!   (below; of the units they stop through a conflict, the running ones).
 //! - **Start**: every unit started with it, transitively (systemd:
 //!   `Requires=`, `Requisite=`, `Wants=`, `BindsTo=`, `Upholds=`; Windows:
 //!   the services it depends on), and every unit any of those conflicts
@@ -34,6 +36,8 @@ pub struct UnitDeps {
     pub pulls: Vec<String>,
     /// Units stopped when this one starts (`Conflicts=` either way).
     pub conflicts: Vec<String>,
+    /// Units the manager starts when this one stops or fails.
+    pub triggers: Vec<String>,
 }
 
 /// A unit a plan touches: its names and whether it is active.
@@ -48,7 +52,8 @@ pub struct Unit {
 pub struct Plan {
     /// The service itself, by every name it has (its id first).
     pub target: Vec<String>,
-    /// Units started with it (start only; not the service itself).
+    /// Units started with it (not the service itself): for a stop, the
+    /// units started when the stopped ones go down.
     pub started: Vec<Unit>,
     /// Units stopped with it (not the service itself).
     pub stopped: Vec<Unit>,
@@ -66,34 +71,55 @@ pub fn plan(root: &str, op: Op, mut unit: impl FnMut(&str) -> Result<UnitDeps>) 
     match op {
         Op::Stop => {
             let mut queue: VecDeque<String> = first.stops.iter().cloned().collect();
-            walk(
-                &mut queue,
+            let mut stopped: Vec<(Unit, UnitDeps)> = Vec::new();
+            walk(&mut queue, &mut seen, &mut unit, |u| &u.stops, &mut stopped)?;
+            let mut triggered: VecDeque<String> = first.triggers.iter().cloned().collect();
+            for (u, deps) in stopped {
+                triggered.extend(deps.triggers);
+                p.stopped.push(u);
+            }
+            // What the manager starts as they go down is a start of its own.
+            starts(
+                &mut triggered,
+                VecDeque::new(),
+                true,
                 &mut seen,
                 &mut unit,
-                |u| &u.stops,
-                &mut p.stopped,
+                &mut p,
             )?;
         }
         Op::Start => {
             let mut queue: VecDeque<String> = first.pulls.iter().cloned().collect();
-            let mut conflicts: VecDeque<String> = first.conflicts.iter().cloned().collect();
-            let mut started = Vec::new();
-            walk(&mut queue, &mut seen, &mut unit, |u| &u.pulls, &mut started)?;
-            for (u, deps) in started {
-                conflicts.extend(deps.conflicts);
-                p.started.push(u);
-            }
-            // What conflicts is stopped, with everything that stops with it.
-            walk(
-                &mut conflicts,
-                &mut seen,
-                &mut unit,
-                |u| &u.stops,
-                &mut p.stopped,
-            )?;
+            let conflicts: VecDeque<String> = first.conflicts.iter().cloned().collect();
+            starts(&mut queue, conflicts, false, &mut seen, &mut unit, &mut p)?;
         }
     }
     Ok(p)
+}
+
+/// The units `queue` names and what they pull in, as started; the units
+/// any of them (or `conflicts`) conflicts with, with what stops with
+/// those, as stopped (`only_running`: the running ones only).
+fn starts(
+    queue: &mut VecDeque<String>,
+    mut conflicts: VecDeque<String>,
+    only_running: bool,
+    seen: &mut Seen,
+    unit: &mut impl FnMut(&str) -> Result<UnitDeps>,
+    p: &mut Plan,
+) -> Result<()> {
+    let mut started: Vec<(Unit, UnitDeps)> = Vec::new();
+    walk(queue, seen, unit, |u| &u.pulls, &mut started)?;
+    for (u, deps) in started {
+        conflicts.extend(deps.conflicts);
+        p.started.push(u);
+    }
+    // What conflicts is stopped, with everything that stops with it.
+    let mut stopped: Vec<Unit> = Vec::new();
+    walk(&mut conflicts, seen, unit, |u| &u.stops, &mut stopped)?;
+    p.stopped
+        .extend(stopped.into_iter().filter(|u| u.active || !only_running));
+    Ok(())
 }
 
 /// Units already taken in, by every name (a unit reached through an
@@ -193,6 +219,7 @@ mod tests {
                 stops: v(stops),
                 pulls: v(pulls),
                 conflicts: v(conflicts),
+                triggers: Vec::new(),
             };
             for n in names {
                 g.insert(n, u.clone());
@@ -242,6 +269,20 @@ mod tests {
         let p = plan("x", Op::Start, ask(&g)).unwrap();
         assert_eq!(ids(&p.started), ["y", "z"]);
         assert_eq!(ids(&p.stopped), ["base", "kubelet"]);
+    }
+
+    #[test]
+    fn a_stop_starts_what_its_units_trigger() {
+        let mut g = graph(&[
+            ("a", &[], true, &["b"], &[], &[]),
+            ("b", &[], true, &[], &[], &[]),
+            ("exit", &[], false, &[], &["systemd-exit"], &["idle"]),
+            ("idle", &[], false, &[], &[], &[]),
+        ]);
+        g.get_mut("b").unwrap().triggers = vec!["exit".into()];
+        let p = plan("a", Op::Stop, ask(&g)).unwrap();
+        assert_eq!(ids(&p.stopped), ["b"]);
+        assert_eq!(ids(&p.started), ["exit", "systemd-exit"]);
     }
 
     #[test]

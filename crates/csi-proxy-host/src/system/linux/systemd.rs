@@ -67,6 +67,9 @@ pub struct UnitState {
     pub pulls: Vec<String>,
     /// Units stopped when this one starts (Conflicts= either way).
     pub conflicts: Vec<String>,
+    /// Units started when this one stops or fails (OnSuccess=,
+    /// OnFailure=).
+    pub triggers: Vec<String>,
     /// Id of the pending job (0: none).
     pub job: u32,
 }
@@ -106,6 +109,7 @@ impl UnitState {
                 }
                 "Upholds" => add(&mut u.pulls, v),
                 "Conflicts" | "ConflictedBy" => add(&mut u.conflicts, v),
+                "OnSuccess" | "OnFailure" => add(&mut u.triggers, v),
                 "Job" => {
                     if let Value::Struct(f) = v.inner() {
                         if let Some(Value::U32(id)) = f.first() {
@@ -140,6 +144,7 @@ impl UnitState {
             stops: self.dependents,
             pulls: self.pulls,
             conflicts: self.conflicts,
+            triggers: self.triggers,
         }
     }
 

@@ -379,6 +379,7 @@ impl SystemBackend for WindowsSystem {
                             stops: Vec::new(),
                             pulls,
                             conflicts: Vec::new(),
+                            triggers: Vec::new(),
                         })
                     })?;
                     p.started.extend(started.started);
