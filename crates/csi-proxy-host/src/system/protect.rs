@@ -510,9 +510,9 @@ impl Protection {
     /// manager described it ([`Plan`]): every name of the service itself
     /// (its id and aliases); for a stop, every unit stopped with it, running
     /// or not (one that is stopped now may be started before the stop
-    /// runs); for a start, every unit started with it (no unit that ends
-    /// the manager, no remote-access service) and every running unit it
-    /// would stop through a conflict. `asked` is the name as given (for the
+    /// runs); for a start, every unit started with it that is not running
+    /// yet (no unit that ends the manager, no remote-access service) and
+    /// every running unit it would stop through a conflict. `asked` is the name as given (for the
     /// messages).
     pub fn check_plan(&self, asked: &ServiceName, plan: &Plan, op: Op) -> Result<Verdict> {
         let mut verdict = Verdict::Allowed;
@@ -528,6 +528,10 @@ impl Protection {
             })?);
         }
         for u in &plan.started {
+            // Starting what runs already changes nothing.
+            if u.active {
+                continue;
+            }
             for n in &u.names {
                 if self.flavor == Flavor::Unix && ends_the_manager(n) {
                     return Err(Error::PermissionDenied(format!(

@@ -331,6 +331,15 @@ fn a_plan_is_checked_by_every_name_of_every_unit() {
         };
         let m = denied(p.check_plan(&u("x"), &plan, Op::Start));
         assert!(m.contains(why), "{m}");
+        // Already running: starting it again changes nothing.
+        let running = Plan {
+            started: vec![unit(&[pulled], true)],
+            ..plan
+        };
+        assert_eq!(
+            p.check_plan(&u("x"), &running, Op::Start).unwrap(),
+            Verdict::Allowed
+        );
     }
     // A start stopping the running kubelet through a conflict; a stopped
     // one is not stopped by it.
