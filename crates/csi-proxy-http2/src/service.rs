@@ -4,7 +4,7 @@
 //! for the blocking pool. The HTTP/2 layer knows nothing of protobuf or of
 //! the API; the service knows nothing of frames, streams or windows.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 pub use tonic::Code;
 
 /// The result of one call: a status and, when the status is OK, the encoded
@@ -68,6 +68,14 @@ pub trait Service: Clone + Send + Sync + 'static {
     /// task: cheap work is done here, anything slow goes into
     /// [`Outcome::Blocking`].
     fn call(&self, path: &str, message: &[u8]) -> Outcome;
+
+    /// [`Service::call`] for a client that gives up at `deadline` (its
+    /// `grpc-timeout`, when it sent one); by default the deadline is not
+    /// looked at (the driver answers DEADLINE_EXCEEDED at it anyway).
+    fn call_by(&self, path: &str, message: &[u8], deadline: Option<Instant>) -> Outcome {
+        let _ = deadline;
+        self.call(path, message)
+    }
 
     /// A call was answered with `code` after `elapsed` (request logs,
     /// metrics). Called once per call that reached [`Service::call`],

@@ -35,6 +35,9 @@ pub(crate) struct Call<'a> {
     pub write: bool,
     pub caller: &'a Arc<Caller>,
     pub request: &'a [u8],
+    /// When the client gives up (its `grpc-timeout`): in blocking mode an
+    /// audit line is waited for no longer.
+    pub deadline: Option<Instant>,
 }
 
 impl Guard {
@@ -68,6 +71,7 @@ impl Guard {
                     Started::now(&c).entry(&reply, c.request.to_vec()),
                     reply,
                     true,
+                    c.deadline,
                 );
             }
         }
@@ -84,6 +88,7 @@ impl Guard {
                 Started::now(&c).entry(&reply, c.request.to_vec()),
                 reply,
                 recorded,
+                c.deadline,
             );
         }
         if !recorded {
@@ -91,8 +96,9 @@ impl Guard {
         }
         // Only a recorded call pays for its clocks and caller.
         let started = Started::now(&c);
-        let (log, request) = (audit.clone(), c.request.to_vec());
-        let finish = move |reply: Reply| log.settle(started.entry(&reply, request), reply);
+        let (log, request, deadline) = (audit.clone(), c.request.to_vec(), c.deadline);
+        let finish =
+            move |reply: Reply| log.settle_by(started.entry(&reply, request), reply, deadline);
         // A panicking operation is answered Internal, as the HTTP/2 driver
         // would, and recorded so.
         let outcome =
@@ -110,7 +116,13 @@ impl Guard {
 
     /// A call answered without running: record it if `record` (waiting for
     /// the line off the async workers in blocking mode).
-    fn refused(&self, entry: Entry, reply: Reply, record: bool) -> Outcome {
+    fn refused(
+        &self,
+        entry: Entry,
+        reply: Reply,
+        record: bool,
+        deadline: Option<Instant>,
+    ) -> Outcome {
         match self
             .audit
             .as_ref()
@@ -120,7 +132,7 @@ impl Guard {
             Some(a) if a.mode() == Mode::Blocking => {
                 let a = a.clone();
                 Outcome::Blocking(Box::new(move || {
-                    let _ = a.commit(entry);
+                    let _ = a.commit_by(entry, deadline);
                     reply
                 }))
             }
@@ -216,6 +228,7 @@ mod tests {
                     write: true,
                     caller: &caller,
                     request: &[],
+                    deadline: None,
                 };
                 let outcome = guard.run(call, move || {
                     if blocking_job {

@@ -263,7 +263,14 @@ impl AuditLog {
     /// mode; call it off the async workers), all within [`BLOCKING_WAIT`].
     /// The error says why not.
     pub fn commit(&self, entry: Entry) -> Result<(), String> {
-        let deadline = Instant::now() + BLOCKING_WAIT;
+        self.commit_by(entry, None)
+    }
+
+    /// [`AuditLog::commit`], waiting no longer than `deadline` either (the
+    /// call's, when its client sent one).
+    pub fn commit_by(&self, entry: Entry, deadline: Option<Instant>) -> Result<(), String> {
+        let limit = Instant::now() + BLOCKING_WAIT;
+        let deadline = deadline.map_or(limit, |d| d.min(limit));
         let (ack, done) = mpsc::sync_channel(1);
         let Some(tx) = self.sender() else {
             self.dropped.inc();
@@ -277,21 +284,26 @@ impl AuditLog {
         }
         match done.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(r) => r,
-            Err(_) => Err(format!(
-                "the audit line was not written within {BLOCKING_WAIT:?}"
-            )),
+            Err(_) => Err(
+                "the audit line was not written within the call's deadline (at most 10 s)".into(),
+            ),
         }
     }
 
     /// The reply of a call that ran, after its line: in blocking mode a
     /// line that cannot be written makes it `Unavailable`.
     pub fn settle(&self, entry: Entry, reply: Reply) -> Reply {
+        self.settle_by(entry, reply, None)
+    }
+
+    /// [`AuditLog::settle`] for a call whose client gives up at `deadline`.
+    pub fn settle_by(&self, entry: Entry, reply: Reply, deadline: Option<Instant>) -> Reply {
         match self.mode {
             Mode::BestEffort => {
                 self.submit(entry);
                 reply
             }
-            Mode::Blocking => match self.commit(entry) {
+            Mode::Blocking => match self.commit_by(entry, deadline) {
                 Ok(()) => reply,
                 Err(e) => Reply::error(
                     Code::Unavailable,
@@ -333,9 +345,9 @@ fn send_within(tx: &SyncSender<Msg>, mut msg: Msg, deadline: Instant) -> Result<
             Err(mpsc::TrySendError::Full(m)) => {
                 let now = Instant::now();
                 if now >= deadline {
-                    return Err(format!(
-                        "the audit line could not be queued within {BLOCKING_WAIT:?} (the writer is behind)"
-                    ));
+                    return Err(
+                        "the audit line could not be queued within the call's deadline (at most 10 s; the writer is behind)".into(),
+                    );
                 }
                 msg = m;
                 std::thread::sleep(pause.min(deadline - now));

@@ -245,3 +245,59 @@ fn drops_are_counted_and_warned_about_once_per_period() {
         "warned again at once"
     );
 }
+
+/// Blocking mode with a writer stuck (its file a FIFO nobody reads): a
+/// call's line that cannot be queued by the call's deadline is an error
+/// at that deadline, not a wait of its own.
+#[cfg(unix)]
+#[test]
+fn a_line_that_cannot_be_queued_by_the_calls_deadline_fails_then() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.fifo");
+    nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    // A reader that never reads: the writer's writes block once the pipe
+    // is full.
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&path)
+        .unwrap();
+    let log = AuditLog::open(&config(&path, 0, 0, Mode::Blocking), None).unwrap();
+    let long = format!("/var/lib/kubelet/{}", "x".repeat(3000));
+    for _ in 0..(QUEUE_LINES + 1000) {
+        log.submit(entry(&long, Code::Ok));
+    }
+    let t = Instant::now();
+    let e = log
+        .commit_by(entry(&long, Code::Ok), Some(t + Duration::from_millis(300)))
+        .unwrap_err();
+    let waited = t.elapsed();
+    assert!(
+        e.contains("could not be queued within the call's deadline"),
+        "{e}"
+    );
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
+    // Drain the pipe so that the writer finishes (a FIFO without a reader
+    // would block its reopening).
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let drain = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut reader = reader;
+            let mut buf = vec![0u8; 1 << 16];
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if !matches!(reader.read(&mut buf), Ok(n) if n > 0) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        })
+    };
+    log.close(Duration::from_secs(30));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    drain.join().unwrap();
+}
