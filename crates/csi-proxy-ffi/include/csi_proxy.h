@@ -105,10 +105,11 @@ int32_t csi_proxy_call(const struct CsiProxyHost *host,
                        struct CsiProxyBuffer *out);
 
 // Free a buffer the library stored in a [`CsiProxyBuffer`] (NULL is
-// ignored).
+// ignored). The buffer's size is kept with it: `len` may be the buffer's
+// `len` or 0, and the whole buffer is freed either way.
 //
 // # Safety
-// `ptr` and `len` are those of one buffer of this library, freed once.
+// `ptr` is NULL or the `ptr` of one buffer of this library, freed once.
 void csi_proxy_buffer_free(uint8_t *ptr, size_t len);
 
 #ifdef __cplusplus

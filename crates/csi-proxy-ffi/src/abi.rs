@@ -171,6 +171,20 @@ pub unsafe extern "C" fn csi_proxy_call(
         if host.is_null() {
             return Reply::error(Code::InvalidArgument, "host must not be NULL");
         }
+        // A NULL pointer with a length is a caller's bug, never an empty
+        // request (disk 0, path ""), as for the options of host_new.
+        for (ptr, len, what) in [
+            (group, group_len, "group"),
+            (method, method_len, "method"),
+            (request, request_len, "request"),
+        ] {
+            if ptr.is_null() && len != 0 {
+                return Reply::error(
+                    Code::InvalidArgument,
+                    format!("{what} is NULL with a length of {len}"),
+                );
+            }
+        }
         // SAFETY: valid for their lengths by the caller's contract.
         let (group, method, request) = unsafe {
             (
@@ -199,18 +213,34 @@ pub unsafe extern "C" fn csi_proxy_call(
 }
 
 /// Free a buffer the library stored in a [`CsiProxyBuffer`] (NULL is
-/// ignored).
+/// ignored). The buffer's size is kept with it: `len` may be the buffer's
+/// `len` or 0, and the whole buffer is freed either way.
 ///
 /// # Safety
-/// `ptr` and `len` are those of one buffer of this library, freed once.
+/// `ptr` is NULL or the `ptr` of one buffer of this library, freed once.
 #[no_mangle]
 pub unsafe extern "C" fn csi_proxy_buffer_free(ptr: *mut u8, len: usize) {
     if ptr.is_null() {
         return;
     }
-    // SAFETY: made by Box::into_raw of a boxed slice of `len` bytes in put.
-    drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) });
+    // SAFETY: `ptr` came from put: HEADER bytes after the start of a boxed
+    // slice whose first HEADER bytes hold the payload's length.
+    unsafe {
+        let start = ptr.sub(HEADER);
+        let stored = start.cast::<usize>().read_unaligned();
+        debug_assert!(
+            len == 0 || len == stored,
+            "csi_proxy_buffer_free: len {len} is not the buffer's {stored} (or 0)"
+        );
+        drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+            start,
+            HEADER + stored,
+        )));
+    }
 }
+
+/// Bytes before a buffer's payload holding its length.
+const HEADER: usize = std::mem::size_of::<usize>();
 
 fn invalid(message: impl Into<String>) -> Failure {
     Failure {
@@ -234,7 +264,12 @@ unsafe fn put(out: *mut CsiProxyBuffer, bytes: Vec<u8>) {
         }
     } else {
         let len = bytes.len();
-        let ptr = Box::into_raw(bytes.into_boxed_slice()).cast::<u8>();
+        let mut all = Vec::with_capacity(HEADER + len);
+        all.extend_from_slice(&len.to_ne_bytes());
+        all.extend_from_slice(&bytes);
+        let start = Box::into_raw(all.into_boxed_slice()).cast::<u8>();
+        // SAFETY: the allocation is HEADER + len bytes long.
+        let ptr = unsafe { start.add(HEADER) };
         CsiProxyBuffer { ptr, len }
     };
     // SAFETY: valid for a write by the contract.

@@ -38,6 +38,13 @@ impl SystemBackend for Panicking {
     fn dependencies(&self, _: &str) -> csi_proxy_host::Result<Vec<String>> {
         panic!("dependencies panicked")
     }
+    fn plan(
+        &self,
+        _: &ServiceName,
+        _: csi_proxy_host::system::protect::Op,
+    ) -> csi_proxy_host::Result<csi_proxy_host::system::plan::Plan> {
+        panic!("plan panicked")
+    }
 }
 
 #[test]

@@ -81,6 +81,42 @@ fn null_arguments_are_refused_not_dereferenced() {
 }
 
 #[test]
+fn a_null_request_with_a_length_is_invalid_not_an_empty_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = Lib::open(&options(&dir.path().display().to_string())).unwrap();
+    for (group, method) in [("disk", "GetDiskStats"), ("filesystem", "PathExists")] {
+        let mut out = csi_proxy::CsiProxyBuffer {
+            ptr: std::ptr::null_mut(),
+            len: 0,
+        };
+        // SAFETY: a live host; group and method valid; the NULL request
+        // with a length is what is checked.
+        let code = unsafe {
+            csi_proxy::csi_proxy_call(
+                lib.raw(),
+                group.as_ptr(),
+                group.len(),
+                method.as_ptr(),
+                method.len(),
+                std::ptr::null(),
+                5,
+                &mut out,
+            )
+        };
+        // SAFETY: the buffer just stored, valid for its length.
+        let message = unsafe { std::slice::from_raw_parts(out.ptr, out.len) }.to_vec();
+        // SAFETY: freed once.
+        unsafe { csi_proxy::csi_proxy_buffer_free(out.ptr, out.len) };
+        assert_eq!(code, 3, "{group}/{method}");
+        let message = String::from_utf8(message).unwrap();
+        assert!(
+            message.contains("request is NULL with a length"),
+            "{message}"
+        );
+    }
+}
+
+#[test]
 fn a_directory_life_cycle_under_the_kubelet_path() {
     let dir = tempfile::tempdir().unwrap();
     let lib = Lib::open(&options(&dir.path().display().to_string())).unwrap();

@@ -94,6 +94,14 @@ pub trait Service: Clone + Send + Sync + 'static {
     /// [`Outcome::Blocking`].
     fn call(&self, path: &str, message: &[u8]) -> Outcome;
 
+    /// [`Service::call`] for a client that gives up at `deadline` (its
+    /// `grpc-timeout`, when it sent one); by default the deadline is not
+    /// looked at (the driver answers DEADLINE_EXCEEDED at it anyway).
+    fn call_by(&self, path: &str, message: &[u8], deadline: Option<Instant>) -> Outcome {
+        let _ = deadline;
+        self.call(path, message)
+    }
+
     /// A call was answered with `code` after `elapsed` (request logs,
     /// metrics). Called once per call that reached [`Service::call`],
     /// including calls answered DEADLINE_EXCEEDED while their job runs on.

@@ -346,6 +346,18 @@ impl VersionedService {
 
     /// [`VersionedService::call`] for `caller`.
     pub fn call_as(&self, path: &str, message: &[u8], caller: &Arc<Caller>) -> Outcome {
+        self.call_as_by(path, message, caller, None)
+    }
+
+    /// [`VersionedService::call_as`] for a client that gives up at
+    /// `deadline` (the guard waits for an audit line no longer).
+    pub fn call_as_by(
+        &self,
+        path: &str,
+        message: &[u8],
+        caller: &Arc<Caller>,
+        deadline: Option<std::time::Instant>,
+    ) -> Outcome {
         let Some(route) = self.inner.handlers.get(path) else {
             if let Some(reply) = crate::health::answer(path, message, &self.inner.service) {
                 return Outcome::Done(reply);
@@ -366,8 +378,10 @@ impl VersionedService {
                 let call = Call {
                     api: self.inner.api,
                     method: route.method,
+                    operation: route.operation,
                     write: route.write,
                     caller,
+                    deadline,
                     request: message,
                 };
                 guard.run(call, || Self::measured(route, message))
@@ -468,6 +482,11 @@ pub struct CallerService {
 impl csi_proxy_http2::Service for CallerService {
     fn call(&self, path: &str, message: &[u8]) -> Outcome {
         self.service.call_as(path, message, &self.caller)
+    }
+
+    fn call_by(&self, path: &str, message: &[u8], deadline: Option<std::time::Instant>) -> Outcome {
+        self.service
+            .call_as_by(path, message, &self.caller, deadline)
     }
 
     fn answered(&self, path: &str, elapsed: Duration, code: Code) {

@@ -13,6 +13,7 @@ use crate::caller::Caller;
 use crate::policy::PolicyFile;
 use csi_proxy_api::ApiVersion;
 use csi_proxy_http2::{Code, Outcome, Reply};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -27,10 +28,16 @@ pub struct Guard {
 pub(crate) struct Call<'a> {
     pub api: ApiVersion,
     pub method: &'static str,
+    /// The version-free operation the method routes to (the caller
+    /// policy's key).
+    pub operation: &'static str,
     /// Whether the method can change the host.
     pub write: bool,
     pub caller: &'a Arc<Caller>,
     pub request: &'a [u8],
+    /// When the client gives up (its `grpc-timeout`): in blocking mode an
+    /// audit line is waited for no longer.
+    pub deadline: Option<Instant>,
 }
 
 impl Guard {
@@ -43,7 +50,7 @@ impl Guard {
     pub(crate) fn run(&self, c: Call<'_>, call: impl FnOnce() -> Outcome) -> Outcome {
         let group = c.api.group.as_str();
         if let Some(p) = &self.policy {
-            if !p.current().allows(group, c.method, c.caller) {
+            if !p.current().allows(c.api.group, c.operation, c.caller) {
                 let reply = Reply::error(
                     Code::PermissionDenied,
                     format!(
@@ -51,10 +58,20 @@ impl Guard {
                         c.method
                     ),
                 );
+                // A caller refused in a loop gets summary lines past its
+                // budget (audit::limit).
+                let own_line = self
+                    .audit
+                    .as_ref()
+                    .is_none_or(|a| !a.records(false, true) || a.admit_refusal(c.caller));
+                if !own_line {
+                    return Outcome::Done(reply);
+                }
                 return self.refused(
                     Started::now(&c).entry(&reply, c.request.to_vec()),
                     reply,
                     true,
+                    c.deadline,
                 );
             }
         }
@@ -71,6 +88,7 @@ impl Guard {
                 Started::now(&c).entry(&reply, c.request.to_vec()),
                 reply,
                 recorded,
+                c.deadline,
             );
         }
         if !recorded {
@@ -78,20 +96,33 @@ impl Guard {
         }
         // Only a recorded call pays for its clocks and caller.
         let started = Started::now(&c);
-        let (log, request) = (audit.clone(), c.request.to_vec());
-        let finish = move |reply: Reply| log.settle(started.entry(&reply, request), reply);
-        match (call(), audit.mode()) {
+        let (log, request, deadline) = (audit.clone(), c.request.to_vec(), c.deadline);
+        let finish =
+            move |reply: Reply| log.settle_by(started.entry(&reply, request), reply, deadline);
+        // A panicking operation is answered Internal, as the HTTP/2 driver
+        // would, and recorded so.
+        let outcome =
+            catch_unwind(AssertUnwindSafe(call)).unwrap_or_else(|_| Outcome::Done(panicked()));
+        match (outcome, audit.mode()) {
             (Outcome::Done(reply), Mode::Blocking) => {
                 Outcome::Blocking(Box::new(move || finish(reply)))
             }
             (Outcome::Done(reply), Mode::BestEffort) => Outcome::Done(finish(reply)),
-            (Outcome::Blocking(job), _) => Outcome::Blocking(Box::new(move || finish(job()))),
+            (Outcome::Blocking(job), _) => Outcome::Blocking(Box::new(move || {
+                finish(catch_unwind(AssertUnwindSafe(job)).unwrap_or_else(|_| panicked()))
+            })),
         }
     }
 
     /// A call answered without running: record it if `record` (waiting for
     /// the line off the async workers in blocking mode).
-    fn refused(&self, entry: Entry, reply: Reply, record: bool) -> Outcome {
+    fn refused(
+        &self,
+        entry: Entry,
+        reply: Reply,
+        record: bool,
+        deadline: Option<Instant>,
+    ) -> Outcome {
         match self
             .audit
             .as_ref()
@@ -101,7 +132,7 @@ impl Guard {
             Some(a) if a.mode() == Mode::Blocking => {
                 let a = a.clone();
                 Outcome::Blocking(Box::new(move || {
-                    let _ = a.commit(entry);
+                    let _ = a.commit_by(entry, deadline);
                     reply
                 }))
             }
@@ -111,6 +142,11 @@ impl Guard {
             }
         }
     }
+}
+
+/// The answer to a call whose operation panicked (the HTTP/2 driver's).
+fn panicked() -> Reply {
+    Reply::error(Code::Internal, "the host operation panicked")
 }
 
 /// What is known of a call when it starts; its audit entry once answered.
@@ -143,6 +179,76 @@ impl Started {
             duration: self.at.elapsed(),
             caller: self.caller,
             request,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::{Config, Level, Sink};
+    use std::time::Duration;
+
+    fn audited(mode: Mode) -> (tempfile::TempDir, Arc<AuditLog>, Guard) {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(
+            &Config {
+                sink: Sink::File {
+                    path: dir.path().join("audit.log"),
+                    max_bytes: 0,
+                    max_backups: 0,
+                },
+                level: Level::Write,
+                mode,
+            },
+            None,
+        )
+        .unwrap();
+        let guard = Guard {
+            audit: Some(log.clone()),
+            policy: None,
+        };
+        (dir, log, guard)
+    }
+
+    /// The bypass: an operation that panics was never audited.
+    #[test]
+    fn a_panicking_operation_is_audited_as_internal() {
+        for mode in [Mode::BestEffort, Mode::Blocking] {
+            for blocking_job in [false, true] {
+                let (dir, log, guard) = audited(mode);
+                let caller = Arc::new(Caller {
+                    uid: Some(0),
+                    ..Caller::default()
+                });
+                let call = Call {
+                    api: csi_proxy_api::find(csi_proxy_api::Group::Filesystem, "v1").unwrap(),
+                    method: "Mkdir",
+                    operation: "mkdir",
+                    write: true,
+                    caller: &caller,
+                    request: &[],
+                    deadline: None,
+                };
+                let outcome = guard.run(call, move || {
+                    if blocking_job {
+                        Outcome::Blocking(Box::new(|| panic!("the host operation broke")))
+                    } else {
+                        panic!("the host operation broke")
+                    }
+                });
+                let reply = outcome.wait();
+                assert_eq!(reply.code, Code::Internal, "{mode:?} {blocking_job}");
+                log.close(Duration::from_secs(5));
+                let text = std::fs::read_to_string(dir.path().join("audit.log")).unwrap();
+                let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+                assert_eq!(v["code"], "Internal", "{text}");
+                assert_eq!(v["method"], "Mkdir");
+                assert!(
+                    v["message"].as_str().unwrap().contains("panicked"),
+                    "{text}"
+                );
+            }
         }
     }
 }

@@ -221,6 +221,17 @@ pub struct Cli {
     #[arg(long = "caller-policy", value_name = "FILE")]
     pub caller_policy: Option<PathBuf>,
 
+    /// The kubepods cgroups (absolute cgroup paths, comma-separated) below
+    /// which a caller's pod UID and container id are read, where the node
+    /// differs from /kubepods.slice and /kubepods (kind:
+    /// /kubelet.slice/kubelet-kubepods.slice).
+    #[arg(
+        long = "kubepods-cgroup",
+        value_name = "PATH,...",
+        value_delimiter = ','
+    )]
+    pub kubepods_cgroup: Vec<String>,
+
     /// Log line format: text (klog) or json (Kubernetes components' JSON:
     /// ts, v, msg, key/values).
     #[arg(long = "logging-format", value_name = "FORMAT", default_value = "text",

@@ -60,6 +60,8 @@ impl Guarding {
             }
             _ => None,
         };
+        csi_proxy_server::caller::cgroup::set_kubepods_roots(&cli.kubepods_cgroup)
+            .map_err(|e| anyhow::anyhow!("invalid -kubepods-cgroup: {e}"))?;
         let policy = match &cli.caller_policy {
             Some(path) => {
                 let file = PolicyFile::load(path)?;

@@ -17,6 +17,7 @@ use csi_proxy_api::smb::v1 as smb;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 use tonic::Code;
 
 const PASSWORD: &str = "Audit-Pa55word-NeverLogged";
@@ -186,6 +187,132 @@ async fn a_call_from_a_pod_cgroup_names_the_pod_and_container() {
     assert_eq!(c["pod_uid"], pod_uid, "{v}");
     assert_eq!(c["container_id"], container, "{v}");
     drop(cg);
+}
+
+/// The bypass: `pod_uid` was taken from any `pod<uid>` segment anywhere in
+/// the cgroup path. A process in a subtree it may write (here a cgroup
+/// below the root, standing for a delegated subtree) builds kubelet's
+/// whole layout there and moves itself in: it is no pod's.
+#[tokio::test]
+async fn a_pod_layout_below_the_root_names_no_pod() {
+    let v2 = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.join("cgroup.procs").exists() && p.join("cgroup.controllers").exists());
+    let Some(v2) = v2.filter(|_| is_root()) else {
+        eprintln!("SKIPPED: needs root and a cgroup v2 hierarchy");
+        return;
+    };
+    let delegated = v2.join(format!("csi-proxy-test-delegated-{}", std::process::id()));
+    std::fs::create_dir(&delegated).unwrap();
+    let pod_uid = "7d3c1f0a-5b2e-4c8d-9e6f-1a2b3c4d5e6f";
+    let container = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    let cg = PodCgroup::create(&delegated, pod_uid, container).expect("create the fake pod cgroup");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let p = start(&audit_args(&log, &[]));
+    let target = p.kubelet.join("from-a-fake-pod");
+    let client = ClientProcess::start("client_process", &p.socket_dir, &target, |_| {});
+    std::fs::write(cg.scope().join("cgroup.procs"), client.pid().to_string())
+        .expect("move the client");
+    assert_eq!(client.go(), "OK");
+    let v = wait_line(&log, |v| is_call(v, "Mkdir", &target));
+    assert!(v["caller"].get("pod_uid").is_none(), "{v}");
+    assert!(v["caller"].get("container_id").is_none(), "{v}");
+    drop(cg);
+    for _ in 0..100 {
+        if std::fs::remove_dir(&delegated).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The bypass: one client refused in a loop wrote about 1 GB in 15 s, and
+/// rotation dropped the line of an earlier real Mkdir. Now its refused
+/// calls get a budget of lines and then one summary line per second:
+/// after a 15 s flood of refused calls carrying 8 KiB of paths each, the
+/// Mkdir's line is still there and the files stay under their rotation
+/// budget.
+#[tokio::test]
+async fn a_flood_of_refused_calls_keeps_earlier_lines_and_the_budget() {
+    use csi_proxy_api::filesystem::v2alpha1::{
+        filesystem_client::FilesystemClient, CreateSymlinkRequest,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let policy = dir.path().join("policy.json");
+    let me = nix::unistd::geteuid().as_raw();
+    std::fs::write(
+        &policy,
+        format!(
+            r#"{{"filesystem": [{{"uid": {me}}}], "filesystem/CreateSymlink": [{{"uid": 4242}}]}}"#
+        ),
+    )
+    .unwrap();
+    let p = start(&audit_args(
+        &log,
+        &[
+            &format!("-caller-policy={}", policy.display()),
+            "-audit-log-max-size=1",
+            "-audit-log-max-backups=1",
+        ],
+    ));
+    let real = p.kubelet.join("the-real-write");
+    mkdir(&p, &real).await.unwrap();
+    wait_line(&log, |v| is_call(v, "Mkdir", &real));
+    let long = format!("{}/{}", p.kubelet.display(), "x".repeat(4000));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let channel = p.channel("filesystem-v2alpha1").await;
+        let long = long.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut c = FilesystemClient::new(channel);
+            let mut refused = 0u64;
+            while Instant::now() < deadline {
+                let e = c
+                    .create_symlink(CreateSymlinkRequest {
+                        source_path: long.clone(),
+                        target_path: long.clone(),
+                    })
+                    .await
+                    .unwrap_err();
+                assert_eq!(e.code(), Code::PermissionDenied);
+                refused += 1;
+            }
+            refused
+        }));
+    }
+    let mut refused = 0;
+    for t in tasks {
+        refused += t.await.unwrap();
+    }
+    assert!(refused > 1000, "only {refused} refused calls");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let backup = dir.path().join("audit.log.1");
+    let size = |f: &Path| std::fs::metadata(f).map_or(0, |m| m.len());
+    let total = size(&log) + size(&backup);
+    assert!(total <= 2 << 20, "{total} bytes for a budget of 2 MiB");
+    let mut all = lines(&backup);
+    all.extend(lines(&log));
+    assert!(
+        all.iter().any(|v| is_call(v, "Mkdir", &real)),
+        "the Mkdir's line was pushed out"
+    );
+    let summarized: u64 = all
+        .iter()
+        .filter_map(|v| v.get("refused").and_then(|n| n.as_u64()))
+        .sum();
+    let own = all
+        .iter()
+        .filter(|v| v["method"] == "CreateSymlink")
+        .count() as u64;
+    assert!(own < 150, "{own} lines of refused calls");
+    assert!(
+        summarized > 0 && summarized + own <= refused,
+        "{summarized} + {own} of {refused}"
+    );
 }
 
 /// Calls with secrets (SMB password, CHAP secrets) and a read-only call.

@@ -233,3 +233,154 @@ fn a_bad_file_at_start_up_is_exit_1_with_the_reason() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read the caller policy"));
 }
+
+/// The bypass: a method rule was looked up by the name the call arrived
+/// with. With `filesystem/CreateSymlink` given to another uid only, this
+/// caller's v1beta1 and v1alpha1 `LinkPath` are refused too, and no link
+/// is made.
+#[tokio::test]
+async fn a_method_rule_holds_under_the_methods_older_names() {
+    use csi_proxy_api::filesystem::{v1alpha1, v1beta1};
+    let s = start(
+        &format!(
+            r#"{{"filesystem": [{{"uid": {}}}], "filesystem/CreateSymlink": [{{"uid": 4242}}]}}"#,
+            me()
+        ),
+        &[],
+    );
+    let src = s.p.kubelet.join("src");
+    mkdir(&s.p, &src).await.unwrap();
+    let (source_path, target_path) = (
+        src.display().to_string(),
+        s.p.kubelet.join("link").display().to_string(),
+    );
+    let mut b =
+        v1beta1::filesystem_client::FilesystemClient::new(s.p.channel("filesystem-v1beta1").await);
+    let e = b
+        .link_path(v1beta1::LinkPathRequest {
+            source_path: source_path.clone(),
+            target_path: target_path.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    let mut a = v1alpha1::filesystem_client::FilesystemClient::new(
+        s.p.channel("filesystem-v1alpha1").await,
+    );
+    let e = a
+        .link_path(v1alpha1::LinkPathRequest {
+            source_path,
+            target_path: target_path.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    assert!(std::fs::symlink_metadata(&target_path).is_err());
+    let v = wait_line(&s.log, |v| {
+        v["method"] == "LinkPath" && v["version"] == "v1alpha1"
+    });
+    assert_eq!(v["code"], "PermissionDenied");
+}
+
+/// The bypass: `exe` was matched against the path inside the caller's own
+/// mount namespace. A client in a mount namespace of its own (where it
+/// could pivot_root into a tmpfs holding any file at that path) no longer
+/// matches `exe`; `exe_sha256`, the digest of the file the kernel maps,
+/// matches it wherever it runs, and a different file's digest does not.
+#[tokio::test]
+async fn exe_is_not_satisfied_from_a_private_mount_namespace() {
+    if me() != 0 {
+        eprintln!("SKIPPED: needs root for a private mount namespace");
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let own_ns = |c: &mut std::process::Command| {
+        // SAFETY: between fork and exec only unshare(2).
+        unsafe {
+            c.pre_exec(|| {
+                if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    };
+    let s = start(
+        &format!(r#"{{"filesystem": [{{"exe": "{}"}}]}}"#, exe.display()),
+        &[],
+    );
+    let here = s.p.kubelet.join("same-namespace");
+    let client = ClientProcess::start("client_process", &s.p.socket_dir, &here, |_| {});
+    assert_eq!(client.go(), "OK");
+    let there = s.p.kubelet.join("own-namespace");
+    let client = ClientProcess::start("client_process", &s.p.socket_dir, &there, own_ns);
+    assert_eq!(client.go(), "PermissionDenied");
+    assert!(!there.exists());
+    let v = wait_line(&s.log, |v| is_call(v, "Mkdir", &there));
+    assert_eq!(v["caller"]["own_mount_ns"], false, "{v}");
+    assert_eq!(v["caller"]["exe"], exe.display().to_string(), "{v}");
+
+    let digest = String::from_utf8(
+        std::process::Command::new("sha256sum")
+            .arg(&exe)
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()[..64]
+        .to_string();
+    let s = start(
+        &format!(r#"{{"filesystem": [{{"exe_sha256": "{digest}"}}]}}"#),
+        &[],
+    );
+    let there = s.p.kubelet.join("own-namespace-by-digest");
+    let client = ClientProcess::start("client_process", &s.p.socket_dir, &there, own_ns);
+    assert_eq!(client.go(), "OK");
+    let v = wait_line(&s.log, |v| is_call(v, "Mkdir", &there));
+    assert_eq!(v["caller"]["exe_sha256"], digest.as_str(), "{v}");
+    let s = start(
+        &format!(
+            r#"{{"filesystem": [{{"exe_sha256": "{}"}}]}}"#,
+            "0".repeat(64)
+        ),
+        &[],
+    );
+    let other = s.p.kubelet.join("another-digest");
+    let client = ClientProcess::start("client_process", &s.p.socket_dir, &other, |_| {});
+    assert_eq!(client.go(), "PermissionDenied");
+}
+
+/// The bypass: a policy file swapped for a link to a FIFO blocked the
+/// reloader for good (and `/dev/zero` grew the process to gigabytes).
+/// Now each is refused and logged, the policy in force stays, and a later
+/// stricter policy still takes effect on SIGHUP.
+#[tokio::test]
+async fn a_fifo_or_a_device_in_the_policys_place_never_blocks_the_reloader() {
+    let allow_me = format!(r#"{{"filesystem": [{{"uid": {}}}]}}"#, me());
+    let s = start(&allow_me, &[]);
+    wait_for(&s.p, Code::Ok, "start").await;
+    let dir = s.policy.parent().unwrap().to_path_buf();
+    let fifo = dir.join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let pid = nix::unistd::Pid::from_raw(s.p.child.as_ref().unwrap().id() as i32);
+    let hup = || nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
+    for (target, why) in [
+        (fifo.as_path(), "a FIFO"),
+        (Path::new("/dev/zero"), "a device"),
+    ] {
+        std::fs::remove_file(&s.policy).unwrap();
+        std::os::unix::fs::symlink(target, &s.policy).unwrap();
+        hup();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !s.p.log().contains(why) {
+            assert!(Instant::now() < deadline, "{why}: {}", s.p.log());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        wait_for(&s.p, Code::Ok, "the old policy stays").await;
+    }
+    // A stricter policy, on SIGHUP: the reloader still works.
+    std::fs::remove_file(&s.policy).unwrap();
+    std::fs::write(&s.policy, r#"{"filesystem": [{"uid": 4242}]}"#).unwrap();
+    hup();
+    wait_for(&s.p, Code::PermissionDenied, "the stricter policy").await;
+}

@@ -349,6 +349,44 @@ fn stop_service_finds_running_dependents_of_a_chain() {
     assert!(!log.contains("found by the dependency scan"), "{log}");
 }
 
+/// Issue 30's Windows counterparts: a forced or plain stop of a service
+/// two dependencies below a protected one is refused (the dependents are
+/// followed transitively), and a protected service named by its display
+/// name is refused (the name is resolved to the service key name); all
+/// keep running. Wine's SCM lists no dependents but the scan finds them,
+/// and it has GetServiceKeyNameW, so this runs there too.
+#[test]
+fn a_chain_or_a_display_name_never_reaches_a_protected_service() {
+    let _turn = one_at_a_time();
+    let t = Throwaway::create(
+        "rwguard",
+        &[("base", &[]), ("mid", &["base"]), ("top", &["mid"])],
+    );
+    let (base, mid, top) = (t.name("base"), t.name("mid"), t.name("top"));
+    let protect = format!("-protected-services={top}");
+    let p = pipes::Proxy::start_unique("rwguard", "system", &[&protect]);
+    block_on(async {
+        let mut c = SysClient::new(p.channel(Group::System, "v1alpha1").await);
+        for n in [base, mid, top] {
+            start(&mut c, n).await.unwrap();
+        }
+        for force in [true, false] {
+            for n in [base, mid] {
+                let e = stop(&mut c, n, force).await.unwrap_err();
+                assert_eq!(e.code(), Code::PermissionDenied, "{n} {force}: {e:?}");
+                assert!(e.message().contains(top), "{}", e.message());
+            }
+            let display = format!("csi-proxy test {top}");
+            let e = stop(&mut c, &display, force).await.unwrap_err();
+            assert_eq!(e.code(), Code::PermissionDenied, "{display}: {e:?}");
+            assert!(e.message().contains("is a name of"), "{}", e.message());
+        }
+        for n in [base, mid, top] {
+            assert_eq!(t.state(n), ServiceState::Running, "{n}");
+        }
+    });
+}
+
 /// The node-critical services Windows Server always runs: StopService
 /// refused (with and without force) by name, and they keep running.
 #[test]

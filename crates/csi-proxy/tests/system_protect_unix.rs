@@ -99,6 +99,22 @@ const BUILTIN: &[&str] = &[
     "auditd",
 ];
 
+/// Services that shut down, reboot, halt, kexec, suspend or exit the
+/// manager, or isolate it.
+const MANAGER_ENDING: &[&str] = &[
+    "systemd-reboot",
+    "systemd-poweroff",
+    "systemd-halt",
+    "systemd-kexec",
+    "systemd-exit",
+    "systemd-exit.service",
+    "systemd-soft-reboot",
+    "systemd-suspend",
+    "systemd-hibernate",
+    "rescue",
+    "emergency",
+];
+
 #[tokio::test]
 async fn protected_names_are_refused_before_systemd_is_asked() {
     // No bus at all: a name that got as far as a lookup would answer
@@ -123,6 +139,13 @@ async fn protected_names_are_refused_before_systemd_is_asked() {
     }
     for n in ["sshd", "ssh"] {
         assert_denied(start(&mut c, n).await, n);
+    }
+    // Units that end or isolate the manager: refused a start by name,
+    // before any lookup, existing or not.
+    for n in MANAGER_ENDING {
+        let e = start(&mut c, n).await.unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied, "{n}: {}", e.message());
+        assert!(e.message().contains("shut down"), "{n}: {}", e.message());
     }
     // Not protected: these reach the (absent) service manager.
     for n in ["Kubelet", "app", "systemd", "my-systemd-x"] {
@@ -246,10 +269,13 @@ async fn running_protected_services_keep_running() {
     }
     // Not protected itself, but a forced stop would stop the kubelet that
     // needs it: refused, and nothing stopped.
-    let m = assert_denied(stop(&mut c, &kbase, true).await, &kbase);
-    assert!(m.contains("kubelet") && m.contains("dependent"), "{m}");
-    let e = stop(&mut c, &kbase, false).await.unwrap_err();
-    assert_eq!(e.code(), Code::FailedPrecondition, "{}", e.message());
+    for force in [true, false] {
+        let m = assert_denied(stop(&mut c, &kbase, force).await, &kbase);
+        assert!(
+            m.contains("kubelet") && m.contains("would stop it too"),
+            "{m}"
+        );
+    }
     // Starting a remote-access service is refused.
     assert_denied(start(&mut c, "sshd").await, "sshd");
     for (n, want) in [
@@ -448,4 +474,196 @@ async fn the_iscsi_daemon_is_not_stopped_under_logged_in_sessions() {
     assert_eq!(state(&mut c, "iscsid").await, RUNNING);
     // Starting it is fine.
     start(&mut c, "iscsid").await.unwrap();
+}
+
+/// Units for every way a start or stop reaches a protected unit. Each
+/// protected name here is a throwaway unit of the private manager.
+const CHAINS: &[(&str, &str)] = &[
+    // Requires=, two levels: containerd needs mid, mid needs low.
+    (
+        "containerd",
+        "[Unit]\nRequires={prefix}-req-mid.service\nAfter={prefix}-req-mid.service\n[Service]\nExecStart=/bin/sleep 1000\n",
+    ),
+    (
+        "{prefix}-req-mid",
+        "[Unit]\nRequires={prefix}-req-low.service\nAfter={prefix}-req-low.service\n[Service]\nExecStart=/bin/sleep 1000\n",
+    ),
+    ("{prefix}-req-low", "[Service]\nExecStart=/bin/sleep 1000\n"),
+    // BindsTo=
+    (
+        "crio",
+        "[Unit]\nBindsTo={prefix}-bind.service\nAfter={prefix}-bind.service\n[Service]\nExecStart=/bin/sleep 1000\n",
+    ),
+    ("{prefix}-bind", "[Service]\nExecStart=/bin/sleep 1000\n"),
+    // Requisite=
+    (
+        "docker",
+        "[Unit]\nRequisite={prefix}-requisite.service\nAfter={prefix}-requisite.service\n[Service]\nExecStart=/bin/sleep 1000\n",
+    ),
+    ("{prefix}-requisite", "[Service]\nExecStart=/bin/sleep 1000\n"),
+    // PartOf=
+    (
+        "cri-docker",
+        "[Unit]\nPartOf={prefix}-part.service\n[Service]\nExecStart=/bin/sleep 1000\n",
+    ),
+    ("{prefix}-part", "[Service]\nExecStart=/bin/sleep 1000\n"),
+    // PropagatesStopTo=
+    (
+        "{prefix}-prop",
+        "[Unit]\nPropagatesStopTo=flanneld.service\n[Service]\nExecStart=/bin/sleep 1000\n",
+    ),
+    ("flanneld", "[Service]\nExecStart=/bin/sleep 1000\n"),
+    // Conflicts= on start, directly, through what a start pulls in, and
+    // through what stops with the unit in conflict.
+    ("kube-proxy", "[Service]\nExecStart=/bin/sleep 1000\n"),
+    (
+        "{prefix}-conflict",
+        "[Unit]\nConflicts=kube-proxy.service\n[Service]\nExecStart=/bin/sleep 1000\n",
+    ),
+    (
+        "{prefix}-pulls-conflict",
+        "[Unit]\nWants={prefix}-conflict.service\n[Service]\nExecStart=/bin/sleep 1000\n",
+    ),
+    (
+        "{prefix}-conflict-low",
+        "[Unit]\nConflicts={prefix}-req-low.service\n[Service]\nExecStart=/bin/sleep 1000\n",
+    ),
+    // Starting what pulls in a unit that ends the manager.
+    (
+        "{prefix}-wants-exit",
+        "[Unit]\nWants=exit.target\n[Service]\nExecStart=/bin/sleep 1000\n",
+    ),
+    // A unit whose going down starts a unit that ends the manager.
+    (
+        "{prefix}-on-success",
+        "[Unit]\nOnSuccess=systemd-exit.service\n[Service]\nExecStart=/bin/sleep 1000\n",
+    ),
+    // Aliased units (links in the unit directory): udev and logind.
+    ("systemd-udevd", "[Service]\nExecStart=/bin/sleep 1000\n"),
+    ("systemd-logind", "[Service]\nExecStart=/bin/sleep 1000\n"),
+    ("{prefix}-target-of-alias", "[Service]\nExecStart=/bin/sleep 1000\n"),
+];
+
+const ALIASES: &[(&str, &str)] = &[
+    ("udev", "systemd-udevd"),
+    ("dbus-org.freedesktop.login1", "systemd-logind"),
+    // An alias that is itself a protected name.
+    ("containerd-alias-of-throwaway", "{prefix}-target-of-alias"),
+];
+
+/// Each bypass of issue 30 against a real systemd: stops through
+/// Requires= (transitively), BindsTo=, Requisite=, PartOf= and
+/// PropagatesStopTo=, forced or not; starts that stop a protected unit
+/// through Conflicts= (directly, through what they pull in, and through
+/// what stops with the unit in conflict); starts that pull in a unit that
+/// ends the manager; aliases of protected units. Everything keeps running,
+/// and the manager lives.
+#[tokio::test]
+async fn no_chain_and_no_alias_reaches_a_protected_unit() {
+    if !need_root() {
+        return;
+    }
+    let _one = ONE_MANAGER.lock().await;
+    let sd = Systemd::start_with_aliases(CHAINS, ALIASES);
+    let u = |n: &str| sd.unit(n);
+    let p = proxy_on(&sd.address(), &[]);
+    let mut c = client(&p).await;
+    // Everything protected runs, with what it needs.
+    for n in [
+        u("req-low"),
+        u("req-mid"),
+        "containerd".into(),
+        u("bind"),
+        "crio".into(),
+        u("requisite"),
+        "docker".into(),
+        u("part"),
+        "cri-docker".into(),
+        "flanneld".into(),
+        u("prop"),
+        "kube-proxy".into(),
+        "systemd-udevd".into(),
+        "systemd-logind".into(),
+        u("on-success"),
+    ] {
+        start(&mut c, &n)
+            .await
+            .unwrap_or_else(|e| panic!("start {n}: {e}"));
+    }
+    let protected = [
+        "containerd",
+        "crio",
+        "docker",
+        "cri-docker",
+        "flanneld",
+        "kube-proxy",
+        "systemd-udevd",
+        "systemd-logind",
+    ];
+    for (name, reaches) in [
+        (u("req-low"), "containerd"),
+        (u("req-mid"), "containerd"),
+        (u("bind"), "crio"),
+        (u("requisite"), "docker"),
+        (u("part"), "cri-docker"),
+        (u("prop"), "flanneld"),
+    ] {
+        for force in [true, false] {
+            let m = assert_denied(stop(&mut c, &name, force).await, &name);
+            assert!(
+                m.contains(reaches) && m.contains("would stop it too"),
+                "{name}: {m}"
+            );
+        }
+    }
+    // Stopping a unit whose OnSuccess= ends the manager.
+    let name = u("on-success");
+    for force in [true, false] {
+        let m = assert_denied(stop(&mut c, &name, force).await, &name);
+        assert!(m.contains("systemd-exit"), "{name}: {m}");
+    }
+    for (alias, unit) in [
+        ("udev", "systemd-udevd"),
+        ("dbus-org.freedesktop.login1", "systemd-logind"),
+    ] {
+        for force in [true, false] {
+            let m = assert_denied(stop(&mut c, alias, force).await, alias);
+            assert!(
+                m.contains(unit) && m.contains("is a name of"),
+                "{alias}: {m}"
+            );
+        }
+    }
+    for (name, why) in [
+        (u("conflict"), "conflict"),
+        (u("pulls-conflict"), "conflict"),
+        (u("conflict-low"), "conflict"),
+        (u("wants-exit"), "exit.target"),
+    ] {
+        let m = assert_denied(start(&mut c, &name).await, &name);
+        assert!(m.contains(why), "{name}: {m}");
+    }
+    for n in
+        protected
+            .iter()
+            .copied()
+            .chain([u("req-low").as_str(), u("prop").as_str(), name.as_str()])
+    {
+        assert_eq!(state(&mut c, n).await, RUNNING, "{n} changed");
+    }
+    // A throwaway unit reached by a protected name as its alias is
+    // refused by that name too (the name check comes first), and by its
+    // own name it stops.
+    let t = u("target-of-alias");
+    start(&mut c, &t).await.unwrap();
+    // The manager-ending services exist here and were refused: it lives.
+    for n in ["systemd-exit", "systemd-reboot", "systemd-poweroff"] {
+        let e = start(&mut c, n).await.unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied, "{n}");
+    }
+    assert_eq!(state(&mut c, "containerd").await, RUNNING);
+    stop(&mut c, &t, false).await.unwrap();
+    assert_eq!(state(&mut c, &t).await, STOPPED);
+    // Unprotected chains still stop with force.
+    stop(&mut c, &u("conflict-low"), false).await.unwrap();
 }

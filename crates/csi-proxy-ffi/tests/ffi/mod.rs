@@ -142,6 +142,11 @@ impl Lib {
     }
 
     /// `csi_proxy_call`: (code, response or message).
+    /// The host (for calls made by hand).
+    pub fn raw(&self) -> *const CsiProxyHost {
+        self.0
+    }
+
     pub fn call(&self, group: &str, method: &str, request: &[u8]) -> (i32, Vec<u8>) {
         self.call_bytes(group.as_bytes(), method.as_bytes(), request)
     }

@@ -1,6 +1,7 @@
 //! The validating System API: every name is checked (protection first,
 //! then the allow-list) before the backend sees it.
 
+use super::plan::Plan;
 use super::protect::{Op, Protection, Verdict};
 use super::validate::{ServiceName, ServicePolicy};
 use super::{
@@ -38,6 +39,12 @@ pub trait SystemBackend: Send + Sync {
     /// The services `name` (an OS name) depends on directly, by OS name;
     /// `NotFound` when it does not exist.
     fn dependencies(&self, name: &str) -> Result<Vec<String>>;
+    /// What starting or stopping `name` would do, as the service manager
+    /// describes it now: the service's own names (resolved: the systemd
+    /// unit id and aliases, the Windows service key name) and every unit
+    /// started or stopped with it, transitively ([`super::plan`]).
+    /// `NotFound` when the service does not exist.
+    fn plan(&self, name: &ServiceName, op: Op) -> Result<Plan>;
 }
 
 /// Most services whose dependencies are followed (the own service's
@@ -146,8 +153,11 @@ impl<B: SystemBackend> System<B> {
     }
 
     /// Protection (by name, before any lookup of `name`), then the
-    /// allow-list, then the iSCSI session guard.
-    fn admit(&self, name: &ServiceName, op: Op) -> Result<()> {
+    /// allow-list, then everything the start or stop would do (the
+    /// service's resolved names and the units started or stopped with it,
+    /// [`Protection::check_plan`]; without `force` a stop that would stop
+    /// running units is `FailedPrecondition`), then the iSCSI session guard.
+    fn admit(&self, name: &ServiceName, op: Op, force: bool) -> Result<()> {
         let verdict = self.protection().check(name, op)?;
         self.read_dependencies()?;
         self.protection().check(name, op)?;
@@ -158,7 +168,24 @@ impl<B: SystemBackend> System<B> {
                 Op::Stop => "stop",
             },
         )?;
-        if verdict == Verdict::UnlessIscsiSessions {
+        let plan = self.backend.plan(name, op)?;
+        let planned = self.protection().check_plan(name, &plan, op)?;
+        if op == Op::Stop && !force {
+            let running: Vec<&str> = plan
+                .stopped
+                .iter()
+                .filter(|u| u.active)
+                .map(|u| u.names[0].as_str())
+                .collect();
+            if !running.is_empty() {
+                return Err(Error::FailedPrecondition(format!(
+                    "stop service {}: dependent services are running ({}); stop them first or set force",
+                    crate::path::shown(name.as_str()),
+                    running.join(", ")
+                )));
+            }
+        }
+        if verdict == Verdict::UnlessIscsiSessions || planned == Verdict::UnlessIscsiSessions {
             if let Some(sessions) = &self.iscsi_sessions {
                 let s = sessions();
                 if !s.is_empty() {
@@ -186,14 +213,14 @@ impl<B: SystemBackend> SystemApi for System<B> {
 
     fn start_service(&self, req: StartServiceRequest) -> Result<StartServiceResponse> {
         let name = self.name(&req.name)?;
-        self.admit(&name, Op::Start)?;
+        self.admit(&name, Op::Start, false)?;
         self.backend.start_service(&name)?;
         Ok(StartServiceResponse {})
     }
 
     fn stop_service(&self, req: StopServiceRequest) -> Result<StopServiceResponse> {
         let name = self.name(&req.name)?;
-        self.admit(&name, Op::Stop)?;
+        self.admit(&name, Op::Stop, req.force)?;
         let guard = |dependent: &str| self.protection().check_os_name(dependent, Op::Stop);
         self.backend.stop_service(&name, req.force, &guard)?;
         Ok(StopServiceResponse {})

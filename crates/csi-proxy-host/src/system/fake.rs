@@ -2,6 +2,8 @@
 //! services with states and dependents, a BIOS serial, and the list of
 //! calls that reached the backend (a refused request never does).
 
+use super::plan::{self, Plan, UnitDeps};
+use super::protect::Op;
 use super::validate::ServiceName;
 use super::{DependentGuard, GetServiceResponse, ServiceStatus, StartType, SystemBackend};
 use crate::{Error, Result};
@@ -142,6 +144,27 @@ impl SystemBackend for RecordingSystem {
         Ok(())
     }
 
+    fn plan(&self, name: &ServiceName, op: Op) -> Result<Plan> {
+        let s = self.services.lock().unwrap();
+        if !s.contains_key(name.os_name()) {
+            return Err(Self::missing(name.as_str()));
+        }
+        plan::plan(name.os_name(), op, |n| {
+            Ok(UnitDeps {
+                names: vec![n.to_string()],
+                active: s.get(n).is_some_and(|x| x.status != ServiceStatus::Stopped),
+                stops: s.get(n).map(|x| x.dependents.clone()).unwrap_or_default(),
+                pulls: s
+                    .iter()
+                    .filter(|(_, x)| x.dependents.iter().any(|d| d == n))
+                    .map(|(k, _)| k.clone())
+                    .collect(),
+                conflicts: Vec::new(),
+                triggers: Vec::new(),
+            })
+        })
+    }
+
     fn dependencies(&self, name: &str) -> Result<Vec<String>> {
         self.record(Call::Dependencies(name.into()));
         let s = self.services.lock().unwrap();
@@ -170,6 +193,9 @@ impl SystemBackend for std::sync::Arc<RecordingSystem> {
     }
     fn dependencies(&self, name: &str) -> Result<Vec<String>> {
         (**self).dependencies(name)
+    }
+    fn plan(&self, name: &ServiceName, op: Op) -> Result<Plan> {
+        (**self).plan(name, op)
     }
 }
 

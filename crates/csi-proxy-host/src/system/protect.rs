@@ -16,6 +16,7 @@
 //! (`kubelet` is `kubelet.service`). A built-in entry ending in `*` is a
 //! prefix (`systemd-*`); so is an operator's.
 
+use super::plan::Plan;
 use super::validate::ServiceName;
 use crate::path::{shown, Flavor};
 use crate::{Error, Result};
@@ -50,201 +51,9 @@ impl Op {
     }
 }
 
-/// One entry of a built-in table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Builtin {
-    /// The service name (a trailing `*` makes it a prefix).
-    pub name: &'static str,
-    pub guarded: Guarded,
-    /// Why it is in the set (shown in the refusal).
-    pub why: &'static str,
-}
+mod tables;
 
-const fn stop(name: &'static str, why: &'static str) -> Builtin {
-    Builtin {
-        name,
-        guarded: Guarded::Stop,
-        why,
-    }
-}
-
-const fn start_stop(name: &'static str, why: &'static str) -> Builtin {
-    Builtin {
-        name,
-        guarded: Guarded::StartAndStop,
-        why,
-    }
-}
-
-/// Windows Server (2022, 2025) nodes.
-pub const WINDOWS: &[Builtin] = &[
-    stop(
-        "kubelet",
-        "the kubelet: without it the node leaves the cluster",
-    ),
-    stop("kube-proxy", "kube-proxy: Service networking of every pod"),
-    stop("containerd", "the container runtime of every pod"),
-    stop(
-        "docker",
-        "the container runtime of every pod (dockershim nodes)",
-    ),
-    stop("hns", "the Host Network Service: every container network"),
-    stop(
-        "vmcompute",
-        "the Host Compute Service: every Windows container",
-    ),
-    stop("flanneld", "the flannel CNI agent: pod networking"),
-    stop("CalicoNode", "Calico's node agent: pod networking"),
-    stop(
-        "CalicoFelix",
-        "Calico's policy agent: pod networking and policy",
-    ),
-    stop(
-        "CalicoConfd",
-        "Calico's BGP configuration agent: pod routes",
-    ),
-    stop(
-        "Winmgmt",
-        "WMI: csi-proxy's own Disk, Volume, SMB and iSCSI calls need it",
-    ),
-    stop(
-        "RpcSs",
-        "the RPC server: COM, WMI and the SCM stop working without it",
-    ),
-    stop("RpcEptMapper", "the RPC endpoint mapper: every local RPC"),
-    stop(
-        "DcomLaunch",
-        "the DCOM server process launcher: COM and WMI",
-    ),
-    stop(
-        "EventLog",
-        "the event log: the node's own record of what happened",
-    ),
-    stop("LSM", "the Local Session Manager: logons and sessions"),
-    stop(
-        "SamSs",
-        "the Security Accounts Manager: local accounts and logons",
-    ),
-    stop(
-        "Schedule",
-        "the Task Scheduler: node maintenance and start-up tasks",
-    ),
-    start_stop(
-        "WinRM",
-        "Windows Remote Management: remote administration (kept disabled on some nodes on purpose)",
-    ),
-    start_stop(
-        "TermService",
-        "Remote Desktop: remote access (kept disabled on some nodes on purpose)",
-    ),
-    start_stop(
-        "sshd",
-        "the OpenSSH server: remote access (kept disabled on some nodes on purpose)",
-    ),
-    start_stop(
-        "RemoteRegistry",
-        "remote registry access (disabled by default on purpose)",
-    ),
-    start_stop(
-        "RemoteAccess",
-        "Routing and Remote Access: turns the node into a router or VPN server",
-    ),
-    stop(
-        "W32Time",
-        "time synchronisation: certificates and leases need the right time",
-    ),
-    stop(
-        "mpssvc",
-        "Windows Defender Firewall: stopping it drops the node's firewall",
-    ),
-    stop("BFE", "the Base Filtering Engine: the firewall and IPsec"),
-    stop("Dhcp", "the DHCP client: the node's addresses"),
-    stop("Dnscache", "the DNS client: name resolution"),
-    stop("nsi", "the Network Store Interface: network configuration"),
-    stop(
-        "LanmanWorkstation",
-        "the SMB client: every SMB global mapping",
-    ),
-    stop(
-        "MSiSCSI",
-        "the iSCSI initiator: every iSCSI disk of running pods",
-    ),
-];
-
-/// Linux nodes (systemd units).
-pub const LINUX: &[Builtin] = &[
-    stop(
-        "kubelet",
-        "the kubelet: without it the node leaves the cluster",
-    ),
-    stop("kube-proxy", "kube-proxy: Service networking of every pod"),
-    stop("containerd", "the container runtime of every pod"),
-    stop("docker", "the container runtime of every pod"),
-    stop(
-        "cri-docker",
-        "the CRI shim of docker: the container runtime",
-    ),
-    stop("crio", "the container runtime of every pod (CRI-O)"),
-    stop("flanneld", "the flannel CNI agent: pod networking"),
-    stop(
-        "dbus",
-        "the system bus: systemd and csi-proxy's own System calls need it",
-    ),
-    stop(
-        "dbus-broker",
-        "the system bus: systemd and csi-proxy's own System calls need it",
-    ),
-    stop(
-        "systemd-*",
-        "systemd's own services: journal, udev, logind, networkd, resolved, timesyncd, ...",
-    ),
-    start_stop(
-        "sshd",
-        "the OpenSSH server: remote access (kept disabled on some nodes on purpose)",
-    ),
-    start_stop(
-        "ssh",
-        "the OpenSSH server: remote access (kept disabled on some nodes on purpose)",
-    ),
-    stop("NetworkManager", "the node's network configuration"),
-    stop("networking", "the node's network interfaces (ifupdown)"),
-    stop(
-        "firewalld",
-        "the node's firewall: stopping it drops its rules",
-    ),
-    stop(
-        "nftables",
-        "the node's firewall: stopping it flushes the ruleset",
-    ),
-    stop("ufw", "the node's firewall: stopping it drops its rules"),
-    stop(
-        "chrony",
-        "time synchronisation: certificates and leases need the right time",
-    ),
-    stop(
-        "chronyd",
-        "time synchronisation: certificates and leases need the right time",
-    ),
-    stop("auditd", "the kernel audit trail of the node"),
-    Builtin {
-        name: "iscsid",
-        guarded: Guarded::StopWhileIscsiSessions,
-        why: "the iSCSI daemon: stopping it cuts the logged-in sessions' disks off",
-    },
-    Builtin {
-        name: "open-iscsi",
-        guarded: Guarded::StopWhileIscsiSessions,
-        why: "the iSCSI login service: stopping it logs every session out",
-    },
-];
-
-/// The built-in table of `flavor`.
-pub fn builtin(flavor: Flavor) -> &'static [Builtin] {
-    match flavor {
-        Flavor::Windows => WINDOWS,
-        Flavor::Unix => LINUX,
-    }
-}
+pub use tables::{builtin, ends_the_manager, Builtin, ENDS_THE_MANAGER, LINUX, WINDOWS};
 
 /// Where a protection comes from (named in the refusal).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -407,6 +216,12 @@ impl Protection {
     /// refused; otherwise whether it still depends on iSCSI sessions.
     pub fn check(&self, name: &ServiceName, op: Op) -> Result<Verdict> {
         let key = self.key(name);
+        if op == Op::Start && self.flavor == Flavor::Unix && ends_the_manager(&key) {
+            return Err(Error::PermissionDenied(format!(
+                "start service {}: refused, starting it would shut down, reboot, suspend or isolate the node's service manager: such units are protected, never started through csi-proxy",
+                shown(name.as_str())
+            )));
+        }
         let mut verdict = Verdict::Allowed;
         for r in &self.rules {
             let hit = if r.prefix {
@@ -454,6 +269,78 @@ impl Protection {
                 e => e,
             }),
             Err(_) => Ok(()),
+        }
+    }
+
+    /// The check of everything a start or stop would do, once the service
+    /// manager described it ([`Plan`]): every name of the service itself
+    /// (its id and aliases); for a stop, every unit stopped with it, running
+    /// or not (one that is stopped now may be started before the stop
+    /// runs); for a start, every unit started with it that is not running
+    /// yet (no unit that ends the manager, no remote-access service) and
+    /// every running unit it would stop through a conflict. `asked` is the name as given (for the
+    /// messages).
+    pub fn check_plan(&self, asked: &ServiceName, plan: &Plan, op: Op) -> Result<Verdict> {
+        let mut verdict = Verdict::Allowed;
+        let mut merge = |v: Verdict| {
+            if v == Verdict::UnlessIscsiSessions {
+                verdict = v;
+            }
+        };
+        let shown_asked = shown(asked.as_str());
+        for n in &plan.target {
+            merge(self.check_unit(n, op, |m| {
+                format!("{m} ({shown_asked} is a name of {})", shown(n))
+            })?);
+        }
+        for u in &plan.started {
+            // Starting what runs already changes nothing.
+            if u.active {
+                continue;
+            }
+            for n in &u.names {
+                if self.flavor == Flavor::Unix && ends_the_manager(n) {
+                    return Err(Error::PermissionDenied(format!(
+                        "start service {shown_asked}: refused, it would start {}, which shuts down, reboots, suspends or isolates the node's service manager: such units are protected, never started through csi-proxy",
+                        shown(n)
+                    )));
+                }
+                self.check_unit(n, Op::Start, |m| {
+                    format!("{m} (starting {shown_asked} would start it too)")
+                })?;
+            }
+        }
+        for u in &plan.stopped {
+            if op == Op::Start && !u.active {
+                continue;
+            }
+            for n in &u.names {
+                merge(self.check_unit(n, Op::Stop, |m| match op {
+                    Op::Stop => {
+                        format!("{m} (a dependent: stopping {shown_asked} would stop it too)")
+                    }
+                    Op::Start => format!("{m} (starting {shown_asked} would stop it: a conflict)"),
+                })?);
+            }
+        }
+        Ok(verdict)
+    }
+
+    /// [`Protection::check`] of a unit the service manager named; names
+    /// that are not services (other unit types) pass.
+    fn check_unit(&self, os_name: &str, op: Op, why: impl Fn(&str) -> String) -> Result<Verdict> {
+        if op == Op::Start && self.flavor == Flavor::Unix && ends_the_manager(os_name) {
+            return Err(Error::PermissionDenied(why(&format!(
+                "start {}: refused, it shuts down, reboots, suspends or isolates the node's service manager: such units are protected, never started through csi-proxy",
+                shown(os_name)
+            ))));
+        }
+        match ServiceName::parse(os_name, self.flavor) {
+            Ok(n) => self.check(&n, op).map_err(|e| match e {
+                Error::PermissionDenied(m) => Error::PermissionDenied(why(&m)),
+                e => e,
+            }),
+            Err(_) => Ok(Verdict::Allowed),
         }
     }
 

@@ -309,8 +309,11 @@ impl<S: Service> State<S> {
         while let Some(req) = conn.next_request() {
             let start = Instant::now();
             let service = &self.service;
-            let outcome = catch_unwind(AssertUnwindSafe(|| service.call(&req.path, &req.message)))
-                .unwrap_or_else(|_| Outcome::Done(panicked()));
+            let deadline = req.timeout.map(|t| start.into_std() + t);
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                service.call_by(&req.path, &req.message, deadline)
+            }))
+            .unwrap_or_else(|_| Outcome::Done(panicked()));
             match outcome {
                 Outcome::Done(reply) => {
                     service.answered(&req.path, start.elapsed(), reply.code);

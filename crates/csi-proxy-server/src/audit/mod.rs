@@ -12,9 +12,15 @@
 //! (and synced): a line that cannot be written turns the reply into
 //! `Unavailable`, and while writes fail, calls are refused before they run.
 //! What is synced when: see [`writer`].
+//!
+//! Refused calls are recorded within a budget per caller ([`limit`]): a
+//! caller refused in a loop gets one summary line per second instead of a
+//! line per call. Dropped lines are warned about in the log, at most once
+//! every [`DROP_WARN_EVERY`].
 
 pub mod fields;
 pub mod json;
+pub mod limit;
 mod writer;
 
 use crate::caller::Caller;
@@ -26,12 +32,15 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, SyncSender};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Lines that may wait for the writer.
 pub const QUEUE_LINES: usize = 4096;
-/// How long a call waits for its line in blocking mode.
+/// How long a call waits for its line in blocking mode: to queue it and
+/// to have it written.
 pub const BLOCKING_WAIT: Duration = Duration::from_secs(10);
+/// At most one warning about lines dropped from a full queue per this long.
+pub const DROP_WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// The version-free operations that can change the host: recorded at
 /// `-audit-level=write`.
@@ -135,6 +144,9 @@ pub struct AuditLog {
     /// The last write succeeded.
     healthy: Arc<AtomicBool>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    limiter: Arc<limit::Limiter>,
+    /// When a full queue was last warned about.
+    drop_warned: Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -160,11 +172,13 @@ impl AuditLog {
         })?;
         let (tx, rx) = mpsc::sync_channel(QUEUE_LINES);
         let healthy = Arc::new(AtomicBool::new(true));
+        let limiter = Arc::new(limit::Limiter::default());
         let w = writer::Writer {
             out: sink,
             sync_each_batch: config.mode == Mode::Blocking,
             dropped: dropped.clone(),
             healthy: healthy.clone(),
+            limiter: limiter.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("csi-proxy-audit".into())
@@ -180,7 +194,27 @@ impl AuditLog {
             dropped,
             healthy,
             thread: Mutex::new(Some(thread)),
+            limiter,
+            drop_warned: Mutex::new(None),
         }))
+    }
+
+    /// Whether a refused call of `caller` gets its own line now; if not it
+    /// is counted in the caller's next summary line.
+    pub fn admit_refusal(&self, caller: &Arc<Caller>) -> bool {
+        self.limiter.admit(caller, Instant::now())
+    }
+
+    fn drop_one(&self, why: &str) {
+        self.dropped.inc();
+        let mut last = self.drop_warned.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_none_or(|t| t.elapsed() >= DROP_WARN_EVERY) {
+            *last = Some(Instant::now());
+            tracing::warn!(
+                dropped_total = self.dropped.get(),
+                "audit lines dropped: {why} (csi_proxy_audit_dropped_total counts them)"
+            );
+        }
     }
 
     /// Whether a call is recorded: `write` says whether it can change the
@@ -212,46 +246,64 @@ impl AuditLog {
         self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Queue a line without waiting; a full queue drops it (counted).
+    /// Queue a line without waiting; a full queue drops it (counted and
+    /// warned about).
     pub fn submit(&self, entry: Entry) {
-        let sent = self
-            .sender()
-            .is_some_and(|tx| tx.try_send(Msg::Line(Box::new(entry), None)).is_ok());
-        if !sent {
-            self.dropped.inc();
+        match self.sender() {
+            None => self.drop_one("the audit log is closed"),
+            Some(tx) => {
+                if tx.try_send(Msg::Line(Box::new(entry), None)).is_err() {
+                    self.drop_one("the queue of lines waiting for the writer is full");
+                }
+            }
         }
     }
 
     /// Queue a line and wait until it is written and synced (blocking
-    /// mode; call it off the async workers). The error says why not.
+    /// mode; call it off the async workers), all within [`BLOCKING_WAIT`].
+    /// The error says why not.
     pub fn commit(&self, entry: Entry) -> Result<(), String> {
+        self.commit_by(entry, None)
+    }
+
+    /// [`AuditLog::commit`], waiting no longer than `deadline` either (the
+    /// call's, when its client sent one).
+    pub fn commit_by(&self, entry: Entry, deadline: Option<Instant>) -> Result<(), String> {
+        let limit = Instant::now() + BLOCKING_WAIT;
+        let deadline = deadline.map_or(limit, |d| d.min(limit));
         let (ack, done) = mpsc::sync_channel(1);
         let Some(tx) = self.sender() else {
             self.dropped.inc();
             return Err("the audit log is closed".into());
         };
-        // Waits while the queue is full: back-pressure, not loss.
-        if tx.send(Msg::Line(Box::new(entry), Some(ack))).is_err() {
+        // Waits while the queue is full (back-pressure, not loss), but no
+        // longer than the call may wait.
+        if let Err(e) = send_within(&tx, Msg::Line(Box::new(entry), Some(ack)), deadline) {
             self.dropped.inc();
-            return Err("the audit log is closed".into());
+            return Err(e);
         }
-        match done.recv_timeout(BLOCKING_WAIT) {
+        match done.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(r) => r,
-            Err(_) => Err(format!(
-                "the audit line was not written within {BLOCKING_WAIT:?}"
-            )),
+            Err(_) => Err(
+                "the audit line was not written within the call's deadline (at most 10 s)".into(),
+            ),
         }
     }
 
     /// The reply of a call that ran, after its line: in blocking mode a
     /// line that cannot be written makes it `Unavailable`.
     pub fn settle(&self, entry: Entry, reply: Reply) -> Reply {
+        self.settle_by(entry, reply, None)
+    }
+
+    /// [`AuditLog::settle`] for a call whose client gives up at `deadline`.
+    pub fn settle_by(&self, entry: Entry, reply: Reply, deadline: Option<Instant>) -> Reply {
         match self.mode {
             Mode::BestEffort => {
                 self.submit(entry);
                 reply
             }
-            Mode::Blocking => match self.commit(entry) {
+            Mode::Blocking => match self.commit_by(entry, deadline) {
                 Ok(()) => reply,
                 Err(e) => Reply::error(
                     Code::Unavailable,
@@ -277,6 +329,30 @@ impl AuditLog {
         drop(self.tx.lock().unwrap_or_else(|p| p.into_inner()).take());
         if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = t.join();
+        }
+    }
+}
+
+/// Queue `msg`, waiting while the queue is full, until `deadline`.
+fn send_within(tx: &SyncSender<Msg>, mut msg: Msg, deadline: Instant) -> Result<(), String> {
+    let mut pause = Duration::from_micros(50);
+    loop {
+        match tx.try_send(msg) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::TrySendError::Disconnected(_)) => {
+                return Err("the audit log is closed".into())
+            }
+            Err(mpsc::TrySendError::Full(m)) => {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(
+                        "the audit line could not be queued within the call's deadline (at most 10 s; the writer is behind)".into(),
+                    );
+                }
+                msg = m;
+                std::thread::sleep(pause.min(deadline - now));
+                pause = (pause * 2).min(Duration::from_millis(10));
+            }
         }
     }
 }

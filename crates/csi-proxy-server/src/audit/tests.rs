@@ -163,3 +163,141 @@ fn a_message_quoting_a_secret_is_scrubbed_and_drops_reach_the_metric() {
         "{scrape}"
     );
 }
+
+/// In blocking mode, a line that cannot be queued in time is an error,
+/// not an endless wait.
+#[test]
+fn queueing_waits_no_longer_than_its_deadline() {
+    let (tx, _rx) = mpsc::sync_channel::<Msg>(1);
+    let (flush, _) = mpsc::sync_channel(1);
+    send_within(&tx, Msg::Flush(flush), Instant::now()).unwrap();
+    let (flush, _) = mpsc::sync_channel(1);
+    let t = Instant::now();
+    let e = send_within(&tx, Msg::Flush(flush), t + Duration::from_millis(200)).unwrap_err();
+    let waited = t.elapsed();
+    assert!(e.contains("could not be queued"), "{e}");
+    assert!(
+        waited >= Duration::from_millis(200) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
+    drop(_rx);
+    let (flush, _) = mpsc::sync_channel(1);
+    let e = send_within(
+        &tx,
+        Msg::Flush(flush),
+        Instant::now() + Duration::from_secs(5),
+    )
+    .unwrap_err();
+    assert!(e.contains("closed"), "{e}");
+}
+
+/// A caller refused in a loop: past its budget, summary lines.
+#[test]
+fn refusals_past_the_budget_become_summary_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.log");
+    let log = AuditLog::open(&config(&path, 0, 0, Mode::BestEffort), None).unwrap();
+    let caller = Arc::new(Caller {
+        pid: Some(9),
+        uid: Some(65534),
+        ..Caller::default()
+    });
+    let mut own = 0;
+    for _ in 0..500 {
+        if log.admit_refusal(&caller) {
+            own += 1;
+            let mut e = entry("/var/lib/kubelet/x", Code::PermissionDenied);
+            e.caller = caller.clone();
+            log.submit(e);
+        }
+    }
+    assert!(own <= limit::BURST as usize + 2, "{own}");
+    // The writer writes the summary within about a second.
+    std::thread::sleep(Duration::from_millis(2300));
+    log.close(Duration::from_secs(5));
+    let l = lines(&path);
+    let summaries: Vec<_> = l.iter().filter(|v| v.get("summary").is_some()).collect();
+    assert_eq!(summaries.len(), 1, "{l:?}");
+    assert_eq!(summaries[0]["refused"], 500 - own as u64);
+    assert_eq!(summaries[0]["caller"]["uid"], 65534);
+    assert_eq!(summaries[0]["code"], "PermissionDenied");
+    assert_eq!(l.len(), own + 1);
+}
+
+/// Lines dropped are counted and warned about, the warning rate-limited.
+#[test]
+fn drops_are_counted_and_warned_about_once_per_period() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(
+        &config(&dir.path().join("audit.log"), 0, 0, Mode::BestEffort),
+        None,
+    )
+    .unwrap();
+    log.close(Duration::from_secs(5));
+    assert!(log.drop_warned.lock().unwrap().is_none());
+    log.submit(entry("/var/lib/kubelet/a", Code::Ok));
+    let first = log.drop_warned.lock().unwrap().expect("warned");
+    log.submit(entry("/var/lib/kubelet/b", Code::Ok));
+    assert_eq!(log.dropped(), 2);
+    assert_eq!(
+        *log.drop_warned.lock().unwrap(),
+        Some(first),
+        "warned again at once"
+    );
+}
+
+/// Blocking mode with a writer stuck (its file a FIFO nobody reads): a
+/// call's line that cannot be queued by the call's deadline is an error
+/// at that deadline, not a wait of its own.
+#[cfg(unix)]
+#[test]
+fn a_line_that_cannot_be_queued_by_the_calls_deadline_fails_then() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.fifo");
+    nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    // A reader that never reads: the writer's writes block once the pipe
+    // is full.
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&path)
+        .unwrap();
+    let log = AuditLog::open(&config(&path, 0, 0, Mode::Blocking), None).unwrap();
+    let long = format!("/var/lib/kubelet/{}", "x".repeat(3000));
+    for _ in 0..(QUEUE_LINES + 1000) {
+        log.submit(entry(&long, Code::Ok));
+    }
+    let t = Instant::now();
+    let e = log
+        .commit_by(entry(&long, Code::Ok), Some(t + Duration::from_millis(300)))
+        .unwrap_err();
+    let waited = t.elapsed();
+    assert!(
+        e.contains("could not be queued within the call's deadline"),
+        "{e}"
+    );
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
+    // Drain the pipe so that the writer finishes (a FIFO without a reader
+    // would block its reopening).
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let drain = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut reader = reader;
+            let mut buf = vec![0u8; 1 << 16];
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if !matches!(reader.read(&mut buf), Ok(n) if n > 0) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        })
+    };
+    log.close(Duration::from_secs(30));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    drain.join().unwrap();
+}

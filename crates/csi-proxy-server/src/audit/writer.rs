@@ -37,6 +37,8 @@ const BATCH: usize = 256;
 pub const LINGER: Duration = Duration::from_millis(10);
 /// Best-effort mode syncs at most this often.
 const SYNC_EVERY: Duration = Duration::from_secs(1);
+/// Summary lines of refused calls past their budget are written this often.
+const SUMMARY_EVERY: Duration = Duration::from_secs(1);
 /// At most one warning about failed writes per this long.
 const WARN_EVERY: Duration = Duration::from_secs(30);
 
@@ -159,6 +161,7 @@ pub(super) struct Writer {
     pub(super) sync_each_batch: bool,
     pub(super) dropped: Counter,
     pub(super) healthy: Arc<AtomicBool>,
+    pub(super) limiter: Arc<super::limit::Limiter>,
 }
 
 impl Writer {
@@ -168,21 +171,15 @@ impl Writer {
         let mut unsynced = false;
         let mut last_sync = Instant::now();
         let mut last_warn: Option<Instant> = None;
+        let mut last_summary = Instant::now();
         loop {
-            let first = match rx.recv_timeout(SYNC_EVERY) {
-                Ok(m) => m,
-                Err(RecvTimeoutError::Timeout) => {
-                    if unsynced {
-                        let _ = self.out.sync();
-                        unsynced = false;
-                        last_sync = Instant::now();
-                    }
-                    continue;
-                }
+            let first = match rx.recv_timeout(SUMMARY_EVERY) {
+                Ok(m) => Some(m),
+                Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => break,
             };
-            let mut batch = vec![first];
-            while batch.len() < BATCH {
+            let mut batch: Vec<Msg> = first.into_iter().collect();
+            while !batch.is_empty() && batch.len() < BATCH {
                 match rx.try_recv() {
                     Ok(m) => batch.push(m),
                     Err(_) => break,
@@ -201,6 +198,22 @@ impl Writer {
                     }
                     Msg::Flush(ack) => flushes.push(ack),
                 }
+            }
+            if last_summary.elapsed() >= SUMMARY_EVERY {
+                last_summary = Instant::now();
+                for s in self.limiter.summaries(last_summary) {
+                    format_summary(&mut buf, &s);
+                    lines += 1;
+                }
+            }
+            if lines == 0 && flushes.is_empty() {
+                // Idle: sync what the last batches left.
+                if unsynced && last_sync.elapsed() >= SYNC_EVERY {
+                    let _ = self.out.sync();
+                    unsynced = false;
+                    last_sync = Instant::now();
+                }
+                continue;
             }
             let mut result = if buf.is_empty() {
                 Ok(())
@@ -249,6 +262,19 @@ impl Writer {
         }
         let _ = self.out.sync();
     }
+}
+
+/// Append the summary line of a caller's refused calls past its budget.
+fn format_summary(out: &mut String, s: &super::limit::Summary) {
+    out.push_str("{\"ts\":");
+    json::timestamp(out, std::time::SystemTime::now());
+    let _ = write!(
+        out,
+        ",\"code\":\"PermissionDenied\",\"summary\":\"{} more refused calls by this caller, past its budget of refused-call lines, not recorded one by one\",\"refused\":{},\"caller\":",
+        s.refused, s.refused
+    );
+    s.caller.write_json(out);
+    out.push_str("}\n");
 }
 
 /// Append one JSON line for `e`.

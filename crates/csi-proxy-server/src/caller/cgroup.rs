@@ -1,19 +1,63 @@
 //! The Kubernetes pod UID and container id in a process's cgroup paths
-//! (`/proc/<pid>/cgroup`), for the layouts kubelet and the container
-//! runtimes create:
+//! (`/proc/<pid>/cgroup`), only where kubelet's own layout puts them,
+//! **anchored at the cgroup root**: a process that may create cgroups
+//! below its own (a delegated subtree) can name a directory `pod<uid>`
+//! anywhere there, but never below the kubepods cgroup.
 //!
-//! - cgroup v2 (`0::<path>`) and v1 hierarchies, named (`1:name=systemd:`)
-//!   or not (`4:memory:`): every line is looked at, the first that names a
-//!   pod wins;
-//! - the systemd driver: `.../kubepods.slice/kubepods-<qos>.slice/
-//!   kubepods-<qos>-pod<uid, '-' written '_'>.slice/<scope>` (Guaranteed
-//!   pods have no QoS part: `kubepods-pod<uid>.slice`);
-//! - the cgroupfs driver: `.../kubepods/<qos>/pod<uid>/<id>` (Guaranteed:
-//!   `.../kubepods/pod<uid>/<id>`);
-//! - container scopes: containerd `cri-containerd-<id>.scope`, CRI-O
-//!   `crio-<id>.scope`, Docker `docker-<id>.scope`, or the bare 64-hex id
-//!   (cgroupfs driver). CRI-O's `crio-conmon-<id>.scope` is its monitor
-//!   process, not the container, and gives no container id.
+//! - The kubepods cgroup: `/kubepods.slice` (systemd driver) or
+//!   `/kubepods` (cgroupfs driver) at the root, or what
+//!   `-kubepods-cgroup` names where the node differs (kind and other
+//!   custom cgroup roots: `/kubelet.slice/kubelet-kubepods.slice`).
+//! - The systemd driver, below `<K>.slice`: `<K>-<qos>.slice/
+//!   <K>-<qos>-pod<uid, '-' written '_'>.slice/<scope>`, Guaranteed pods
+//!   `<K>-pod<uid>.slice/<scope>` (`<qos>` besteffort or burstable).
+//! - The cgroupfs driver, below `<K>`: `<qos>/pod<uid>/<id>`, Guaranteed
+//!   `pod<uid>/<id>`.
+//! - Container scopes right below the pod: containerd
+//!   `cri-containerd-<id>.scope`, CRI-O `crio-<id>.scope`, Docker
+//!   `docker-<id>.scope`, or the bare 64-hex id (cgroupfs). CRI-O's
+//!   `crio-conmon-<id>.scope` is its monitor, not the container. A
+//!   container's own sub-cgroups below its scope are still its.
+//! - Lines: the cgroup v2 one (`0::`) and v1 hierarchies of real
+//!   controllers or `name=systemd`; other named v1 hierarchies are not
+//!   kubelet's and are ignored. The first line that places the process in
+//!   a pod wins, one with the container preferred.
+
+use std::sync::RwLock;
+
+/// The default kubepods cgroups.
+pub const DEFAULT_ROOTS: [&str; 2] = ["/kubepods.slice", "/kubepods"];
+
+static ROOTS: RwLock<Vec<String>> = RwLock::new(Vec::new());
+
+/// Use `roots` (absolute cgroup paths of kubepods cgroups) instead of
+/// [`DEFAULT_ROOTS`] (`-kubepods-cgroup`); an empty list restores them.
+/// An invalid path is refused with the reason.
+pub fn set_kubepods_roots(roots: &[String]) -> Result<(), String> {
+    for r in roots {
+        let last = r.rsplit('/').next().unwrap_or_default();
+        if !r.starts_with('/') || r.ends_with('/') || r.contains("//") || last.is_empty() {
+            return Err(format!(
+                "{r:?}: a kubepods cgroup is an absolute cgroup path such as /kubepods.slice"
+            ));
+        }
+        if r.split('/').any(|c| c == "." || c == "..") {
+            return Err(format!("{r:?}: no . or .. components"));
+        }
+    }
+    *ROOTS.write().unwrap_or_else(|p| p.into_inner()) = roots.to_vec();
+    Ok(())
+}
+
+/// The kubepods cgroups in force.
+pub fn kubepods_roots() -> Vec<String> {
+    let r = ROOTS.read().unwrap_or_else(|p| p.into_inner());
+    if r.is_empty() {
+        DEFAULT_ROOTS.iter().map(|s| s.to_string()).collect()
+    } else {
+        r.clone()
+    }
+}
 
 /// What a process's cgroup says about its pod and container.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -22,77 +66,112 @@ pub struct PodInfo {
     pub container_id: Option<String>,
 }
 
-/// Parse the contents of `/proc/<pid>/cgroup`.
-pub fn parse(contents: &str) -> PodInfo {
+/// Parse the contents of `/proc/<pid>/cgroup` against the kubepods
+/// cgroups `roots`.
+pub fn parse(contents: &str, roots: &[String]) -> PodInfo {
     let mut best = PodInfo::default();
     for line in contents.lines() {
         // hierarchy-id:controllers:path; the path may itself hold ':'.
         let mut parts = line.splitn(3, ':');
-        let (Some(_), Some(_), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+        let (Some(id), Some(ctl), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
             continue;
         };
-        let info = parse_path(path);
-        if info.pod_uid.is_some() && (best.pod_uid.is_none() || best.container_id.is_none()) {
+        let kubelets = if id == "0" {
+            ctl.is_empty()
+        } else {
+            !ctl.is_empty() && (ctl == "name=systemd" || !ctl.starts_with("name="))
+        };
+        if !kubelets {
+            continue;
+        }
+        let Some(info) = roots.iter().find_map(|r| parse_path(path, r)) else {
+            continue;
+        };
+        if best.pod_uid.is_none() || (best.container_id.is_none() && info.container_id.is_some()) {
             let complete = info.container_id.is_some();
             best = info;
             if complete {
                 break;
             }
-        } else if best.container_id.is_none() && info.container_id.is_some() {
-            best.container_id = info.container_id;
         }
     }
     best
 }
 
-/// The pod and container named by one cgroup path.
-pub fn parse_path(path: &str) -> PodInfo {
-    let mut info = PodInfo::default();
-    let mut after_pod = false;
-    for seg in path.split('/').filter(|s| !s.is_empty()) {
-        if let Some(uid) = pod_segment(seg) {
-            info.pod_uid = Some(uid);
-            // Only a container below the pod is the pod's (a node that is
-            // itself a container, as kind's, has its own scope above).
-            info.container_id = None;
-            after_pod = true;
-            continue;
-        }
-        if let Some(id) = container_segment(seg, after_pod) {
-            info.container_id = Some(id);
-        }
-    }
-    info
-}
-
-/// `kubepods[-<qos>]-pod<uid_>.slice` (systemd) or `pod<uid>` (cgroupfs).
-fn pod_segment(seg: &str) -> Option<String> {
-    let uid = if let Some(slice) = seg.strip_suffix(".slice") {
-        let rest = slice.strip_prefix("kubepods-")?;
-        let at = rest.find("pod")?;
-        let qos = &rest[..at];
-        if !(qos.is_empty() || qos == "besteffort-" || qos == "burstable-") {
-            return None;
-        }
-        rest[at + 3..].replace('_', "-")
-    } else {
-        seg.strip_prefix("pod")?.to_string()
+/// The pod and container of `path` when it lies in kubelet's layout below
+/// the kubepods cgroup `root`.
+pub fn parse_path(path: &str, root: &str) -> Option<PodInfo> {
+    let rest = path.strip_prefix(root)?;
+    let rest = rest.strip_prefix('/')?;
+    let mut segs = rest.split('/');
+    let last = root.rsplit('/').next()?;
+    let (pod_uid, after) = match last.strip_suffix(".slice") {
+        Some(k) => systemd_pod(k, &mut segs)?,
+        None => cgroupfs_pod(&mut segs)?,
     };
-    is_uid(&uid).then(|| uid.to_ascii_lowercase())
+    let container_id = after.and_then(|seg| container_segment(seg, last.ends_with(".slice")));
+    Some(PodInfo {
+        pod_uid: Some(pod_uid),
+        container_id,
+    })
 }
 
-/// A container scope, or (below a pod, cgroupfs driver) a bare id.
-fn container_segment(seg: &str, after_pod: bool) -> Option<String> {
-    if let Some(scope) = seg.strip_suffix(".scope") {
-        if scope.starts_with("crio-conmon-") {
+/// `<k>-<qos>.slice/<k>-<qos>-pod<uid_>.slice` or `<k>-pod<uid_>.slice`:
+/// the pod UID and the segment after the pod.
+fn systemd_pod<'a>(
+    k: &str,
+    segs: &mut impl Iterator<Item = &'a str>,
+) -> Option<(String, Option<&'a str>)> {
+    let first = segs.next()?;
+    let pod = if let Some(uid) = first
+        .strip_prefix(k)
+        .and_then(|s| s.strip_prefix("-pod"))
+        .and_then(|s| s.strip_suffix(".slice"))
+    {
+        uid
+    } else {
+        let qos = first
+            .strip_prefix(k)?
+            .strip_prefix('-')?
+            .strip_suffix(".slice")?;
+        if qos != "besteffort" && qos != "burstable" {
             return None;
         }
-        let id = ["cri-containerd-", "crio-", "docker-"]
-            .iter()
-            .find_map(|p| scope.strip_prefix(p))?;
-        return is_container_id(id).then(|| id.to_ascii_lowercase());
+        let second = segs.next()?;
+        second
+            .strip_prefix(k)?
+            .strip_prefix('-')?
+            .strip_prefix(qos)?
+            .strip_prefix("-pod")?
+            .strip_suffix(".slice")?
+    };
+    let uid = pod.replace('_', "-");
+    is_uid(&uid).then(|| (uid.to_ascii_lowercase(), segs.next()))
+}
+
+/// `<qos>/pod<uid>` or `pod<uid>`: the pod UID and the segment after it.
+fn cgroupfs_pod<'a>(segs: &mut impl Iterator<Item = &'a str>) -> Option<(String, Option<&'a str>)> {
+    let mut seg = segs.next()?;
+    if seg == "besteffort" || seg == "burstable" {
+        seg = segs.next()?;
     }
-    (after_pod && is_container_id(seg)).then(|| seg.to_ascii_lowercase())
+    let uid = seg.strip_prefix("pod")?;
+    is_uid(uid).then(|| (uid.to_ascii_lowercase(), segs.next()))
+}
+
+/// A container scope (systemd driver) or a bare id (cgroupfs).
+fn container_segment(seg: &str, systemd: bool) -> Option<String> {
+    if !systemd {
+        return is_container_id(seg).then(|| seg.to_ascii_lowercase());
+    }
+    let scope = seg.strip_suffix(".scope")?;
+    if scope.starts_with("crio-conmon-") {
+        return None;
+    }
+    let id = ["cri-containerd-", "crio-", "docker-"]
+        .iter()
+        .find_map(|p| scope.strip_prefix(p))?;
+    is_container_id(id).then(|| id.to_ascii_lowercase())
 }
 
 fn is_container_id(s: &str) -> bool {
@@ -124,22 +203,33 @@ mod tests {
         }
     }
 
+    fn roots() -> Vec<String> {
+        DEFAULT_ROOTS.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn p(c: &str) -> PodInfo {
+        parse(c, &roots())
+    }
+
     #[test]
     fn v2_systemd_containerd() {
         let c = format!("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{UID_}.slice/cri-containerd-{ID}.scope\n");
-        assert_eq!(parse(&c), both(UID, ID));
+        assert_eq!(p(&c), both(UID, ID));
+        // The container's own sub-cgroups are still its.
+        let c = format!("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{UID_}.slice/cri-containerd-{ID}.scope/init\n");
+        assert_eq!(p(&c), both(UID, ID));
     }
 
     #[test]
     fn v2_systemd_crio_guaranteed_and_burstable() {
         let c = format!("0::/kubepods.slice/kubepods-pod{UID_}.slice/crio-{ID}.scope\n");
-        assert_eq!(parse(&c), both(UID, ID));
+        assert_eq!(p(&c), both(UID, ID));
         let c = format!("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice/crio-{ID}.scope\n");
-        assert_eq!(parse(&c), both(UID, ID));
+        assert_eq!(p(&c), both(UID, ID));
         // The monitor of a CRI-O container is not the container.
         let c = format!("0::/kubepods.slice/kubepods-pod{UID_}.slice/crio-conmon-{ID}.scope\n");
-        assert_eq!(parse(&c).container_id, None);
-        assert_eq!(parse(&c).pod_uid.as_deref(), Some(UID));
+        assert_eq!(p(&c).container_id, None);
+        assert_eq!(p(&c).pod_uid.as_deref(), Some(UID));
     }
 
     #[test]
@@ -148,27 +238,68 @@ mod tests {
             "12:pids:/kubepods/burstable/pod{UID}/{ID}\n\
              1:name=systemd:/kubepods/burstable/pod{UID}/{ID}\n0::/\n"
         );
-        assert_eq!(parse(&c), both(UID, ID));
+        assert_eq!(p(&c), both(UID, ID));
         let c = format!("3:cpu,cpuacct:/kubepods/pod{UID}/{ID}\n");
-        assert_eq!(parse(&c), both(UID, ID));
-        // Hybrid: only the named systemd hierarchy places the process.
+        assert_eq!(p(&c), both(UID, ID));
+        // Hybrid: the named systemd hierarchy places the process.
         let c = format!(
             "9:name=systemd:/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{UID_}.slice/docker-{ID}.scope\n\
              4:memory:/\n0::/\n"
         );
-        assert_eq!(parse(&c), both(UID, ID));
+        assert_eq!(p(&c), both(UID, ID));
+        // Another named hierarchy is anyone's to mount and fill.
+        let c = format!("5:name=mine:/kubepods/pod{UID}/{ID}\n0::/user.slice\n");
+        assert_eq!(p(&c), PodInfo::default());
     }
 
     #[test]
-    fn nested_under_a_node_container_and_a_pod_without_container() {
-        // kind / minikube: the node's own cgroup comes first.
-        let c = format!("0::/system.slice/docker-{ID}.scope/kubelet.slice/kubepods.slice/kubepods-pod{UID_}.slice\n");
-        let p = parse(&c);
-        assert_eq!(p.pod_uid.as_deref(), Some(UID));
-        // The node container's scope above the pod is not the caller's.
-        assert_eq!(p.container_id, None);
-        let c = format!("0::/system.slice/docker-{ID}.scope/kubelet.slice/kubepods.slice/kubepods-pod{UID_}.slice/cri-containerd-{}.scope\n", &ID.replace('4', "5"));
-        assert_eq!(parse(&c), both(UID, &ID.replace('4', "5")));
+    fn a_pod_directory_in_a_delegated_subtree_is_nobodys_pod() {
+        // The bypass: a process in a subtree delegated to it makes its own
+        // pod<uid> directory (and a scope below it).
+        for c in [
+            format!("0::/user.slice/user-1000.slice/user@1000.service/pod{UID}/{ID}\n"),
+            format!("0::/user.slice/user-1000.slice/user@1000.service/kubepods.slice/kubepods-pod{UID_}.slice/cri-containerd-{ID}.scope\n"),
+            format!("0::/system.slice/x.service/kubepods/pod{UID}\n"),
+            // Inside a real pod's container, a deeper fake pod.
+            format!("0::/kubepods.slice/kubepods-pod{UID_}.slice/cri-containerd-{ID}.scope/kubepods-pod{}.slice\n", UID_.replace('0', "1")),
+            format!("0::/kubepods/pod{UID}/{ID}/pod{}\n", UID.replace('0', "1")),
+        ] {
+            let got = p(&c);
+            assert_ne!(got.pod_uid.as_deref(), Some(UID.replace('0', "1").as_str()), "{c}");
+            if c.contains("user.slice") || c.contains("system.slice") {
+                assert_eq!(got, PodInfo::default(), "{c}");
+            }
+        }
+        // A qos or pod level out of place.
+        for c in [
+            format!("0::/kubepods.slice/kubepods-guaranteed.slice/kubepods-guaranteed-pod{UID_}.slice\n"),
+            format!("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-burstable-pod{UID_}.slice\n"),
+            format!("0::/kubepods.slice/x/kubepods-pod{UID_}.slice\n"),
+            format!("0::/kubepods/x/pod{UID}\n"),
+            format!("0::/kubepodsX/pod{UID}\n"),
+        ] {
+            assert_eq!(p(&c), PodInfo::default(), "{c}");
+        }
+    }
+
+    #[test]
+    fn a_custom_kubepods_cgroup_names_kinds_layout() {
+        // kind (--cgroup-root=/kubelet, systemd driver): the slices carry
+        // the root's name.
+        let c = format!("0::/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod{UID_}.slice/cri-containerd-{ID}.scope\n");
+        assert_eq!(p(&c), PodInfo::default());
+        let r = vec!["/kubelet.slice/kubelet-kubepods.slice".to_string()];
+        assert_eq!(parse(&c, &r), both(UID, ID));
+        // Without a cgroup namespace: the node container's own scope above.
+        let c = format!("0::/system.slice/docker-{ID}.scope/kubelet.slice/kubepods.slice/kubepods-pod{UID_}.slice/cri-containerd-{}.scope\n", ID.replace('4', "5"));
+        assert_eq!(p(&c), PodInfo::default());
+        let r = vec![format!(
+            "/system.slice/docker-{ID}.scope/kubelet.slice/kubepods.slice"
+        )];
+        assert_eq!(parse(&c, &r), both(UID, &ID.replace('4', "5")));
+        for bad in ["kubepods", "/kubepods/", "/a//b", "/a/../b", ""] {
+            assert!(set_kubepods_roots(&[bad.to_string()]).is_err(), "{bad}");
+        }
     }
 
     #[test]
@@ -182,20 +313,18 @@ mod tests {
             "garbage\n",
             "",
         ] {
-            let p = parse(c);
-            assert_eq!(p.pod_uid, None, "{c}");
+            assert_eq!(p(c), PodInfo::default(), "{c}");
         }
-        // A container outside any pod: its id alone.
+        // A container outside any pod is no pod's.
         let c = format!("0::/system.slice/docker-{ID}.scope\n");
-        assert_eq!(parse(&c).container_id.as_deref(), Some(ID));
-        assert_eq!(parse(&c).pod_uid, None);
+        assert_eq!(p(&c), PodInfo::default());
     }
 
     #[test]
     fn never_panics_on_arbitrary_input() {
         use proptest::prelude::*;
         proptest!(|(s in ".{0,300}")| {
-            let _ = parse(&s);
+            let _ = p(&s);
         });
     }
 }

@@ -8,6 +8,8 @@
 
 use super::{cgroup, Caller};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+#[cfg(test)]
+use std::path::Path;
 use std::path::PathBuf;
 
 pub(super) fn identify(stream: &tokio::net::UnixStream) -> Caller {
@@ -33,18 +35,116 @@ pub(super) fn identify(stream: &tokio::net::UnixStream) -> Caller {
     caller.exe = std::fs::read_link(proc.join("exe"))
         .ok()
         .map(|p| p.to_string_lossy().into_owned());
+    caller.own_mount_ns = same_file(
+        &proc.join("ns/mnt"),
+        std::path::Path::new("/proc/self/ns/mnt"),
+    );
+    if super::hashes_executables() {
+        caller.exe_sha256 = exe_digest(&proc.join("exe"));
+    }
     if let Ok(text) = std::fs::read_to_string(proc.join("cgroup")) {
-        let pod = cgroup::parse(&text);
+        let pod = cgroup::parse(&text, &cgroup::kubepods_roots());
         caller.pod_uid = pod.pod_uid;
         caller.container_id = pod.container_id;
     }
     if pidfd.as_ref().is_some_and(|fd| !exists(fd)) {
         // Gone: the pid may already name another process.
         caller.exe = None;
+        caller.exe_sha256 = None;
+        caller.own_mount_ns = None;
         caller.pod_uid = None;
         caller.container_id = None;
     }
     caller
+}
+
+/// Whether two paths name the same file (namespaces compare so).
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> Option<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let (a, b) = (std::fs::metadata(a).ok()?, std::fs::metadata(b).ok()?);
+    Some(a.dev() == b.dev() && a.ino() == b.ino())
+}
+
+/// Executables larger than this are not hashed (`exe_sha256` left out).
+const MAX_HASHED: u64 = 512 << 20;
+
+/// Digests already computed, by the file's identity and change times.
+type DigestKey = (u64, u64, u64, i64, i64, i64, i64);
+static DIGESTS: std::sync::Mutex<Vec<(DigestKey, String)>> = std::sync::Mutex::new(Vec::new());
+/// Most digests kept.
+const DIGESTS_KEPT: usize = 64;
+
+/// SHA-256 of the file the kernel maps as the process's executable: the
+/// `/proc/<pid>/exe` link is opened (the file itself, in whatever mount
+/// namespace, even deleted), never its path text. Cached by device,
+/// inode, size and modification and change times: a file rewritten in
+/// place changes its change time, which no caller can set.
+fn exe_digest(link: &std::path::Path) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let mut f = std::fs::File::open(link).ok()?;
+    let m = f.metadata().ok()?;
+    if !m.is_file() || m.len() > MAX_HASHED {
+        return None;
+    }
+    let key = (
+        m.dev(),
+        m.ino(),
+        m.len(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    );
+    let kept = |k: &DigestKey| {
+        DIGESTS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|(c, _)| c == k)
+            .map(|(_, d)| d.clone())
+    };
+    if let Some(d) = kept(&key) {
+        return Some(d);
+    }
+    let mut h = super::sha256::Sha256::default();
+    let mut buf = vec![0u8; 256 << 10];
+    let mut total = 0u64;
+    loop {
+        let n = f.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        if total > MAX_HASHED {
+            return None;
+        }
+        h.update(&buf[..n]);
+    }
+    // Changed while read: no digest rather than one of a mixture.
+    let after = f.metadata().ok()?;
+    if (
+        after.len(),
+        after.mtime(),
+        after.mtime_nsec(),
+        after.ctime(),
+        after.ctime_nsec(),
+    ) != (
+        m.len(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    ) {
+        return None;
+    }
+    let d = h.hex();
+    let mut all = DIGESTS.lock().unwrap_or_else(|p| p.into_inner());
+    if all.len() >= DIGESTS_KEPT {
+        all.remove(0);
+    }
+    all.push((key, d.clone()));
+    Some(d)
 }
 
 /// `SO_PEERPIDFD`: the generic value; architectures that number socket
@@ -112,6 +212,10 @@ mod tests {
         assert_eq!(c.gid, Some(nix::unistd::getegid().as_raw()));
         let exe = std::env::current_exe().unwrap();
         assert_eq!(c.exe.as_deref(), Some(exe.to_str().unwrap()));
+        assert_eq!(c.own_mount_ns, Some(true));
+        let mut h = super::super::sha256::Sha256::default();
+        h.update(&std::fs::read(&exe).unwrap());
+        assert_eq!(exe_digest(Path::new("/proc/self/exe")), Some(h.hex()));
         // Linux 6.5+: the peer's pidfd names a live process.
         if let Some(fd) = peer_pidfd(&a) {
             assert!(exists(&fd));

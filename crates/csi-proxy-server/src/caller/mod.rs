@@ -22,10 +22,27 @@
 pub mod cgroup;
 #[cfg(target_os = "linux")]
 mod linux;
+pub mod sha256;
 #[cfg(windows)]
 mod windows;
 
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether callers' executables are hashed (`exe_sha256`): only while a
+/// caller policy in force matches on it (the policy file says so on each
+/// load).
+static HASH_EXECUTABLES: AtomicBool = AtomicBool::new(false);
+
+/// Hash callers' executables from now on (or stop).
+pub fn set_hash_executables(on: bool) {
+    HASH_EXECUTABLES.store(on, Ordering::Relaxed);
+}
+
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn hashes_executables() -> bool {
+    HASH_EXECUTABLES.load(Ordering::Relaxed)
+}
 
 /// The identity of one connection's client. Every field is optional.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -38,6 +55,13 @@ pub struct Caller {
     /// The client's executable (Linux `/proc/<pid>/exe`, Windows the image
     /// path).
     pub exe: Option<String>,
+    /// Linux: SHA-256 (lowercase hex) of the executable the kernel maps
+    /// for the process (read through `/proc/<pid>/exe`, whatever mount
+    /// namespace it lives in); only while a caller policy matches on it.
+    pub exe_sha256: Option<String>,
+    /// Linux: whether the process shares the proxy's mount namespace (only
+    /// then does `exe` name a file the proxy sees at that path).
+    pub own_mount_ns: Option<bool>,
     /// The Kubernetes pod UID, from the cgroup (Linux).
     pub pod_uid: Option<String>,
     /// The 64-hex container id, from the cgroup (Linux).
@@ -74,6 +98,7 @@ impl Caller {
         for (k, v) in [
             ("sid", &self.sid),
             ("exe", &self.exe),
+            ("exe_sha256", &self.exe_sha256),
             ("pod_uid", &self.pod_uid),
             ("container_id", &self.container_id),
         ] {
@@ -82,9 +107,11 @@ impl Caller {
                 crate::audit::json::string(out, v);
             }
         }
-        if let Some(v) = self.in_job {
-            key(out, "in_job");
-            let _ = write!(out, "{v}");
+        for (k, v) in [("in_job", self.in_job), ("own_mount_ns", self.own_mount_ns)] {
+            if let Some(v) = v {
+                key(out, k);
+                let _ = write!(out, "{v}");
+            }
         }
         out.push('}');
     }

@@ -8,46 +8,44 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use tonic::Status;
 
-pub(super) fn routes(api: &Arc<dyn DiskApi>, version: &str) -> Option<Routes<dyn DiskApi>> {
-    // The lists and lookups are answered from the disk inventory: tried
-    // inline, they move to the blocking pool when the host would have to
-    // read a device first.
-    super::table!(api, DiskApi, version,
-        inline [list_disk_locations, list_disk_ids, get_disk_number_by_name, get_disk_stats, get_disk_state];
-        cached(inventory_generation) [list_disk_locations, list_disk_ids];
-        [v1alpha1] {
-            ListDiskLocations(ListDiskLocationsRequest, ListDiskLocationsResponse) => list_disk_locations,
-            PartitionDisk(PartitionDiskRequest, PartitionDiskResponse) => partition_disk,
-            Rescan(RescanRequest, RescanResponse) => rescan,
-            GetDiskNumberByName(GetDiskNumberByNameRequest, GetDiskNumberByNameResponse) => get_disk_number_by_name,
-        }
-        [v1beta1] {
-            ListDiskLocations(ListDiskLocationsRequest, ListDiskLocationsResponse) => list_disk_locations,
-            PartitionDisk(PartitionDiskRequest, PartitionDiskResponse) => partition_disk,
-            Rescan(RescanRequest, RescanResponse) => rescan,
-            ListDiskIDs(ListDiskIDsRequest, ListDiskIDsResponse) => list_disk_ids,
-            DiskStats(DiskStatsRequest, DiskStatsResponse) => get_disk_stats,
-        }
-        [v1beta2] {
-            ListDiskLocations(ListDiskLocationsRequest, ListDiskLocationsResponse) => list_disk_locations,
-            PartitionDisk(PartitionDiskRequest, PartitionDiskResponse) => partition_disk,
-            Rescan(RescanRequest, RescanResponse) => rescan,
-            ListDiskIDs(ListDiskIDsRequest, ListDiskIDsResponse) => list_disk_ids,
-            DiskStats(DiskStatsRequest, DiskStatsResponse) => get_disk_stats,
-            SetAttachState(SetAttachStateRequest, SetAttachStateResponse) => set_disk_state,
-            GetAttachState(GetAttachStateRequest, GetAttachStateResponse) => get_disk_state,
-        }
-        [v1beta3, v1] {
-            ListDiskLocations(ListDiskLocationsRequest, ListDiskLocationsResponse) => list_disk_locations,
-            PartitionDisk(PartitionDiskRequest, PartitionDiskResponse) => partition_disk,
-            Rescan(RescanRequest, RescanResponse) => rescan,
-            ListDiskIDs(ListDiskIDsRequest, ListDiskIDsResponse) => list_disk_ids,
-            GetDiskStats(GetDiskStatsRequest, GetDiskStatsResponse) => get_disk_stats,
-            SetDiskState(SetDiskStateRequest, SetDiskStateResponse) => set_disk_state,
-            GetDiskState(GetDiskStateRequest, GetDiskStateResponse) => get_disk_state,
-        }
-    )
-}
+// The lists and lookups are answered from the disk inventory: tried
+// inline, they move to the blocking pool when the host would have to
+// read a device first.
+super::routing!(DiskApi,
+    inline [list_disk_locations, list_disk_ids, get_disk_number_by_name, get_disk_stats, get_disk_state];
+    cached(inventory_generation) [list_disk_locations, list_disk_ids];
+    [v1alpha1] {
+        ListDiskLocations(ListDiskLocationsRequest, ListDiskLocationsResponse) => list_disk_locations,
+        PartitionDisk(PartitionDiskRequest, PartitionDiskResponse) => partition_disk,
+        Rescan(RescanRequest, RescanResponse) => rescan,
+        GetDiskNumberByName(GetDiskNumberByNameRequest, GetDiskNumberByNameResponse) => get_disk_number_by_name,
+    }
+    [v1beta1] {
+        ListDiskLocations(ListDiskLocationsRequest, ListDiskLocationsResponse) => list_disk_locations,
+        PartitionDisk(PartitionDiskRequest, PartitionDiskResponse) => partition_disk,
+        Rescan(RescanRequest, RescanResponse) => rescan,
+        ListDiskIDs(ListDiskIDsRequest, ListDiskIDsResponse) => list_disk_ids,
+        DiskStats(DiskStatsRequest, DiskStatsResponse) => get_disk_stats,
+    }
+    [v1beta2] {
+        ListDiskLocations(ListDiskLocationsRequest, ListDiskLocationsResponse) => list_disk_locations,
+        PartitionDisk(PartitionDiskRequest, PartitionDiskResponse) => partition_disk,
+        Rescan(RescanRequest, RescanResponse) => rescan,
+        ListDiskIDs(ListDiskIDsRequest, ListDiskIDsResponse) => list_disk_ids,
+        DiskStats(DiskStatsRequest, DiskStatsResponse) => get_disk_stats,
+        SetAttachState(SetAttachStateRequest, SetAttachStateResponse) => set_disk_state,
+        GetAttachState(GetAttachStateRequest, GetAttachStateResponse) => get_disk_state,
+    }
+    [v1beta3, v1] {
+        ListDiskLocations(ListDiskLocationsRequest, ListDiskLocationsResponse) => list_disk_locations,
+        PartitionDisk(PartitionDiskRequest, PartitionDiskResponse) => partition_disk,
+        Rescan(RescanRequest, RescanResponse) => rescan,
+        ListDiskIDs(ListDiskIDsRequest, ListDiskIDsResponse) => list_disk_ids,
+        GetDiskStats(GetDiskStatsRequest, GetDiskStatsResponse) => get_disk_stats,
+        SetDiskState(SetDiskStateRequest, SetDiskStateResponse) => set_disk_state,
+        GetDiskState(GetDiskStateRequest, GetDiskStateResponse) => get_disk_state,
+    }
+);
 
 // Requests. v1alpha1..v1beta2 carry disk numbers as decimal strings
 // (`diskID`): `Wire<u32> for String` parses them strictly.

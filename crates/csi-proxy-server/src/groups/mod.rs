@@ -31,6 +31,15 @@ macro_rules! table {
             _ => None,
         }
     };
+    (@ops $version:expr, inline $inline:tt; $(cached($token:ident) $cached:tt;)? $( [$($ver:ident),+ $(,)?] $methods:tt )+) => {
+        match $version {
+            $( $( stringify!($ver) => Some($crate::groups::table!(@oplist $methods)), )+ )+
+            _ => None,
+        }
+    };
+    (@oplist { $($method:ident($req:ident, $resp:ident) => $op:ident),* $(,)? }) => {
+        &[$((stringify!($method), stringify!($op))),*]
+    };
     (@one $api:expr, $trait:path, $ver:ident, [$($inline:ident),* $(,)?], ($token:expr), [$($cached:ident),* $(,)?], { $($method:ident($req:ident, $resp:ident) => $op:ident),* $(,)? }) => {{
         let inline: &[&str] = &[$(stringify!($inline)),*];
         let placement = |op: &str| {
@@ -48,6 +57,51 @@ macro_rules! table {
     }};
 }
 pub(crate) use table;
+
+/// `routing!(Trait, <the rest of a table! invocation>)`: a group's
+/// `routes(api, version)` (the [`table!`]) and `operations(version)`, the
+/// same table as `(method, operation)` pairs without an API object (the
+/// caller policy keys its rules by operation with it).
+macro_rules! routing {
+    ($trait:ident, $($table:tt)*) => {
+        pub(super) fn routes(api: &Arc<dyn $trait>, version: &str) -> Option<Routes<dyn $trait>> {
+            $crate::groups::table!(api, $trait, version, $($table)*)
+        }
+
+        pub(super) fn operations(version: &str) -> Option<&'static [(&'static str, &'static str)]> {
+            $crate::groups::table!(@ops version, $($table)*)
+        }
+    };
+}
+pub(crate) use routing;
+
+/// Every `(method, operation)` pair of `version` (`None` for a version
+/// the group's table does not list): the routing table itself, read
+/// without a host.
+pub fn operations(version: ApiVersion) -> Option<&'static [(&'static str, &'static str)]> {
+    let v = version.version;
+    match version.group {
+        Group::Disk => disk::operations(v),
+        Group::Filesystem => filesystem::operations(v),
+        Group::Iscsi => iscsi::operations(v),
+        Group::Smb => smb::operations(v),
+        Group::System => system::operations(v),
+        Group::Volume => volume::operations(v),
+    }
+}
+
+/// The operation `method` of `group` routes to in any version (`None`
+/// when no version has it). Every version that has the method routes it
+/// to the same operation (a test checks it).
+pub fn operation_of(group: Group, method: &str) -> Option<&'static str> {
+    csi_proxy_api::API_VERSIONS
+        .iter()
+        .filter(|v| v.group == group)
+        .filter_map(|v| operations(*v))
+        .flat_map(|ops| ops.iter())
+        .find(|(m, _)| *m == method)
+        .map(|(_, op)| *op)
+}
 
 /// The service of one group/version over the host's APIs.
 ///
@@ -186,6 +240,35 @@ mod tests {
         }
         assert_eq!(csi_proxy_api::API_VERSIONS.len(), 23);
         assert_eq!(total, 139);
+    }
+
+    #[test]
+    fn operations_are_the_routing_table_and_one_per_method_name() {
+        let host = fake_host();
+        let mut by_name: std::collections::BTreeMap<(Group, &str), &str> = Default::default();
+        for v in csi_proxy_api::API_VERSIONS {
+            let ops = operations(v).unwrap_or_else(|| panic!("{}", v.service()));
+            let mut paths: Vec<String> = ops
+                .iter()
+                .map(|(m, _)| format!("/{}/{m}", v.service()))
+                .collect();
+            paths.sort();
+            assert_eq!(paths, service(&host, v, false).paths(), "{}", v.service());
+            for (m, op) in ops {
+                let first = *by_name.entry((v.group, m)).or_insert(op);
+                assert_eq!(first, *op, "{} {m}: one name, two operations", v.service());
+                assert_eq!(operation_of(v.group, m), Some(*op));
+            }
+        }
+        assert_eq!(
+            operation_of(Group::Filesystem, "LinkPath"),
+            Some("create_symlink")
+        );
+        assert_eq!(
+            operation_of(Group::Volume, "DismountVolume"),
+            Some("unmount_volume")
+        );
+        assert_eq!(operation_of(Group::Filesystem, "Nope"), None);
     }
 
     #[test]

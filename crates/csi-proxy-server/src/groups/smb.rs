@@ -6,14 +6,12 @@ use csi_proxy_api::smb::{v1, v1alpha1, v1beta1, v1beta2};
 use csi_proxy_host::smb::{self as smb, SmbApi};
 use std::sync::Arc;
 
-pub(super) fn routes(api: &Arc<dyn SmbApi>, version: &str) -> Option<Routes<dyn SmbApi>> {
-    super::table!(api, SmbApi, version, inline [];
-        [v1alpha1, v1beta1, v1beta2, v1] {
-            NewSmbGlobalMapping(NewSmbGlobalMappingRequest, NewSmbGlobalMappingResponse) => new_smb_global_mapping,
-            RemoveSmbGlobalMapping(RemoveSmbGlobalMappingRequest, RemoveSmbGlobalMappingResponse) => remove_smb_global_mapping,
-        }
-    )
-}
+super::routing!(SmbApi, inline [];
+    [v1alpha1, v1beta1, v1beta2, v1] {
+        NewSmbGlobalMapping(NewSmbGlobalMappingRequest, NewSmbGlobalMappingResponse) => new_smb_global_mapping,
+        RemoveSmbGlobalMapping(RemoveSmbGlobalMappingRequest, RemoveSmbGlobalMappingResponse) => remove_smb_global_mapping,
+    }
+);
 
 // Requests. The password is a secret: it goes straight into the
 // version-free request, whose Debug redacts it.

@@ -7,16 +7,14 @@ use csi_proxy_host::system::{self as sys, ServiceStatus, StartType, SystemApi};
 use std::sync::Arc;
 use tonic::Status;
 
-pub(super) fn routes(api: &Arc<dyn SystemApi>, version: &str) -> Option<Routes<dyn SystemApi>> {
-    super::table!(api, SystemApi, version, inline [];
-        [v1alpha1] {
-            GetBIOSSerialNumber(GetBiosSerialNumberRequest, GetBiosSerialNumberResponse) => get_bios_serial_number,
-            StartService(StartServiceRequest, StartServiceResponse) => start_service,
-            StopService(StopServiceRequest, StopServiceResponse) => stop_service,
-            GetService(GetServiceRequest, GetServiceResponse) => get_service,
-        }
-    )
-}
+super::routing!(SystemApi, inline [];
+    [v1alpha1] {
+        GetBIOSSerialNumber(GetBiosSerialNumberRequest, GetBiosSerialNumberResponse) => get_bios_serial_number,
+        StartService(StartServiceRequest, StartServiceResponse) => start_service,
+        StopService(StopServiceRequest, StopServiceResponse) => stop_service,
+        GetService(GetServiceRequest, GetServiceResponse) => get_service,
+    }
+);
 
 request!([v1alpha1] GetBiosSerialNumberRequest => sys::GetBiosSerialNumberRequest {});
 request!([v1alpha1] StartServiceRequest => sys::StartServiceRequest { name });

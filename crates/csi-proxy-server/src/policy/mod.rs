@@ -14,10 +14,19 @@
 //! - A method entry, when there is one, decides for that method; otherwise
 //!   the group's entry decides; a group the file does not name is refused
 //!   to everyone.
+//! - A method entry is kept by the version-free operation the method
+//!   routes to (the server's own routing table, [`crate::groups`]), so it
+//!   holds whatever version or older name a call arrives by:
+//!   `filesystem/CreateSymlink` also decides for v1alpha1 `LinkPath`. Two
+//!   entries naming one operation make the file invalid.
 //! - A caller entry matches when every key it has matches (`uid`, `sid`,
-//!   `exe`, `pod_uid`); a field of the caller's identity that could not be
-//!   read matches nothing. SIDs and pod UIDs compare case-insensitively,
-//!   executables exactly on Linux and case-insensitively on Windows.
+//!   `exe`, `exe_sha256`, `pod_uid`); a field of the caller's identity
+//!   that could not be read matches nothing. SIDs, pod UIDs and digests
+//!   compare case-insensitively, executables exactly on Linux and
+//!   case-insensitively on Windows. On Linux `exe` matches only a caller
+//!   in the proxy's own mount namespace (elsewhere the path is the
+//!   caller's to make up); `exe_sha256` is the digest of the file the
+//!   kernel maps, whatever its path.
 //! - Unknown groups, methods or keys make the file invalid (a typo must not
 //!   silently refuse or allow).
 //!
@@ -27,7 +36,7 @@
 mod watch;
 
 use crate::caller::Caller;
-use csi_proxy_api::{Group, API_VERSIONS};
+use csi_proxy_api::Group;
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -50,6 +59,12 @@ pub enum PolicyError {
     },
     #[error("{key:?}: {what}")]
     BadEntry { key: String, what: String },
+    #[error("{key:?} and {other:?} name the same operation ({operation}): keep one")]
+    SameOperation {
+        key: String,
+        other: String,
+        operation: String,
+    },
 }
 
 /// One allowed caller: every given field must match.
@@ -58,6 +73,8 @@ pub struct Allowed {
     pub uid: Option<u32>,
     pub sid: Option<String>,
     pub exe: Option<String>,
+    /// Lowercase hex.
+    pub exe_sha256: Option<String>,
     pub pod_uid: Option<String>,
 }
 
@@ -68,17 +85,22 @@ impl Allowed {
                 .is_none_or(|w| got.as_ref().is_some_and(|g| g.eq_ignore_ascii_case(w)))
         };
         let exe_ok = self.exe.as_ref().is_none_or(|w| {
-            c.exe.as_ref().is_some_and(|g| {
-                if cfg!(windows) {
-                    g.eq_ignore_ascii_case(w)
-                } else {
-                    g == w
-                }
-            })
+            // A path read in another mount namespace is whatever that
+            // namespace mounts there.
+            let own_view = cfg!(windows) || c.own_mount_ns == Some(true);
+            own_view
+                && c.exe.as_ref().is_some_and(|g| {
+                    if cfg!(windows) {
+                        g.eq_ignore_ascii_case(w)
+                    } else {
+                        g == w
+                    }
+                })
         });
         self.uid.is_none_or(|u| c.uid == Some(u))
             && eq_ci(&self.sid, &c.sid)
             && eq_ci(&self.pod_uid, &c.pod_uid)
+            && eq_ci(&self.exe_sha256, &c.exe_sha256)
             && exe_ok
     }
 }
@@ -86,8 +108,11 @@ impl Allowed {
 /// A parsed policy.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Policy {
-    /// Keys `group` or `group/Method`.
-    rules: HashMap<String, Vec<Allowed>>,
+    /// Keys `(group, None)` or `(group, Some(operation))`.
+    rules: HashMap<(Group, Option<&'static str>), Vec<Allowed>>,
+    /// Whether an entry matches on `exe_sha256` (callers' executables are
+    /// hashed only then).
+    hashes: bool,
 }
 
 impl Policy {
@@ -98,6 +123,7 @@ impl Policy {
             return Err(PolicyError::NotAnObject);
         };
         let mut rules = HashMap::new();
+        let mut keys: HashMap<(Group, Option<&'static str>), String> = HashMap::new();
         for (key, list) in map {
             let (g, method) = match key.split_once('/') {
                 Some((g, m)) => (g, Some(m)),
@@ -106,32 +132,46 @@ impl Policy {
             let Some(group) = Group::parse(g).filter(|p| p.as_str() == g) else {
                 return Err(PolicyError::UnknownGroup { key });
             };
-            if let Some(m) = method {
-                let known = API_VERSIONS
-                    .iter()
-                    .filter(|a| a.group == group)
-                    .any(|a| a.methods().contains(&m));
-                if !known {
-                    return Err(PolicyError::UnknownMethod {
-                        group: group.as_str().into(),
-                        method: m.into(),
-                        key,
-                    });
-                }
-            }
+            let operation = match method {
+                None => None,
+                Some(m) => match crate::groups::operation_of(group, m) {
+                    Some(op) => Some(op),
+                    None => {
+                        return Err(PolicyError::UnknownMethod {
+                            group: group.as_str().into(),
+                            method: m.into(),
+                            key,
+                        })
+                    }
+                },
+            };
             let allowed = parse_list(&key, &list)?;
-            rules.insert(key, allowed);
+            if let Some(other) = keys.insert((group, operation), key.clone()) {
+                return Err(PolicyError::SameOperation {
+                    key,
+                    other,
+                    operation: operation.unwrap_or_default().into(),
+                });
+            }
+            rules.insert((group, operation), allowed);
         }
-        Ok(Policy { rules })
+        let hashes = rules.values().flatten().any(|a| a.exe_sha256.is_some());
+        Ok(Policy { rules, hashes })
     }
 
-    /// Whether `caller` may call `method` of `group`.
-    pub fn allows(&self, group: &str, method: &str, caller: &Caller) -> bool {
-        let specific = self.rules.get(&format!("{group}/{method}"));
-        match specific.or_else(|| self.rules.get(group)) {
+    /// Whether `caller` may call the version-free `operation` of `group`
+    /// (whatever method name and version the call arrived by).
+    pub fn allows(&self, group: Group, operation: &'static str, caller: &Caller) -> bool {
+        let specific = self.rules.get(&(group, Some(operation)));
+        match specific.or_else(|| self.rules.get(&(group, None))) {
             Some(list) => list.iter().any(|a| a.matches(caller)),
             None => false,
         }
+    }
+
+    /// Whether an entry needs the digest of callers' executables.
+    pub fn hashes_executables(&self) -> bool {
+        self.hashes
     }
 
     /// How many keys the policy has.
@@ -181,10 +221,19 @@ fn parse_list(key: &str, list: &Value) -> Result<Vec<Allowed>, PolicyError> {
                 }
                 "sid" => a.sid = Some(text()?),
                 "exe" => a.exe = Some(text()?),
+                "exe_sha256" => {
+                    let h = text()?;
+                    if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+                        return Err(bad(format!(
+                            "caller #{i}: \"exe_sha256\" must be 64 hex digits (a SHA-256)"
+                        )));
+                    }
+                    a.exe_sha256 = Some(h.to_ascii_lowercase());
+                }
                 "pod_uid" => a.pod_uid = Some(text()?),
                 other => {
                     return Err(bad(format!(
-                        "caller #{i}: unknown key {other:?} (known: uid, sid, exe, pod_uid)"
+                        "caller #{i}: unknown key {other:?} (known: uid, sid, exe, exe_sha256, pod_uid)"
                     )))
                 }
             }

@@ -1,11 +1,22 @@
+#[cfg(unix)]
+use super::watch::MAX_BYTES;
 use super::*;
 use std::io::Write as _;
+use std::sync::Arc;
+
+/// Whether `p` allows `c` to call `method` of `group` (by the operation
+/// the method routes to, as the guard asks).
+fn allowed(p: &Policy, group: &str, method: &str, c: &Caller) -> bool {
+    let g = Group::parse(group).unwrap();
+    p.allows(g, crate::groups::operation_of(g, method).unwrap(), c)
+}
 
 fn caller(uid: u32) -> Caller {
     Caller {
         pid: Some(10),
         uid: Some(uid),
         exe: Some("/usr/bin/csi-node".into()),
+        own_mount_ns: Some(true),
         pod_uid: Some("0b4f6a2e-1c3d-4e5f-8a9b-0c1d2e3f4a5b".into()),
         ..Caller::default()
     }
@@ -22,31 +33,34 @@ fn groups_methods_and_unnamed_groups() {
     .unwrap();
     assert_eq!(p.len(), 4);
     // Group entry: uid 0, or the pod (case-insensitively).
-    assert!(p.allows("filesystem", "Mkdir", &caller(0)));
-    assert!(p.allows("filesystem", "Mkdir", &caller(1000)));
+    assert!(allowed(&p, "filesystem", "Mkdir", &caller(0)));
+    assert!(allowed(&p, "filesystem", "Mkdir", &caller(1000)));
     let mut other_pod = caller(1000);
     other_pod.pod_uid = None;
-    assert!(!p.allows("filesystem", "Mkdir", &other_pod));
+    assert!(!allowed(&p, "filesystem", "Mkdir", &other_pod));
     // The method entry decides for its method, whatever the group says.
-    assert!(p.allows("volume", "MountVolume", &caller(0)));
-    assert!(!p.allows("volume", "FormatVolume", &caller(0)));
-    assert!(p.allows("volume", "FormatVolume", &caller(1000)));
+    assert!(allowed(&p, "volume", "MountVolume", &caller(0)));
+    assert!(!allowed(&p, "volume", "FormatVolume", &caller(0)));
+    assert!(allowed(&p, "volume", "FormatVolume", &caller(1000)));
     let mut other_exe = caller(1000);
     other_exe.exe = Some("/usr/bin/evil".into());
-    assert!(!p.allows("volume", "FormatVolume", &other_exe));
+    assert!(!allowed(&p, "volume", "FormatVolume", &other_exe));
     // Groups not named: refused to everyone.
-    assert!(!p.allows("disk", "ListDiskIDs", &caller(0)));
-    assert!(!p.allows("smb", "NewSmbGlobalMapping", &caller(0)));
+    assert!(!allowed(&p, "disk", "ListDiskIDs", &caller(0)));
+    assert!(!allowed(&p, "smb", "NewSmbGlobalMapping", &caller(0)));
     // An identity that could not be read matches nothing.
-    assert!(!p.allows("system", "GetService", &caller(0)));
+    assert!(!allowed(&p, "system", "GetService", &caller(0)));
     let sys = Caller {
         sid: Some("s-1-5-18".into()),
         ..Caller::default()
     };
-    assert!(p.allows("system", "GetService", &sys));
-    assert!(!Policy::parse("{}")
-        .unwrap()
-        .allows("filesystem", "PathExists", &caller(0)));
+    assert!(allowed(&p, "system", "GetService", &sys));
+    assert!(!allowed(
+        &Policy::parse("{}").unwrap(),
+        "filesystem",
+        "PathExists",
+        &caller(0)
+    ));
 }
 
 #[test]
@@ -73,11 +87,11 @@ fn reload_keeps_the_old_policy_when_the_new_file_is_bad() {
     let path = dir.path().join("policy.json");
     std::fs::write(&path, r#"{"filesystem": [{"uid": 0}]}"#).unwrap();
     let f = PolicyFile::load(&path).unwrap();
-    assert!(f.current().allows("filesystem", "Mkdir", &caller(0)));
+    assert!(allowed(&f.current(), "filesystem", "Mkdir", &caller(0)));
     std::fs::write(&path, r#"{"filesystem": [{"uid": 1000}]}"#).unwrap();
     f.reload("test").unwrap();
-    assert!(!f.current().allows("filesystem", "Mkdir", &caller(0)));
-    assert!(f.current().allows("filesystem", "Mkdir", &caller(1000)));
+    assert!(!allowed(&f.current(), "filesystem", "Mkdir", &caller(0)));
+    assert!(allowed(&f.current(), "filesystem", "Mkdir", &caller(1000)));
     // A bad file: the error is returned and the policy in force stays.
     std::fs::File::create(&path)
         .unwrap()
@@ -88,7 +102,7 @@ fn reload_keeps_the_old_policy_when_the_new_file_is_bad() {
         .unwrap_err()
         .to_string()
         .contains("not valid JSON"));
-    assert!(f.current().allows("filesystem", "Mkdir", &caller(1000)));
+    assert!(allowed(&f.current(), "filesystem", "Mkdir", &caller(1000)));
     // A change on disk is noticed without a signal.
     std::fs::write(
         &path,
@@ -104,4 +118,215 @@ fn reload_keeps_the_old_policy_when_the_new_file_is_bad() {
         .to_string()
         .contains("invalid caller policy"));
     assert!(PolicyFile::load(&dir.path().join("missing")).is_err());
+}
+
+/// A policy file in a temporary directory (kept alive with it).
+fn policy_file(text: &str) -> (tempfile::TempDir, Arc<PolicyFile>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("policy.json");
+    std::fs::write(&path, text).unwrap();
+    let f = PolicyFile::load(&path).unwrap();
+    (dir, f)
+}
+
+/// The bypass: a method rule looked up by the name a call arrived with.
+/// For every method of every group (by any version's name), a policy that
+/// gives the group to uid 0 and the method to uid 1000 only; then every
+/// version's every method is called through the real dispatcher: each
+/// method routed to the same operation is refused to uid 0 and let through
+/// for uid 1000, whatever its name and version; every other method the
+/// other way round.
+#[test]
+fn every_method_rule_holds_under_every_name_and_version() {
+    let refused = |reply: &csi_proxy_http2::Reply| {
+        reply.code == csi_proxy_http2::Code::PermissionDenied
+            && reply.message.contains("caller policy does not allow")
+    };
+    let root = Arc::new(Caller {
+        uid: Some(0),
+        ..Caller::default()
+    });
+    let other = Arc::new(Caller {
+        uid: Some(1000),
+        ..Caller::default()
+    });
+    let mut rules = 0;
+    let mut calls = 0;
+    for group in [
+        Group::Disk,
+        Group::Filesystem,
+        Group::Iscsi,
+        Group::Smb,
+        Group::System,
+        Group::Volume,
+    ] {
+        let versions: Vec<_> = csi_proxy_api::API_VERSIONS
+            .iter()
+            .filter(|v| v.group == group)
+            .collect();
+        let mut methods: Vec<&str> = versions
+            .iter()
+            .flat_map(|v| v.methods().iter().copied())
+            .collect();
+        methods.sort_unstable();
+        methods.dedup();
+        let services: Vec<_> = versions
+            .iter()
+            .map(|v| crate::groups::testing::service_for(group, v.version, |_| {}))
+            .collect();
+        for rule in &methods {
+            let (_dir, file) = policy_file(&format!(
+                r#"{{"{g}": [{{"uid": 0}}], "{g}/{rule}": [{{"uid": 1000}}]}}"#,
+                g = group.as_str()
+            ));
+            let op = crate::groups::operation_of(group, rule).unwrap();
+            let guard = Arc::new(crate::guard::Guard {
+                audit: None,
+                policy: Some(file),
+            });
+            rules += 1;
+            for (v, svc) in versions.iter().zip(&services) {
+                let svc = svc.with_guard(guard.clone());
+                for (method, method_op) in crate::groups::operations(**v).unwrap() {
+                    let path = format!("/{}/{method}", v.service());
+                    let as_root = svc.call_as(&path, &[], &root).wait();
+                    let as_other = svc.call_as(&path, &[], &other).wait();
+                    calls += 2;
+                    let governed = *method_op == op;
+                    assert_eq!(
+                        refused(&as_root),
+                        governed,
+                        "rule {}/{rule}: uid 0 calling {path} ({method_op}): {:?} {}",
+                        group.as_str(),
+                        as_root.code,
+                        as_root.message
+                    );
+                    assert_eq!(
+                        refused(&as_other),
+                        !governed,
+                        "rule {}/{rule}: uid 1000 calling {path} ({method_op}): {:?} {}",
+                        group.as_str(),
+                        as_other.code,
+                        as_other.message
+                    );
+                }
+            }
+        }
+    }
+    assert!(rules >= 45, "{rules}");
+    assert!(calls > 1000, "{calls}");
+}
+
+#[test]
+fn old_names_are_the_same_operation_and_two_keys_for_one_are_refused() {
+    let p = Policy::parse(
+        r#"{"filesystem": [{"uid": 65534}], "filesystem/CreateSymlink": [{"uid": 0}]}"#,
+    )
+    .unwrap();
+    let nobody = Caller {
+        uid: Some(65534),
+        ..Caller::default()
+    };
+    for (g, m) in [("filesystem", "LinkPath"), ("filesystem", "CreateSymlink")] {
+        assert!(!allowed(&p, g, m, &nobody), "{m}");
+    }
+    for (a, b) in [
+        ("volume/DismountVolume", "volume/UnmountVolume"),
+        ("disk/SetAttachState", "disk/SetDiskState"),
+        ("volume/VolumeStats", "volume/GetVolumeStats"),
+        ("filesystem/LinkPath", "filesystem/CreateSymlink"),
+    ] {
+        let e = Policy::parse(&format!(
+            r#"{{"{a}": [{{"uid": 0}}], "{b}": [{{"uid": 0}}]}}"#
+        ))
+        .unwrap_err();
+        assert!(
+            matches!(e, PolicyError::SameOperation { .. }),
+            "{a} {b}: {e}"
+        );
+        let g = Group::parse(a.split('/').next().unwrap()).unwrap();
+        let (ma, mb) = (a.split('/').nth(1).unwrap(), b.split('/').nth(1).unwrap());
+        assert_eq!(
+            crate::groups::operation_of(g, ma),
+            crate::groups::operation_of(g, mb)
+        );
+    }
+}
+
+#[test]
+fn exe_matches_only_in_the_proxys_mount_namespace_and_exe_sha256_anywhere() {
+    let digest = "ab".repeat(32);
+    let p = Policy::parse(&format!(
+        r#"{{"filesystem": [{{"exe": "/csi/node-plugin"}}], "volume": [{{"exe_sha256": "{}"}}]}}"#,
+        digest.to_ascii_uppercase()
+    ))
+    .unwrap();
+    assert!(p.hashes_executables());
+    let mut c = Caller {
+        exe: Some("/csi/node-plugin".into()),
+        own_mount_ns: Some(true),
+        ..Caller::default()
+    };
+    assert!(allowed(&p, "filesystem", "Mkdir", &c) || cfg!(windows));
+    // The bypass: the same path inside a mount namespace of its own
+    // (pivot_root into a tmpfs holding a copy) proves nothing.
+    c.own_mount_ns = Some(false);
+    assert_eq!(allowed(&p, "filesystem", "Mkdir", &c), cfg!(windows));
+    c.own_mount_ns = None;
+    assert_eq!(allowed(&p, "filesystem", "Mkdir", &c), cfg!(windows));
+    // The digest holds in any namespace.
+    assert!(!allowed(&p, "volume", "MountVolume", &c));
+    c.exe_sha256 = Some(digest.clone());
+    assert!(allowed(&p, "volume", "MountVolume", &c));
+    c.exe_sha256 = Some("cd".repeat(32));
+    assert!(!allowed(&p, "volume", "MountVolume", &c));
+    for bad in ["abc", &"zz".repeat(32)] {
+        let e = Policy::parse(&format!(r#"{{"disk": [{{"exe_sha256": "{bad}"}}]}}"#)).unwrap_err();
+        assert!(e.to_string().contains("64 hex digits"), "{e}");
+    }
+    assert!(!Policy::parse(r#"{"disk": [{"uid": 0}]}"#)
+        .unwrap()
+        .hashes_executables());
+}
+
+/// The reloader reads regular files only, capped, and never blocks: a
+/// FIFO, a device or an oversized file in the policy's place is refused
+/// (the error says why), the policy in force stays, and later reloads
+/// still work.
+#[cfg(unix)]
+#[test]
+fn the_reloader_refuses_fifos_devices_and_huge_files_without_hanging() {
+    let (dir, f) = policy_file(r#"{"filesystem": [{"uid": 0}]}"#);
+    let path = f.path().to_path_buf();
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let huge = dir.path().join("huge.json");
+    std::fs::write(&huge, vec![b' '; (MAX_BYTES + 1) as usize]).unwrap();
+    for (target, why) in [
+        (fifo.as_path(), "FIFO"),
+        (std::path::Path::new("/dev/zero"), "device"),
+        (huge.as_path(), "more than"),
+        (dir.path(), "directory"),
+    ] {
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(target, &path).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let f2 = f.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(f2.reload("test").map_err(|e| e.to_string()));
+        });
+        let r = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .unwrap_or_else(|_| panic!("reload through a link to {target:?} hung"));
+        let e = r.unwrap_err();
+        assert!(e.contains(why), "{target:?}: {e}");
+        assert!(allowed(&f.current(), "filesystem", "Mkdir", &caller(0)));
+    }
+    // A regular file again (through a link, as a ConfigMap mount has it).
+    let real = dir.path().join("real.json");
+    std::fs::write(&real, r#"{"filesystem": [{"uid": 1000}]}"#).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    std::os::unix::fs::symlink(&real, &path).unwrap();
+    f.reload("test").unwrap();
+    assert!(!allowed(&f.current(), "filesystem", "Mkdir", &caller(0)));
 }

@@ -2,6 +2,13 @@
 //! changes on disk (its size, modification time or, on Unix, inode differ;
 //! looked at every [`POLL`]). A file that fails to parse on reload leaves
 //! the current policy in force, and says why in the log.
+//!
+//! Only a regular file of at most [`MAX_BYTES`] is read (links to one are
+//! followed, as a ConfigMap mount needs). It is opened without blocking
+//! (`O_NONBLOCK`: a FIFO put in its place cannot hang the reloader) and
+//! checked on the open handle before anything is read; a device or FIFO,
+//! or a file past the cap, is refused and logged, and the policy in force
+//! stays.
 
 use super::{Policy, PolicyError};
 use std::path::{Path, PathBuf};
@@ -11,6 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 /// How often the file is looked at.
 pub const POLL: Duration = Duration::from_secs(1);
+/// The largest policy file read.
+pub const MAX_BYTES: u64 = 1 << 20;
 
 /// Reading the policy file failed.
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +30,8 @@ pub enum LoadError {
         #[source]
         source: std::io::Error,
     },
+    #[error("refused to read the caller policy {path}: {why}")]
+    Refused { path: String, why: String },
     #[error("invalid caller policy {path}: {source}")]
     Invalid {
         path: String,
@@ -108,14 +119,77 @@ impl PolicyFile {
 }
 
 fn read(path: &Path) -> Result<Policy, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+    let text = read_text(path)?;
+    let policy = Policy::parse(&text).map_err(|source| LoadError::Invalid {
         path: path.display().to_string(),
         source,
     })?;
-    Policy::parse(&text).map_err(|source| LoadError::Invalid {
-        path: path.display().to_string(),
+    crate::caller::set_hash_executables(policy.hashes_executables());
+    Ok(policy)
+}
+
+/// The file's text: a regular file of at most [`MAX_BYTES`], opened
+/// without blocking and checked on its handle.
+fn read_text(path: &Path) -> Result<String, LoadError> {
+    use std::io::Read;
+    let shown = || path.display().to_string();
+    let io = |source| LoadError::Read {
+        path: shown(),
         source,
-    })
+    };
+    let refused = |why: String| LoadError::Refused { path: shown(), why };
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        libc::O_NONBLOCK | libc::O_NOCTTY,
+    );
+    let file = options.open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(refused(format!(
+            "not a regular file ({})",
+            kind_of(&meta.file_type())
+        )));
+    }
+    if meta.len() > MAX_BYTES {
+        return Err(refused(format!(
+            "{} bytes, more than the {MAX_BYTES} a policy may have",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(refused(format!(
+            "grew past the {MAX_BYTES} bytes a policy may have while read"
+        )));
+    }
+    String::from_utf8(bytes).map_err(|_| refused("not UTF-8 text".into()))
+}
+
+fn kind_of(t: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return "a device";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if t.is_dir() {
+        "a directory"
+    } else {
+        "not a file"
+    }
 }
 
 /// Reload `file` on SIGHUP (Unix) and when it changes, until `token` is

@@ -37,6 +37,13 @@ impl Systemd {
     /// prefix). The manager is private: a unit named `kubelet` here is
     /// not the host's.
     pub fn start_with_units(extra: &[(&str, &str)]) -> Systemd {
+        Self::start_with_aliases(extra, &[])
+    }
+
+    /// [`Systemd::start_with_units`], plus aliases: `(alias, unit)` makes
+    /// `<alias>.service` a link to `<unit>.service` in the unit directory,
+    /// which systemd reads as another name of that unit.
+    pub fn start_with_aliases(extra: &[(&str, &str)], aliases: &[(&str, &str)]) -> Systemd {
         assert!(
             Path::new(SYSTEMD).exists(),
             "{SYSTEMD} is missing: scripts/setup.sh installs systemd"
@@ -68,6 +75,13 @@ impl Systemd {
             std::fs::write(
                 units.join(format!("{}.service", name.replace("{prefix}", &prefix))),
                 body.replace("{prefix}", &prefix),
+            )
+            .unwrap();
+        }
+        for (alias, unit) in aliases {
+            std::os::unix::fs::symlink(
+                format!("{}.service", unit.replace("{prefix}", &prefix)),
+                units.join(format!("{}.service", alias.replace("{prefix}", &prefix))),
             )
             .unwrap();
         }

@@ -75,12 +75,55 @@ fn a_forced_stop_never_takes_a_protected_dependent_down() {
     let e = stop(&api, "base", true).unwrap_err();
     assert!(matches!(e, Error::PermissionDenied(_)), "{e}");
     assert!(e.to_string().contains("kubelet"), "{e}");
-    assert!(e.to_string().contains("as a dependent"), "{e}");
+    assert!(e.to_string().contains("would stop it too"), "{e}");
     assert_eq!(status(&fake, "base"), ServiceStatus::Running);
     assert_eq!(status(&fake, "kubelet"), ServiceStatus::Running);
-    // Without force: the usual FailedPrecondition for running dependents.
+    // Without force too: a stopped kubelet could be started before the
+    // stop runs.
     let e = stop(&api, "base", false).unwrap_err();
+    assert!(matches!(e, Error::PermissionDenied(_)), "{e}");
+    // Without force, running unprotected dependents: FailedPrecondition.
+    let e = stop(&api, "free", false).unwrap_err();
     assert!(matches!(e, Error::FailedPrecondition(_)), "{e}");
+}
+
+/// The bypass: a forced stop of a dependency of a dependency of the
+/// kubelet stopped it (only direct dependents were checked); and starting
+/// a service started what it depends on unchecked.
+#[test]
+fn chains_are_followed_transitively_both_ways() {
+    let fake = Arc::new(
+        RecordingSystem::new()
+            .with_service("kubelet", &[])
+            .with_service("mid", &["kubelet"])
+            .with_service("low", &["mid"])
+            .with_service("WinRM", &["wants-winrm"])
+            .with_service("wants-winrm", &[]),
+    );
+    for n in ["kubelet", "mid", "low"] {
+        fake.services.lock().unwrap().get_mut(n).unwrap().status = ServiceStatus::Running;
+    }
+    let api = System::new(fake.clone(), ServicePolicy::allow_all(), Flavor::Windows)
+        .with_protection(Protection::builtin(Flavor::Windows));
+    for force in [true, false] {
+        let e = stop(&api, "low", force).unwrap_err();
+        assert!(matches!(e, Error::PermissionDenied(_)), "{e}");
+        assert!(e.to_string().contains("kubelet"), "{e}");
+    }
+    assert_eq!(status(&fake, "kubelet"), ServiceStatus::Running);
+    assert_eq!(status(&fake, "low"), ServiceStatus::Running);
+    // Starting what needs WinRM would start WinRM.
+    let e = api
+        .start_service(StartServiceRequest {
+            name: "wants-winrm".into(),
+        })
+        .unwrap_err();
+    assert!(matches!(e, Error::PermissionDenied(_)), "{e}");
+    assert!(e.to_string().contains("would start it too"), "{e}");
+    assert!(!fake
+        .calls()
+        .iter()
+        .any(|c| matches!(c, Call::Stop(..) | Call::Start(..))));
 }
 
 #[test]

@@ -6,6 +6,8 @@
 pub mod dbus;
 mod systemd;
 
+use super::plan::Plan;
+use super::protect::Op;
 use super::validate::ServiceName;
 use super::{DependentGuard, GetServiceResponse, SystemBackend};
 use crate::{Error, Result};
@@ -131,6 +133,10 @@ impl SystemBackend for LinuxSystem {
 
     fn dependencies(&self, name: &str) -> Result<Vec<String>> {
         self.with(|s| s.dependencies(name))
+    }
+
+    fn plan(&self, name: &ServiceName, op: Op) -> Result<Plan> {
+        self.with(|s| s.plan(name, op))
     }
 }
 

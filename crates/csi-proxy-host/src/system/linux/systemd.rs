@@ -4,6 +4,8 @@
 //! Windows service model of the API.
 
 use super::dbus::{CallError, Connection, Value};
+use crate::system::plan::{self, Plan, UnitDeps};
+use crate::system::protect::Op;
 use crate::system::validate::ServiceName;
 use crate::system::wait::{wait_for, Progress};
 use crate::system::{DependentGuard, GetServiceResponse, ServiceStatus, StartType};
@@ -53,10 +55,21 @@ pub struct UnitState {
     pub active_state: String,
     pub sub_state: String,
     pub unit_file_state: String,
-    /// Units stopped with this one (inverse Requires=, BindsTo=, PartOf=).
+    /// Every name of the unit (`Names`: the id and its aliases).
+    pub names: Vec<String>,
+    /// Units stopped with this one (inverse Requires=, Requisite=,
+    /// BindsTo=, PartOf=, and its own PropagatesStopTo=).
     pub dependents: Vec<String>,
     /// Units this one needs (Requires=, Requisite=, BindsTo=, Wants=).
     pub dependencies: Vec<String>,
+    /// Units started with this one (Requires=, Requisite=, Wants=,
+    /// BindsTo=, Upholds=).
+    pub pulls: Vec<String>,
+    /// Units stopped when this one starts (Conflicts= either way).
+    pub conflicts: Vec<String>,
+    /// Units started when this one stops or fails (OnSuccess=,
+    /// OnFailure=).
+    pub triggers: Vec<String>,
     /// Id of the pending job (0: none).
     pub job: u32,
 }
@@ -64,6 +77,13 @@ pub struct UnitState {
 impl UnitState {
     /// From the `a{sv}` of `Properties.GetAll`.
     pub fn from_properties(props: &Value) -> UnitState {
+        fn add(to: &mut Vec<String>, v: &Value) {
+            for d in v.as_strings() {
+                if !to.contains(&d) {
+                    to.push(d);
+                }
+            }
+        }
         let mut u = UnitState::default();
         let Value::Array(entries) = props else {
             return u;
@@ -79,20 +99,17 @@ impl UnitState {
                 "ActiveState" => u.active_state = s(),
                 "SubState" => u.sub_state = s(),
                 "UnitFileState" => u.unit_file_state = s(),
-                "RequiredBy" | "BoundBy" | "ConsistsOf" => {
-                    for d in v.as_strings() {
-                        if !u.dependents.contains(&d) {
-                            u.dependents.push(d);
-                        }
-                    }
+                "Names" => add(&mut u.names, v),
+                "RequiredBy" | "RequisiteOf" | "BoundBy" | "ConsistsOf" | "PropagatesStopTo" => {
+                    add(&mut u.dependents, v)
                 }
                 "Requires" | "Requisite" | "BindsTo" | "Wants" => {
-                    for d in v.as_strings() {
-                        if !u.dependencies.contains(&d) {
-                            u.dependencies.push(d);
-                        }
-                    }
+                    add(&mut u.dependencies, v);
+                    add(&mut u.pulls, v);
                 }
+                "Upholds" => add(&mut u.pulls, v),
+                "Conflicts" | "ConflictedBy" => add(&mut u.conflicts, v),
+                "OnSuccess" | "OnFailure" => add(&mut u.triggers, v),
                 "Job" => {
                     if let Value::Struct(f) = v.inner() {
                         if let Some(Value::U32(id)) = f.first() {
@@ -108,6 +125,27 @@ impl UnitState {
 
     fn status(&self) -> ServiceStatus {
         service_status(&self.active_state)
+    }
+
+    /// The unit for [`plan::plan`]: its id first among its names.
+    fn deps(self, asked: &str) -> UnitDeps {
+        let mut names = Vec::new();
+        for n in std::iter::once(&self.id)
+            .chain(&self.names)
+            .chain(std::iter::once(&asked.to_string()))
+        {
+            if !n.is_empty() && !names.contains(n) {
+                names.push(n.clone());
+            }
+        }
+        UnitDeps {
+            names,
+            active: self.job != 0 || !matches!(self.active_state.as_str(), "inactive" | "failed"),
+            stops: self.dependents,
+            pulls: self.pulls,
+            conflicts: self.conflicts,
+            triggers: self.triggers,
+        }
     }
 
     fn exists(&self) -> bool {
@@ -257,6 +295,27 @@ impl Systemd {
             ],
         )?;
         self.wait(&what, name.os_name(), ServiceStatus::Running, limit)
+    }
+
+    /// What starting or stopping `name` would do ([`plan::plan`]), every
+    /// unit by its id and all its names; `NotFound` when it does not exist.
+    pub fn plan(&mut self, name: &ServiceName, op: Op) -> Result<Plan> {
+        let what = format!(
+            "{} service {}",
+            match op {
+                Op::Start => "start",
+                Op::Stop => "stop",
+            },
+            name.as_str()
+        );
+        let mut root = Some(self.existing(&what, name)?);
+        plan::plan(name.os_name(), op, |n| {
+            let u = match root.take() {
+                Some(u) => u,
+                None => self.unit(&what, n)?,
+            };
+            Ok(u.deps(n))
+        })
     }
 
     /// The services `unit` needs (`.service` units only); `NotFound` when

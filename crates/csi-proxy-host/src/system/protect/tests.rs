@@ -248,3 +248,120 @@ fn docs_security_lists_every_builtin_name() {
         );
     }
 }
+
+/// The bypasses: StartService of the units that end or isolate the
+/// manager, by name before any lookup, and aliases of protected units.
+#[test]
+fn units_that_end_the_manager_are_refused_a_start_by_name() {
+    let p = Protection::builtin(Flavor::Unix);
+    for n in [
+        "systemd-reboot",
+        "systemd-poweroff.service",
+        "systemd-halt",
+        "systemd-kexec",
+        "systemd-exit",
+        "systemd-soft-reboot",
+        "systemd-suspend",
+        "systemd-hibernate",
+        "rescue",
+        "emergency.service",
+    ] {
+        let m = denied(p.check(&u(n), Op::Start));
+        assert!(m.contains("shut down"), "{n}: {m}");
+    }
+    // Not removable by the operator.
+    let p = Protection::builtin(Flavor::Unix)
+        .unprotect(["systemd-*", "systemd-reboot", "rescue"])
+        .unwrap();
+    denied(p.check(&u("systemd-reboot"), Op::Start));
+    denied(p.check(&u("rescue"), Op::Start));
+    // On Windows these are ordinary names.
+    let p = Protection::builtin(Flavor::Windows);
+    assert_eq!(p.check(&w("rescue"), Op::Start).unwrap(), Verdict::Allowed);
+}
+
+fn unit(names: &[&str], active: bool) -> crate::system::plan::Unit {
+    crate::system::plan::Unit {
+        names: names.iter().map(|s| s.to_string()).collect(),
+        active,
+    }
+}
+
+#[test]
+fn a_plan_is_checked_by_every_name_of_every_unit() {
+    use crate::system::plan::Plan;
+    let p = Protection::builtin(Flavor::Unix);
+    // An alias of a protected unit.
+    let plan = Plan {
+        target: vec!["systemd-udevd.service".into(), "udev.service".into()],
+        ..Plan::default()
+    };
+    let m = denied(p.check_plan(&u("udev"), &plan, Op::Stop));
+    assert!(m.contains("is a name of"), "{m}");
+    let plan = Plan {
+        target: vec![
+            "systemd-logind.service".into(),
+            "dbus-org.freedesktop.login1.service".into(),
+        ],
+        ..Plan::default()
+    };
+    denied(p.check_plan(&u("dbus-org.freedesktop.login1"), &plan, Op::Stop));
+    // A stop reaching the kubelet, running or not.
+    for active in [true, false] {
+        let plan = Plan {
+            target: vec!["low.service".into()],
+            stopped: vec![
+                unit(&["mid.service"], true),
+                unit(&["kubelet.service"], active),
+            ],
+            ..Plan::default()
+        };
+        let m = denied(p.check_plan(&u("low"), &plan, Op::Stop));
+        assert!(m.contains("would stop it too"), "{m}");
+    }
+    // A start pulling in a target that reboots, or sshd.
+    for (pulled, why) in [
+        ("reboot.target", "shuts down"),
+        ("sshd.service", "would start it too"),
+    ] {
+        let plan = Plan {
+            target: vec!["x.service".into()],
+            started: vec![unit(&["y.service"], false), unit(&[pulled], false)],
+            ..Plan::default()
+        };
+        let m = denied(p.check_plan(&u("x"), &plan, Op::Start));
+        assert!(m.contains(why), "{m}");
+        // Already running: starting it again changes nothing.
+        let running = Plan {
+            started: vec![unit(&[pulled], true)],
+            ..plan
+        };
+        assert_eq!(
+            p.check_plan(&u("x"), &running, Op::Start).unwrap(),
+            Verdict::Allowed
+        );
+    }
+    // A start stopping the running kubelet through a conflict; a stopped
+    // one is not stopped by it.
+    let conflict = |active| Plan {
+        target: vec!["x.service".into()],
+        stopped: vec![unit(&["kubelet.service"], active)],
+        ..Plan::default()
+    };
+    let m = denied(p.check_plan(&u("x"), &conflict(true), Op::Start));
+    assert!(m.contains("conflict"), "{m}");
+    assert_eq!(
+        p.check_plan(&u("x"), &conflict(false), Op::Start).unwrap(),
+        Verdict::Allowed
+    );
+    // iscsid in a stop: allowed only without sessions.
+    let plan = Plan {
+        target: vec!["x.service".into()],
+        stopped: vec![unit(&["iscsid.service"], true)],
+        ..Plan::default()
+    };
+    assert_eq!(
+        p.check_plan(&u("x"), &plan, Op::Stop).unwrap(),
+        Verdict::UnlessIscsiSessions
+    );
+}

@@ -7,6 +7,8 @@ mod scm;
 mod tests;
 
 use super::codes;
+use super::plan::{self, Plan, Unit, UnitDeps};
+use super::protect::Op;
 use super::validate::ServiceName;
 use super::wait::{wait_for, Progress, DEFAULT_LIMIT};
 use super::{DependentGuard, GetServiceResponse, ServiceStatus, SystemBackend};
@@ -137,6 +139,16 @@ fn stop_one(name: &str, limit: Duration) -> Result<()> {
 /// reading every service's dependency list; dependents of dependents come
 /// first (the order to stop them in).
 fn scanned_dependents(name: &str) -> Result<Vec<String>> {
+    Ok(scanned_all_dependents(name)?
+        .into_iter()
+        .filter(|(_, running)| *running)
+        .map(|(s, _)| s)
+        .collect())
+}
+
+/// Every service that depends on `name`, directly or not, and whether it
+/// is running (see [`scanned_dependents`]).
+fn scanned_all_dependents(name: &str) -> Result<Vec<(String, bool)>> {
     let manager = scm::open_manager().map_err(|e| errors::win32("OpenSCManagerW", "", e))?;
     let all =
         scm::all_services(&manager).map_err(|e| errors::win32("EnumServicesStatusExW", "", e))?;
@@ -157,14 +169,21 @@ fn scanned_dependents(name: &str) -> Result<Vec<String>> {
             deps.push((s.clone(), d));
         }
     }
-    let running = |s: &str| -> bool {
-        scm::open_service(&manager, s, SERVICE_QUERY_STATUS)
-            .and_then(|h| scm::status(&h))
-            .is_ok_and(|(state, _, _)| state != 1)
-    };
     let mut order = Vec::new();
     collect_dependents(name, &deps, &mut order, 0);
-    Ok(order.into_iter().filter(|s| running(s)).collect())
+    Ok(order
+        .into_iter()
+        .map(|s| {
+            let r = is_running(&manager, &s);
+            (s, r)
+        })
+        .collect())
+}
+
+fn is_running(manager: &scm::Handle, name: &str) -> bool {
+    scm::open_service(manager, name, SERVICE_QUERY_STATUS)
+        .and_then(|h| scm::status(&h))
+        .is_ok_and(|(state, _, _)| state != 1)
 }
 
 /// Post-order walk: the dependents of `name`'s dependents before them.
@@ -282,6 +301,92 @@ impl SystemBackend for WindowsSystem {
         }
         drop(svc);
         stop_one(name.os_name(), self.limit)
+    }
+
+    /// The service key names the name may stand for (the name itself, and
+    /// the key name `GetServiceKeyNameW` gives for it as a display name;
+    /// the SCM compares names without case), then for a stop every
+    /// service depending on either (`EnumDependentServicesW` with
+    /// `SERVICE_STATE_ALL`: dependents of dependents included; wine lists
+    /// none, so the dependency scan then), for a start every service
+    /// either depends on, transitively (the SCM starts them first).
+    fn plan(&self, name: &ServiceName, op: Op) -> Result<Plan> {
+        let verb = match op {
+            Op::Start => "start",
+            Op::Stop => "stop",
+        };
+        let manager = scm::open_manager().map_err(|e| errors::win32("OpenSCManagerW", "", e))?;
+        let mut target = vec![name.os_name().to_string()];
+        if let Ok(key) = scm::key_name(&manager, name.os_name()) {
+            if !key.is_empty() && !key.eq_ignore_ascii_case(name.os_name()) {
+                target.push(key);
+            }
+        }
+        let mut found = Vec::new();
+        let mut first_err = None;
+        for key in &target {
+            match scm::open_service(
+                &manager,
+                key,
+                SERVICE_QUERY_CONFIG | SERVICE_QUERY_STATUS | SERVICE_ENUMERATE_DEPENDENTS,
+            ) {
+                Ok(svc) => found.push((key.clone(), svc)),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        if found.is_empty() {
+            let e = first_err.unwrap_or_else(|| io::Error::other("no service"));
+            return Err(scm_err(verb, name.as_str(), e));
+        }
+        let mut p = Plan {
+            target,
+            ..Plan::default()
+        };
+        for (key, svc) in found {
+            match op {
+                Op::Stop => {
+                    let listed =
+                        scm::all_dependents(&svc).map_err(|e| scm_err(verb, name.as_str(), e))?;
+                    let stopped = if listed.is_empty() {
+                        scanned_all_dependents(&key)?
+                    } else {
+                        listed
+                            .into_iter()
+                            .map(|d| {
+                                let r = is_running(&manager, &d);
+                                (d, r)
+                            })
+                            .collect()
+                    };
+                    p.stopped
+                        .extend(stopped.into_iter().map(|(d, active)| Unit {
+                            names: vec![d],
+                            active,
+                        }));
+                }
+                Op::Start => {
+                    let started = plan::plan(&key, Op::Start, |n| {
+                        let pulls = match self.dependencies(n) {
+                            Ok(d) => d,
+                            Err(Error::NotFound(_)) => Vec::new(),
+                            Err(e) => return Err(e),
+                        };
+                        Ok(UnitDeps {
+                            names: vec![n.to_string()],
+                            active: is_running(&manager, n),
+                            stops: Vec::new(),
+                            pulls,
+                            conflicts: Vec::new(),
+                            triggers: Vec::new(),
+                        })
+                    })?;
+                    p.started.extend(started.started);
+                }
+            }
+        }
+        Ok(p)
     }
 
     fn dependencies(&self, name: &str) -> Result<Vec<String>> {

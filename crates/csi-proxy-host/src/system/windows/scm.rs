@@ -6,11 +6,11 @@ use std::io;
 use std::ptr;
 use windows_sys::Win32::System::Services::{
     CloseServiceHandle, ControlService, EnumDependentServicesW, EnumServicesStatusExW,
-    OpenSCManagerW, OpenServiceW, QueryServiceConfigW, QueryServiceStatusEx, StartServiceW,
-    ENUM_SERVICE_STATUSW, ENUM_SERVICE_STATUS_PROCESSW, QUERY_SERVICE_CONFIGW,
+    GetServiceKeyNameW, OpenSCManagerW, OpenServiceW, QueryServiceConfigW, QueryServiceStatusEx,
+    StartServiceW, ENUM_SERVICE_STATUSW, ENUM_SERVICE_STATUS_PROCESSW, QUERY_SERVICE_CONFIGW,
     SC_ENUM_PROCESS_INFO, SC_HANDLE, SC_MANAGER_CONNECT, SC_MANAGER_ENUMERATE_SERVICE,
-    SC_STATUS_PROCESS_INFO, SERVICE_ACTIVE, SERVICE_CONTROL_STOP, SERVICE_STATUS,
-    SERVICE_STATUS_PROCESS, SERVICE_WIN32,
+    SC_STATUS_PROCESS_INFO, SERVICE_ACTIVE, SERVICE_CONTROL_STOP, SERVICE_STATE_ALL,
+    SERVICE_STATUS, SERVICE_STATUS_PROCESS, SERVICE_WIN32,
 };
 
 /// An open SCM or service handle.
@@ -252,21 +252,41 @@ pub fn stop(svc: &Handle) -> io::Result<()> {
     Ok(())
 }
 
+/// The service key name of the service whose display name is `display`
+/// (`ERROR_SERVICE_DOES_NOT_EXIST` when no display name is `display`).
+pub fn key_name(scm: &Handle, display: &str) -> io::Result<String> {
+    let w = wide(display);
+    // A service name has at most 256 characters, plus the NUL.
+    let mut buf = [0u16; 257];
+    let mut len = buf.len() as u32;
+    // SAFETY: `scm` is open, `w` NUL-terminated, `buf` writable for `len`
+    // characters; the call updates `len`.
+    if unsafe { GetServiceKeyNameW(scm.0, w.as_ptr(), buf.as_mut_ptr(), &mut len) } == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let n = (len as usize).min(buf.len());
+    let end = buf[..n].iter().position(|c| *c == 0).unwrap_or(n);
+    Ok(String::from_utf16_lossy(&buf[..end]))
+}
+
 /// The names of the active services that depend on `svc`, in the order
 /// the SCM gives them (the reverse of start order: stop them in it).
 pub fn active_dependents(svc: &Handle) -> io::Result<Vec<String>> {
+    dependents(svc, SERVICE_ACTIVE)
+}
+
+/// The services that depend on `svc`, directly or not, in `state`
+/// (`SERVICE_ACTIVE`, `SERVICE_STATE_ALL`), in the SCM's order.
+pub fn all_dependents(svc: &Handle) -> io::Result<Vec<String>> {
+    dependents(svc, SERVICE_STATE_ALL)
+}
+
+fn dependents(svc: &Handle, state: u32) -> io::Result<Vec<String>> {
     let mut needed = 0u32;
     let mut count = 0u32;
     // SAFETY: a null buffer of size 0 asks for the size needed.
     let ok = unsafe {
-        EnumDependentServicesW(
-            svc.0,
-            SERVICE_ACTIVE,
-            ptr::null_mut(),
-            0,
-            &mut needed,
-            &mut count,
-        )
+        EnumDependentServicesW(svc.0, state, ptr::null_mut(), 0, &mut needed, &mut count)
     };
     if ok != 0 {
         return Ok(Vec::new());
@@ -279,9 +299,7 @@ pub fn active_dependents(svc: &Handle) -> io::Result<Vec<String>> {
     let size = (buf.len() * 8) as u32;
     let list = buf.as_mut_ptr() as *mut ENUM_SERVICE_STATUSW;
     // SAFETY: `buf` is writable for `size` bytes and aligned for the array.
-    if unsafe { EnumDependentServicesW(svc.0, SERVICE_ACTIVE, list, size, &mut needed, &mut count) }
-        == 0
-    {
+    if unsafe { EnumDependentServicesW(svc.0, state, list, size, &mut needed, &mut count) } == 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: the call wrote `count` entries whose strings live in `buf`.

@@ -36,3 +36,45 @@ fn config_lists_dependencies_and_the_scan_finds_dependents() {
     );
     assert_eq!(order, vec!["x".to_string(), dep]);
 }
+
+/// A display name resolves to its service key name, and the plan of a
+/// stop names both and finds the dependent (through the scan under wine).
+#[test]
+fn display_names_resolve_to_key_names_and_plans_find_dependents() {
+    let pid = std::process::id();
+    let base = format!("csiproxyplanbase{pid}");
+    let dep = format!("csiproxyplandep{pid}");
+    let hb = scm::testing::create(&base, r"C:\windows\system32\notepad.exe", &[]).unwrap();
+    let hd = scm::testing::create(&dep, r"C:\windows\system32\notepad.exe", &[&base]).unwrap();
+    let m = scm::open_manager().unwrap();
+    let (_, display, _) = scm::config(&hb).unwrap();
+    let resolved = scm::key_name(&m, &display);
+    let missing = scm::key_name(&m, "csi-proxy no such display name");
+    let sys = WindowsSystem::new(Arc::new(WmiWorker::new(CIMV2_NAMESPACE)));
+    let name = ServiceName::parse(&base, crate::path::Flavor::Windows).unwrap();
+    let plan = sys.plan(&name, Op::Stop);
+    let start_plan = sys.plan(
+        &ServiceName::parse(&dep, crate::path::Flavor::Windows).unwrap(),
+        Op::Start,
+    );
+    scm::testing::delete(&hd);
+    scm::testing::delete(&hb);
+    assert!(resolved.unwrap().eq_ignore_ascii_case(&base));
+    assert!(missing.is_err());
+    let plan = plan.unwrap();
+    assert!(plan.target[0].eq_ignore_ascii_case(&base), "{plan:?}");
+    assert!(
+        plan.stopped
+            .iter()
+            .any(|u| u.names[0].eq_ignore_ascii_case(&dep)),
+        "{plan:?}"
+    );
+    let start_plan = start_plan.unwrap();
+    assert!(
+        start_plan
+            .started
+            .iter()
+            .any(|u| u.names[0].eq_ignore_ascii_case(&base)),
+        "{start_plan:?}"
+    );
+}

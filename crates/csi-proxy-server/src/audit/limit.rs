@@ -1,0 +1,151 @@
+//! The budget of refused-call lines per caller, so that a caller refused
+//! in a loop cannot fill the disk or push earlier lines out through
+//! rotation. Each caller (its uid, gid, SID, pod UID and container id: not
+//! its pid, which a flooder changes at will) may have [`BURST`] lines at
+//! once and [`PER_SECOND`] more each second; past that, its refused calls
+//! are counted, and the writer writes one summary line per second and
+//! caller ("N more refused calls by ...").
+
+use crate::caller::Caller;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Lines a caller may have at once.
+pub const BURST: f64 = 20.0;
+/// Lines a caller gains each second.
+pub const PER_SECOND: f64 = 5.0;
+/// Callers tracked at once; beyond, the rest share one budget.
+const MAX_CALLERS: usize = 4096;
+/// A caller whose budget is full and that was not refused for this long
+/// is forgotten.
+const FORGET_AFTER: Duration = Duration::from_secs(60);
+
+type Key = Option<(
+    Option<u32>,
+    Option<u32>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+)>;
+
+fn key_of(c: &Caller) -> Key {
+    Some((
+        c.uid,
+        c.gid,
+        c.sid.clone(),
+        c.pod_uid.clone(),
+        c.container_id.clone(),
+    ))
+}
+
+struct Budget {
+    tokens: f64,
+    last: Instant,
+    /// Refused calls not recorded one by one since the last summary.
+    held: u64,
+    caller: Arc<Caller>,
+}
+
+/// Refused calls not recorded one by one: one summary line.
+pub struct Summary {
+    pub caller: Arc<Caller>,
+    pub refused: u64,
+}
+
+/// The per-caller budgets.
+#[derive(Default)]
+pub struct Limiter {
+    budgets: Mutex<HashMap<Key, Budget>>,
+}
+
+impl Limiter {
+    /// Whether the refused call of `caller` at `now` gets its own line
+    /// (otherwise it is counted for the next summary).
+    pub fn admit(&self, caller: &Arc<Caller>, now: Instant) -> bool {
+        let mut all = self.budgets.lock().unwrap_or_else(|p| p.into_inner());
+        let mut key = key_of(caller);
+        if !all.contains_key(&key) && all.len() >= MAX_CALLERS {
+            key = None;
+        }
+        let b = all.entry(key).or_insert_with(|| Budget {
+            tokens: BURST,
+            last: now,
+            held: 0,
+            caller: caller.clone(),
+        });
+        let gained = now.saturating_duration_since(b.last).as_secs_f64() * PER_SECOND;
+        b.tokens = (b.tokens + gained).min(BURST);
+        b.last = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            true
+        } else {
+            b.held += 1;
+            false
+        }
+    }
+
+    /// The callers with held refusals (their counts reset), and callers
+    /// idle long enough forgotten.
+    pub fn summaries(&self, now: Instant) -> Vec<Summary> {
+        let mut all = self.budgets.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::new();
+        all.retain(|_, b| {
+            if b.held > 0 {
+                out.push(Summary {
+                    caller: b.caller.clone(),
+                    refused: std::mem::take(&mut b.held),
+                });
+                return true;
+            }
+            now.saturating_duration_since(b.last) < FORGET_AFTER
+        });
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller(uid: u32, pid: u32) -> Arc<Caller> {
+        Arc::new(Caller {
+            uid: Some(uid),
+            pid: Some(pid),
+            ..Caller::default()
+        })
+    }
+
+    #[test]
+    fn a_burst_then_the_rate_then_summaries() {
+        let l = Limiter::default();
+        let t = Instant::now();
+        // A new pid per call changes nothing: the budget is the caller's.
+        let admitted = (0..100).filter(|i| l.admit(&caller(65534, *i), t)).count();
+        assert_eq!(admitted, BURST as usize);
+        // Another caller has its own budget.
+        assert!(l.admit(&caller(0, 1), t));
+        let s = l.summaries(t);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].refused, 100 - BURST as u64);
+        assert_eq!(s[0].caller.uid, Some(65534));
+        assert!(l.summaries(t).is_empty(), "counts reset");
+        // One second later: PER_SECOND more lines.
+        let t1 = t + Duration::from_secs(1);
+        let admitted = (0..100).filter(|i| l.admit(&caller(65534, *i), t1)).count();
+        assert_eq!(admitted, PER_SECOND as usize);
+    }
+
+    #[test]
+    fn callers_are_bounded_and_forgotten() {
+        let l = Limiter::default();
+        let t = Instant::now();
+        for uid in 0..(MAX_CALLERS as u32 + 10) {
+            l.admit(&caller(uid, 1), t);
+        }
+        assert!(l.budgets.lock().unwrap().len() <= MAX_CALLERS + 1);
+        l.summaries(t + FORGET_AFTER);
+        assert!(l.budgets.lock().unwrap().is_empty());
+    }
+}
