@@ -4,7 +4,6 @@
 //! for the blocking pool. The HTTP/2 layer knows nothing of protobuf or of
 //! the API; the service knows nothing of frames, streams or windows.
 
-use std::cell::Cell;
 use std::time::{Duration, Instant};
 pub use tonic::Code;
 
@@ -44,30 +43,6 @@ impl From<tonic::Status> for Reply {
 /// A job for the blocking pool.
 pub type Job = Box<dyn FnOnce() -> Reply + Send + 'static>;
 
-thread_local! {
-    static JOB_DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
-}
-
-/// Runs `job` with `deadline` (the call's `grpc-timeout` from its start)
-/// as what [`job_deadline`] answers inside it.
-pub fn run_job(deadline: Option<Instant>, job: Job) -> Reply {
-    struct Reset(Option<Instant>);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            JOB_DEADLINE.with(|d| d.set(self.0));
-        }
-    }
-    let _reset = Reset(JOB_DEADLINE.with(|d| d.replace(deadline)));
-    job()
-}
-
-/// Inside a blocking job, the deadline of its call (when the client sent
-/// `grpc-timeout`): past it the call has been answered DEADLINE_EXCEEDED
-/// and the job's reply goes nowhere.
-pub fn job_deadline() -> Option<Instant> {
-    JOB_DEADLINE.with(Cell::get)
-}
-
 /// What a service gives back for one call.
 pub enum Outcome {
     /// The reply, computed on the calling thread.
@@ -95,8 +70,9 @@ pub trait Service: Clone + Send + Sync + 'static {
     fn call(&self, path: &str, message: &[u8]) -> Outcome;
 
     /// [`Service::call`] for a client that gives up at `deadline` (its
-    /// `grpc-timeout`, when it sent one); by default the deadline is not
-    /// looked at (the driver answers DEADLINE_EXCEEDED at it anyway).
+    /// `grpc-timeout`, when it sent one): past it the driver has answered
+    /// DEADLINE_EXCEEDED and a blocking job's reply goes nowhere, so the
+    /// service may bound its waits by it. By default it is not looked at.
     fn call_by(&self, path: &str, message: &[u8], deadline: Option<Instant>) -> Outcome {
         let _ = deadline;
         self.call(path, message)

@@ -274,11 +274,8 @@ impl<A: ?Sized, AReq, AResp> Answer<A, AReq, AResp> {
         Resp: prost::Message,
         AResp: Wire<Resp>,
     {
-        // The call's deadline bounds waits for another caller's operation
-        // (`csi_proxy_host::storage::ops`). Outside an inline attempt
-        // nothing answers "would block".
-        let deadline = csi_proxy_http2::service::job_deadline();
-        csi_proxy_host::deadline::run(deadline, || self.give::<Resp>(req, areq, timer))
+        // Outside an inline attempt nothing answers "would block".
+        self.give::<Resp>(req, areq, timer)
             .unwrap_or_else(|| Reply::error(Code::Internal, "blocked outside an inline attempt"))
     }
 }
@@ -372,8 +369,16 @@ impl VersionedService {
                 ),
             ));
         };
+        // The call's deadline bounds waits for another caller's operation
+        // (`csi_proxy_host::storage::ops`) in its blocking job.
+        let with_deadline = |outcome: Outcome| match (outcome, deadline) {
+            (Outcome::Blocking(job), Some(d)) => Outcome::Blocking(Box::new(move || {
+                csi_proxy_host::deadline::run(Some(d), job)
+            })),
+            (outcome, _) => outcome,
+        };
         match &self.inner.guard {
-            None => Self::measured(route, message),
+            None => with_deadline(Self::measured(route, message)),
             Some(guard) => {
                 let call = Call {
                     api: self.inner.api,
@@ -384,7 +389,7 @@ impl VersionedService {
                     deadline,
                     request: message,
                 };
-                guard.run(call, || Self::measured(route, message))
+                with_deadline(guard.run(call, || Self::measured(route, message)))
             }
         }
     }
@@ -497,6 +502,10 @@ impl csi_proxy_http2::Service for CallerService {
 impl csi_proxy_http2::Service for VersionedService {
     fn call(&self, path: &str, message: &[u8]) -> Outcome {
         VersionedService::call(self, path, message)
+    }
+
+    fn call_by(&self, path: &str, message: &[u8], deadline: Option<std::time::Instant>) -> Outcome {
+        self.call_as_by(path, message, &unknown_caller(), deadline)
     }
 
     fn answered(&self, path: &str, elapsed: Duration, code: Code) {

@@ -341,12 +341,9 @@ impl<S: Service> State<S> {
                     );
                     let tx = self.tx.clone();
                     let stream = req.stream;
-                    let deadline = req.timeout.map(|t| start.into_std() + t);
                     tokio::task::spawn_blocking(move || {
-                        let reply = catch_unwind(AssertUnwindSafe(|| {
-                            crate::service::run_job(deadline, job)
-                        }))
-                        .unwrap_or_else(|_| panicked());
+                        let reply =
+                            catch_unwind(AssertUnwindSafe(job)).unwrap_or_else(|_| panicked());
                         // The connection may be gone; then nobody waits.
                         let _ = tx.send((stream, reply));
                     });
