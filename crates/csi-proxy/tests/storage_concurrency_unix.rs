@@ -16,43 +16,9 @@ use csi_proxy_api::{disk::v1 as dk, volume::v2alpha1 as vl};
 use csi_proxy_http2::client::{RawClient, Shape};
 use std::io::Read;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
 use std::time::{Duration, Instant};
-use storage::{can_run, is_mount_point, LoopDisk, MIB};
+use storage::{can_run, can_throttle, is_mount_point, LoopDisk, Throttle, MIB};
 use tonic::Code;
-
-const THROTTLE: &str = "/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device";
-/// Writes to the slow disk, in bytes per second: mkfs.ext4 of 128 MiB
-/// writes several MiB (journal, tables), so it takes seconds.
-const SLOW_BPS: u64 = MIB;
-
-/// The block layer throttles every write to one device while this lives.
-struct Throttle(String);
-
-impl Throttle {
-    fn of(d: &LoopDisk) -> Throttle {
-        let dev = std::fs::read_to_string(format!("/sys/block/{}/dev", d.name)).unwrap();
-        let key = dev.trim().to_string();
-        std::fs::write(THROTTLE, format!("{key} {SLOW_BPS}")).unwrap();
-        Throttle(key)
-    }
-}
-
-impl Drop for Throttle {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::write(THROTTLE, format!("{} 0", self.0)) {
-            eprintln!("cleanup: unthrottle {}: {e}", self.0);
-        }
-    }
-}
-
-fn can_throttle() -> bool {
-    let ok = Path::new(THROTTLE).exists();
-    if !ok {
-        eprintln!("skipping: needs the cgroup v1 blkio throttle ({THROTTLE}) to slow one disk");
-    }
-    ok
-}
 
 /// A FormatVolume sent with `grpc-timeout` over a raw HTTP/2 connection
 /// (tonic's client would end the call itself at the deadline, hiding the

@@ -8,6 +8,46 @@ use std::process::Command;
 
 pub const MIB: u64 = 1024 * 1024;
 
+const THROTTLE: &str = "/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device";
+/// Writes to the slow disk, in bytes per second: mkfs.ext4 of 128 MiB
+/// writes several MiB (journal, tables), so it takes seconds.
+pub const SLOW_BPS: u64 = MIB;
+
+/// The block layer throttles every write to one device while this lives.
+pub struct Throttle(String);
+
+impl Throttle {
+    /// Writes to `d` at [`SLOW_BPS`].
+    pub fn of(d: &LoopDisk) -> Throttle {
+        Throttle::at(d, SLOW_BPS)
+    }
+
+    /// Writes to `d` at `bps` bytes per second.
+    pub fn at(d: &LoopDisk, bps: u64) -> Throttle {
+        let dev = std::fs::read_to_string(format!("/sys/block/{}/dev", d.name)).unwrap();
+        let key = dev.trim().to_string();
+        std::fs::write(THROTTLE, format!("{key} {bps}")).unwrap();
+        Throttle(key)
+    }
+}
+
+impl Drop for Throttle {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(THROTTLE, format!("{} 0", self.0)) {
+            eprintln!("cleanup: unthrottle {}: {e}", self.0);
+        }
+    }
+}
+
+/// Whether the throttle exists here (cgroup v1 blkio); else says why not.
+pub fn can_throttle() -> bool {
+    let ok = Path::new(THROTTLE).exists();
+    if !ok {
+        eprintln!("skipping: needs the cgroup v1 blkio throttle ({THROTTLE}) to slow one disk");
+    }
+    ok
+}
+
 /// Storage tests need root (loop devices, mount). CI runs as root; elsewhere
 /// they are skipped with a message.
 pub fn can_run() -> bool {
