@@ -361,22 +361,35 @@ struct Content {
     found: Vec<identify::Found>,
 }
 
+/// Fills `buf` from byte `offset` of `fd`; a short read (the device shrank)
+/// is an error.
+fn read_exact_at(fd: &OwnedFd, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+    let got = sys::read_at(fd, offset, buf.len())?;
+    if got.len() != buf.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("short read at {offset}: the device shrank"),
+        ));
+    }
+    buf.copy_from_slice(&got);
+    Ok(())
+}
+
 impl Content {
+    /// Whether anything is identified in the first bytes of the device
+    /// open as `fd` (see [`identify::quick_found`]).
+    fn quick_found(fd: &OwnedFd, shown: &str) -> Result<bool> {
+        let size = sys::size_bytes(fd).map_err(|e| from_io("BLKGETSIZE64", shown, e))?;
+        identify::quick_found(size, |offset, buf| read_exact_at(fd, offset, buf))
+            .map_err(|e| from_io("read", shown, e))
+    }
+
     /// Reads the device open as `fd` (named `shown` in errors).
     fn read(fd: &OwnedFd, shown: &str) -> Result<Content> {
         let size = sys::size_bytes(fd).map_err(|e| from_io("BLKGETSIZE64", shown, e))?;
-        let (head, tail) = identify::read_regions(size, |offset, buf| {
-            let got = sys::read_at(fd, offset, buf.len())?;
-            if got.len() != buf.len() {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("short read at {offset}: the device shrank"),
-                ));
-            }
-            buf.copy_from_slice(&got);
-            Ok(())
-        })
-        .map_err(|e| from_io("read", shown, e))?;
+        let (head, tail) =
+            identify::read_regions(size, |offset, buf| read_exact_at(fd, offset, buf))
+                .map_err(|e| from_io("read", shown, e))?;
         let found = identify::identify(&Device::new(&head, &tail, size));
         Ok(Content {
             head,
@@ -570,7 +583,13 @@ impl StorageBackend for LinuxStorage {
 
     fn is_formatted(&self, volume: &VolumeId) -> Result<bool> {
         let f = self.locate(volume)?;
-        Ok(content::is_formatted(&self.content(&f.part)?.device()))
+        let (_, fd) = self.open_part(&f.part, Access::Read)?;
+        if Content::quick_found(&fd, &f.part.name)? {
+            return Ok(true);
+        }
+        Ok(content::is_formatted(
+            &Content::read(&fd, &f.part.name)?.device(),
+        ))
     }
 
     fn format(&self, volume: &VolumeId) -> Result<()> {

@@ -64,14 +64,32 @@ impl Content {
 
     /// Volume `v` (its partition's bytes, through the volume device).
     pub fn of_volume(v: &VolumeId) -> Result<Content> {
-        let h = w::open_device(v.device_path(), GENERIC_READ).map_err(|e| {
-            errors::win32_or_missing("CreateFileW", v.as_str(), e, &super::volume::no_volume(v))
-        })?;
-        let out = w::ioctl::<()>(&h, IOCTL_DISK_GET_LENGTH_INFO, None, 8)
-            .map_err(|e| win32("IOCTL_DISK_GET_LENGTH_INFO", v.as_str(), e))?;
-        let size = extents::parse_length_info(&out)
-            .map_err(|e| bad_answer("IOCTL_DISK_GET_LENGTH_INFO", v.as_str(), e))?
-            as u64;
+        let (h, size) = open_volume(v)?;
         Content::read(&h, size, v.as_str())
     }
+
+    /// Whether anything is identified on volume `v`: its first bytes first
+    /// (a formatted volume costs only those), then the whole regions.
+    pub fn volume_holds_anything(v: &VolumeId) -> Result<bool> {
+        let (h, size) = open_volume(v)?;
+        if identify::quick_found(size, |off, buf| w::read_at(&h, off, buf))
+            .map_err(|e| win32("ReadFile", v.as_str(), e))?
+        {
+            return Ok(true);
+        }
+        Ok(!Content::read(&h, size, v.as_str())?.found.is_empty())
+    }
+}
+
+/// The volume device of `v`, open for reading, and its size.
+fn open_volume(v: &VolumeId) -> Result<(Handle, u64)> {
+    let h = w::open_device(v.device_path(), GENERIC_READ).map_err(|e| {
+        errors::win32_or_missing("CreateFileW", v.as_str(), e, &super::volume::no_volume(v))
+    })?;
+    let out = w::ioctl::<()>(&h, IOCTL_DISK_GET_LENGTH_INFO, None, 8)
+        .map_err(|e| win32("IOCTL_DISK_GET_LENGTH_INFO", v.as_str(), e))?;
+    let size = extents::parse_length_info(&out)
+        .map_err(|e| bad_answer("IOCTL_DISK_GET_LENGTH_INFO", v.as_str(), e))?
+        as u64;
+    Ok((h, size))
 }

@@ -211,9 +211,7 @@ impl StorageBackend for WindowsStorage {
         if volume::is_formatted(v)? {
             return Ok(true);
         }
-        Ok(rules::is_formatted(
-            &content::Content::of_volume(v)?.device(),
-        ))
+        content::Content::volume_holds_anything(v)
     }
 
     /// Refused while the volume is reachable anywhere: mounted on a

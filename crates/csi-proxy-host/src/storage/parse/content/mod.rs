@@ -32,6 +32,25 @@ pub const HEAD_LEN: usize = (4 << 20) + 4096;
 /// header) and the last MiB a partition table is written over.
 pub const TAIL_LEN: usize = 2 << 20;
 
+/// Bytes read first where only "is anything there?" is asked
+/// (IsVolumeFormatted): the signatures of every common filesystem lie in
+/// them, so a formatted volume costs this much; only when nothing is found
+/// are the whole regions read. A probe that needs bytes not read answers
+/// nothing, so what is found here is found in the whole regions too.
+pub const QUICK_LEN: usize = 128 << 10;
+
+/// Whether anything is identified in the first [`QUICK_LEN`] bytes of a
+/// device of `size` bytes (`read_at` as for [`read_regions`]).
+pub fn quick_found(
+    size: u64,
+    mut read_at: impl FnMut(u64, &mut [u8]) -> io::Result<()>,
+) -> io::Result<bool> {
+    let len = usize::try_from(size.min(QUICK_LEN as u64)).unwrap_or(QUICK_LEN);
+    let mut head = vec![0u8; len];
+    read_at(0, &mut head)?;
+    Ok(!identify(&Device::new(&head, &[], size)).is_empty())
+}
+
 /// The span at each end that PartitionDisk writes over and checks for
 /// zeros.
 pub const WRITE_SPAN: usize = 1 << 20;

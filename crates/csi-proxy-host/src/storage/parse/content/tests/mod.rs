@@ -92,6 +92,27 @@ impl Image {
 }
 
 #[test]
+fn a_quick_look_finds_only_what_the_whole_regions_show() {
+    let mut img = Image::new(8 * MIB);
+    let read = |img: &Image| {
+        quick_found(img.bytes.len() as u64, |off, buf| {
+            buf.copy_from_slice(&img.bytes[off as usize..off as usize + buf.len()]);
+            Ok(())
+        })
+        .unwrap()
+    };
+    assert!(!read(&img), "zeros");
+    img.put(512, b"LABELONE").put(512 + 24, b"LVM2 001");
+    assert!(read(&img));
+    // Something only the tail shows: the quick look says nothing, the
+    // whole regions do.
+    let mut img = Image::new(8 * MIB);
+    img.put(8 * MIB - 512, b"EFI PART");
+    assert!(!read(&img));
+    assert!(!img.identify().is_empty());
+}
+
+#[test]
 fn a_zero_device_holds_nothing() {
     for size in [0, 1, 512, 4096, MIB, 8 * MIB] {
         let img = Image::new(size);
