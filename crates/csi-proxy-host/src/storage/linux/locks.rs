@@ -45,8 +45,15 @@ impl DiskLocks {
 
     /// Holds `key` if nobody does.
     pub(super) fn try_lock(&self, key: DiskKey) -> Option<DiskGuard<'_>> {
+        // Not `then_some`: its guard would be built, then dropped while
+        // `held` is locked, and its drop locks `held` again (and frees the
+        // real holder's key).
         let mut held = self.set();
-        held.insert(key).then_some(DiskGuard { locks: self, key })
+        if held.insert(key) {
+            Some(DiskGuard { locks: self, key })
+        } else {
+            None
+        }
     }
 
     /// How many disks are held now (tests).
