@@ -517,3 +517,41 @@ async fn a_format_cut_short_is_completed_by_the_retry() {
         .collect();
     assert!(left.is_empty(), "records left: {left:?}");
 }
+
+/// Rescan while one disk is busy with a slow format: the other disks are
+/// refreshed at once and the busy one once its format ends; the call
+/// returns (it waits for that disk, it never holds a lock twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rescan_during_a_slow_format_returns_after_it() {
+    if !can_run() || !can_throttle() {
+        return;
+    }
+    let proxy = Proxy::start(&[]);
+    let slow = LoopDisk::new(proxy.root.path(), 128 * MIB);
+    let vol = partitioned(&proxy, slow.number).await;
+    let throttle = Throttle::of(&slow);
+    let server = proxy.child.as_ref().unwrap().id();
+    let mut v = proxy.client().connect_volume_v2alpha1().await.unwrap();
+    let format = tokio::spawn(async move {
+        v.format_volume(vl::FormatVolumeRequest { volume_id: vol })
+            .await
+            .map(drop)
+    });
+    wait_for("the format's mkfs starts", 20, || {
+        server_mkfs_running(server)
+    });
+    let mut d = proxy.client().connect_disk_v1().await.unwrap();
+    let rescan = tokio::spawn(async move { d.rescan(dk::RescanRequest {}).await.map(drop) });
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(
+        !format.is_finished(),
+        "the throttled format ended too soon to show anything"
+    );
+    drop(throttle);
+    tokio::time::timeout(Duration::from_secs(120), rescan)
+        .await
+        .expect("Rescan hung behind the busy disk")
+        .unwrap()
+        .unwrap();
+    format.await.unwrap().unwrap();
+}
