@@ -14,7 +14,7 @@
 //! * IsVolumeFormatted is true for any identified content: drivers format
 //!   whatever is reported unformatted.
 
-use super::parse::content::{self, Class, Device, Found};
+use super::parse::content::{self, Class, Device, Found, Regions};
 use super::VolumeId;
 use crate::{Error, Result};
 
@@ -33,12 +33,14 @@ const HOW_TO_CLEAR: &str = "if it is really unused, clear it first (for example 
 /// sector is the empty table being replaced).
 pub fn check_partition(
     disk: u32,
-    dev: &Device<'_>,
+    dev: &Regions,
     skip_mbr_sector: bool,
     allow: Overwrite,
 ) -> Result<()> {
-    let found: Vec<Found> = content::identify(dev)
-        .into_iter()
+    let found: Vec<Found> = dev
+        .found
+        .iter()
+        .copied()
         .filter(|f| !(skip_mbr_sector && f.name == "dos"))
         .collect();
     if !found.is_empty() {
@@ -51,12 +53,12 @@ pub fn check_partition(
         return Ok(());
     }
     let nonzero = if skip_mbr_sector {
-        let mut head = dev.head().to_vec();
+        let mut head = dev.head.clone();
         let n = head.len().min(512);
         head[..n].fill(0);
-        content::first_nonzero_in_write_span(&Device::new(&head, dev.tail(), dev.size()))
+        content::first_nonzero_in_write_span(&Device::new(&head, &dev.tail, dev.size))
     } else {
-        content::first_nonzero_in_write_span(dev)
+        content::first_nonzero_in_write_span(&dev.device())
     };
     match nonzero {
         None => Ok(()),
@@ -70,8 +72,8 @@ pub fn check_partition(
 
 /// FormatVolume's check: a filesystem may be replaced, an empty volume
 /// formatted; anything else is refused.
-pub fn check_format(volume: &VolumeId, dev: &Device<'_>, allow: Overwrite) -> Result<()> {
-    let found = content::identify(dev);
+pub fn check_format(volume: &VolumeId, dev: &Regions, allow: Overwrite) -> Result<()> {
+    let found = &dev.found;
     let others: Vec<Found> = found
         .iter()
         .copied()
@@ -86,7 +88,7 @@ pub fn check_format(volume: &VolumeId, dev: &Device<'_>, allow: Overwrite) -> Re
     if !found.is_empty() || allow.unidentified {
         return Ok(());
     }
-    match content::first_nonzero_in_write_span(dev) {
+    match content::first_nonzero_in_write_span(&dev.device()) {
         None => Ok(()),
         Some(at) => Err(Error::FailedPrecondition(format!(
             "volume {volume} is not empty (the first non-zero byte is at {at}), but no known format explains \
@@ -94,11 +96,6 @@ pub fn check_format(volume: &VolumeId, dev: &Device<'_>, allow: Overwrite) -> Re
              -overwrite-unidentified-content)"
         ))),
     }
-}
-
-/// IsVolumeFormatted: anything identified counts.
-pub fn is_formatted(dev: &Device<'_>) -> bool {
-    !content::identify(dev).is_empty()
 }
 
 /// The first filesystem identified, by blkid's name.
@@ -125,8 +122,12 @@ mod tests {
 
     const MIB: usize = 1 << 20;
 
-    fn dev(bytes: &[u8]) -> Device<'_> {
-        Device::new(bytes, bytes, bytes.len() as u64)
+    fn dev(bytes: &[u8]) -> Regions {
+        Regions::read(bytes.len() as u64, |off, buf| {
+            buf.copy_from_slice(&bytes[off as usize..off as usize + buf.len()]);
+            Ok(())
+        })
+        .unwrap()
     }
 
     fn vol() -> VolumeId {
@@ -155,7 +156,7 @@ mod tests {
                 "{e}"
             );
         }
-        assert!(is_formatted(&dev(&b)));
+        assert!(!dev(&b).found.is_empty());
     }
 
     #[test]
@@ -169,7 +170,7 @@ mod tests {
         check_partition(3, &dev(&b), false, Overwrite { unidentified: true }).unwrap();
         assert!(check_format(&vol(), &dev(&b), Overwrite::default()).is_err());
         check_format(&vol(), &dev(&b), Overwrite { unidentified: true }).unwrap();
-        assert!(!is_formatted(&dev(&b)));
+        assert!(dev(&b).found.is_empty());
     }
 
     #[test]
@@ -181,8 +182,8 @@ mod tests {
         x[..4].copy_from_slice(b"XFSB");
         x[4..8].copy_from_slice(&4096u32.to_be_bytes()); // block size
         check_format(&vol(), &dev(&x), Overwrite::default()).unwrap();
-        assert!(is_formatted(&dev(&x)));
-        assert_eq!(filesystem(&content::identify(&dev(&x))), Some("xfs"));
+        assert!(!dev(&x).found.is_empty());
+        assert_eq!(filesystem(&dev(&x).found), Some("xfs"));
         // But a filesystem on a disk without a table is not partitioned.
         assert!(check_partition(3, &dev(&x), false, Overwrite::default()).is_err());
     }

@@ -4,7 +4,7 @@
 use super::devices::DiskTable;
 use super::sys::{self, Access};
 use super::{
-    ensure_online, filesystem_lags, from_io, random_guid, tools, Content, FsType, LinuxStorage,
+    ensure_online, filesystem_lags, from_io, random_guid, read_content, tools, FsType, LinuxStorage,
 };
 use crate::storage::content;
 use crate::storage::parse::gpt;
@@ -52,7 +52,7 @@ impl LinuxStorage {
         if matches!(self.table(d, &fd), Ok(t) if !matches!(t.table, gpt::Table::Raw)) {
             return Ok(false);
         }
-        let c = Content::read(&fd, &d.name)?;
+        let c = read_content(&fd, &d.name)?;
         let ss = sys::sector_size(&fd).map_err(|e| from_io("BLKSSZGET", &d.name, e))?;
         let Some(writes) = gpt::resume_fresh(
             &c.device(),
@@ -133,9 +133,9 @@ impl LinuxStorage {
             gpt::Table::Raw | gpt::Table::Mbr { .. } => {
                 // Written over: the first and the last MiB. Only zeros, or
                 // the empty MBR being replaced, may be there.
-                let c = Content::read(&fd, &shown)?;
+                let c = read_content(&fd, &shown)?;
                 let empty_mbr = matches!(table, gpt::Table::Mbr { .. });
-                content::check_partition(disk, &c.device(), empty_mbr, self.overwrite)?;
+                content::check_partition(disk, &c, empty_mbr, self.overwrite)?;
                 if step == Step::Initialize {
                     gpt::create_empty(ss, sectors, random_guid()?)
                 } else {
@@ -183,7 +183,7 @@ impl LinuxStorage {
         let allow = content::Overwrite {
             unidentified: self.overwrite.unidentified || self.intents.pending(volume),
         };
-        content::check_format(volume, &Content::read(&fd, &f.part.name)?.device(), allow)?;
+        content::check_format(volume, &read_content(&fd, &f.part.name)?, allow)?;
         drop(fd);
         let node = node
             .to_str()
@@ -227,7 +227,7 @@ impl LinuxStorage {
         let mounts = Self::mounts()?;
         let (node, _) = self.open_part(&f.part, Access::Read)?;
         let c = self.content(&f.part)?;
-        let (kind, fs_head) = (c.filesystem(), &c.head);
+        let (kind, fs_head) = (content::filesystem(&c.found), &c.head);
         match plan_resize(current, max_bytes, target)? {
             ResizePlan::Shrink(n) => Err(Error::FailedPrecondition(format!(
                 "volume {volume} is {current} bytes; shrinking it to {n} bytes is not supported on Linux"

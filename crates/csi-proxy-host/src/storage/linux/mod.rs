@@ -26,7 +26,7 @@ mod usage;
 
 use super::content::{self, Overwrite};
 use super::inventory::netlink;
-use super::parse::content::{self as identify, Device};
+use super::parse::content::{self as identify, Regions};
 use super::parse::{ext, gpt};
 use super::{ResizeTarget, StorageBackend, VolumeId, VolumeStats};
 use crate::confined::{Confined, Located};
@@ -305,10 +305,10 @@ impl LinuxStorage {
         mountinfo::read().map_err(|e| Error::io("read", "/proc/self/mountinfo", e))
     }
 
-    /// What partition `p` holds (see [`Content`]).
-    fn content(&self, p: &BlockPartition) -> Result<Content> {
+    /// What partition `p` holds.
+    fn content(&self, p: &BlockPartition) -> Result<Regions> {
         let (_, fd) = self.open_part(p, Access::Read)?;
-        Content::read(&fd, &p.name)
+        read_content(&fd, &p.name)
     }
 
     /// Grows the filesystem `kind` (blkid's name) on `p` (none: nothing to
@@ -352,15 +352,6 @@ impl LinuxStorage {
     }
 }
 
-/// The bytes content identification reads from a device, and what it
-/// found there.
-struct Content {
-    head: Vec<u8>,
-    tail: Vec<u8>,
-    size: u64,
-    found: Vec<identify::Found>,
-}
-
 /// Fills `buf` from byte `offset` of `fd`; a short read (the device shrank)
 /// is an error.
 fn read_exact_at(fd: &OwnedFd, offset: u64, buf: &mut [u8]) -> io::Result<()> {
@@ -375,38 +366,19 @@ fn read_exact_at(fd: &OwnedFd, offset: u64, buf: &mut [u8]) -> io::Result<()> {
     Ok(())
 }
 
-impl Content {
-    /// Whether anything is identified in the first bytes of the device
-    /// open as `fd` (see [`identify::quick_found`]).
-    fn quick_found(fd: &OwnedFd, shown: &str) -> Result<bool> {
-        let size = sys::size_bytes(fd).map_err(|e| from_io("BLKGETSIZE64", shown, e))?;
-        identify::quick_found(size, |offset, buf| read_exact_at(fd, offset, buf))
-            .map_err(|e| from_io("read", shown, e))
-    }
+/// What the device open as `fd` (named `shown` in errors) holds.
+fn read_content(fd: &OwnedFd, shown: &str) -> Result<Regions> {
+    let size = sys::size_bytes(fd).map_err(|e| from_io("BLKGETSIZE64", shown, e))?;
+    Regions::read(size, |offset, buf| read_exact_at(fd, offset, buf))
+        .map_err(|e| from_io("read", shown, e))
+}
 
-    /// Reads the device open as `fd` (named `shown` in errors).
-    fn read(fd: &OwnedFd, shown: &str) -> Result<Content> {
-        let size = sys::size_bytes(fd).map_err(|e| from_io("BLKGETSIZE64", shown, e))?;
-        let (head, tail) =
-            identify::read_regions(size, |offset, buf| read_exact_at(fd, offset, buf))
-                .map_err(|e| from_io("read", shown, e))?;
-        let found = identify::identify(&Device::new(&head, &tail, size));
-        Ok(Content {
-            head,
-            tail,
-            size,
-            found,
-        })
-    }
-
-    fn device(&self) -> Device<'_> {
-        Device::new(&self.head, &self.tail, self.size)
-    }
-
-    /// The filesystem identified first, by blkid's name.
-    fn filesystem(&self) -> Option<&'static str> {
-        content::filesystem(&self.found)
-    }
+/// Whether anything is identified in the first bytes of the device open as
+/// `fd` (see [`identify::quick_found`]).
+fn quick_found(fd: &OwnedFd, shown: &str) -> Result<bool> {
+    let size = sys::size_bytes(fd).map_err(|e| from_io("BLKGETSIZE64", shown, e))?;
+    identify::quick_found(size, |offset, buf| read_exact_at(fd, offset, buf))
+        .map_err(|e| from_io("read", shown, e))
 }
 
 /// Is the ext filesystem whose first bytes are `head` at least
@@ -584,12 +556,12 @@ impl StorageBackend for LinuxStorage {
     fn is_formatted(&self, volume: &VolumeId) -> Result<bool> {
         let f = self.locate(volume)?;
         let (_, fd) = self.open_part(&f.part, Access::Read)?;
-        if Content::quick_found(&fd, &f.part.name)? {
+        if quick_found(&fd, &f.part.name)? {
             return Ok(true);
         }
-        Ok(content::is_formatted(
-            &Content::read(&fd, &f.part.name)?.device(),
-        ))
+        // Anything identified counts: drivers format what is reported
+        // unformatted.
+        Ok(!read_content(&fd, &f.part.name)?.found.is_empty())
     }
 
     fn format(&self, volume: &VolumeId) -> Result<()> {

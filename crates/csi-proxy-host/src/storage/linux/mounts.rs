@@ -21,7 +21,7 @@ impl LinuxStorage {
         let f = self.find(volume)?;
         ensure_online(&f, volume)?;
         let c = self.content(&f.part)?;
-        let kind = c.filesystem().ok_or_else(|| {
+        let kind = crate::storage::content::filesystem(&c.found).ok_or_else(|| {
             Error::FailedPrecondition(format!(
                 "volume {volume} {}; only a filesystem can be mounted",
                 crate::storage::content::holds(&c.found)

@@ -110,6 +110,19 @@ pub fn disk_numbers() -> Result<Vec<u32>> {
     Ok(found)
 }
 
+/// Size in bytes and logical sector size of the disk open as `h`
+/// (`IOCTL_DISK_GET_DRIVE_GEOMETRY_EX`).
+pub fn geometry(h: &Handle, subject: &str) -> Result<(u64, u32)> {
+    const IOCTL: &str = "IOCTL_DISK_GET_DRIVE_GEOMETRY_EX";
+    let geo = w::ioctl::<()>(h, IOCTL_DISK_GET_DRIVE_GEOMETRY_EX, None, 256)
+        .map_err(|e| win32(IOCTL, subject, e))?;
+    let size = extents::parse_disk_geometry_ex_size(&geo)
+        .map_err(|e| bad_answer(IOCTL, subject, e))? as u64;
+    let ss = extents::parse_disk_geometry_ex_sector_size(&geo)
+        .map_err(|e| bad_answer(IOCTL, subject, e))?;
+    Ok((size, ss))
+}
+
 /// The largest size partition `partition` of disk `number` can grow to,
 /// from the disk's layout (`IOCTL_DISK_GET_DRIVE_LAYOUT_EX`) and geometry:
 /// what ResizeVolume needs, without `MSFT_Partition.GetSupportedSize` and
@@ -117,12 +130,7 @@ pub fn disk_numbers() -> Result<Vec<u32>> {
 pub fn max_partition_size(number: u32, partition: u32) -> Result<u64> {
     let s = subject(number);
     let h = open_disk(number, GENERIC_READ)?;
-    let geo = w::ioctl::<()>(&h, IOCTL_DISK_GET_DRIVE_GEOMETRY_EX, None, 256)
-        .map_err(|e| win32("IOCTL_DISK_GET_DRIVE_GEOMETRY_EX", &s, e))?;
-    let size = extents::parse_disk_geometry_ex_size(&geo)
-        .map_err(|e| bad_answer("IOCTL_DISK_GET_DRIVE_GEOMETRY_EX", &s, e))? as u64;
-    let ss = extents::parse_disk_geometry_ex_sector_size(&geo)
-        .map_err(|e| bad_answer("IOCTL_DISK_GET_DRIVE_GEOMETRY_EX", &s, e))?;
+    let (size, ss) = geometry(&h, &s)?;
     let out = w::ioctl::<()>(&h, IOCTL_DISK_GET_DRIVE_LAYOUT_EX, None, 4096)
         .map_err(|e| win32("IOCTL_DISK_GET_DRIVE_LAYOUT_EX", &s, e))?;
     let layout = layout::parse_drive_layout_ex(&out)

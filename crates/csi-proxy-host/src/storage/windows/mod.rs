@@ -124,9 +124,9 @@ impl WindowsStorage {
         self.refuse_host_disk(disk, &format!("{what} disk {disk}"))?;
         if step != PartitionStep::Partition {
             // Windows initialises any RAW disk: read it first.
-            let (c, has_table) = content::Content::of_disk(disk)?;
+            let (c, has_table) = content::of_disk(disk)?;
             if !has_table {
-                rules::check_partition(disk, &c.device(), false, self.overwrite)?;
+                rules::check_partition(disk, &c, false, self.overwrite)?;
             }
         }
         let r = stor::partition_disk(&self.wmi, disk, step);
@@ -211,7 +211,7 @@ impl StorageBackend for WindowsStorage {
         if volume::is_formatted(v)? {
             return Ok(true);
         }
-        content::Content::volume_holds_anything(v)
+        content::volume_holds_anything(v)
     }
 
     /// Refused while the volume is reachable anywhere: mounted on a
@@ -222,7 +222,7 @@ impl StorageBackend for WindowsStorage {
                 "volume {v} is mounted at {p:?}: unmount it (or remove the drive letter) before formatting"
             )));
         }
-        rules::check_format(v, &content::Content::of_volume(v)?.device(), self.overwrite)?;
+        rules::check_format(v, &content::of_volume(v)?, self.overwrite)?;
         let r = stor::format(&self.wmi, v);
         self.inventory.invalidate();
         r
@@ -233,7 +233,7 @@ impl StorageBackend for WindowsStorage {
             Ok(s) => Ok(s),
             // No filesystem Windows knows: say what the volume holds.
             Err(e) if matches!(volume::is_formatted(v), Ok(false)) => {
-                let c = content::Content::of_volume(v).map_err(|_| e)?;
+                let c = content::of_volume(v).map_err(|_| e)?;
                 Err(Error::FailedPrecondition(format!(
                     "volume {v} {}; Windows recognises no filesystem on it",
                     rules::holds(&c.found)

@@ -207,6 +207,38 @@ impl<'a> Device<'a> {
     }
 }
 
+/// The regions of one device that [`read_regions`] read, and what
+/// [`identify`] found in them: what each backend keeps of a device it
+/// checked.
+pub struct Regions {
+    pub head: Vec<u8>,
+    pub tail: Vec<u8>,
+    pub size: u64,
+    pub found: Vec<Found>,
+}
+
+impl Regions {
+    /// Reads a device of `size` bytes ([`read_regions`]) and identifies
+    /// what it holds.
+    pub fn read(
+        size: u64,
+        read_at: impl FnMut(u64, &mut [u8]) -> io::Result<()>,
+    ) -> io::Result<Regions> {
+        let (head, tail) = read_regions(size, read_at)?;
+        let found = identify(&Device::new(&head, &tail, size));
+        Ok(Regions {
+            head,
+            tail,
+            size,
+            found,
+        })
+    }
+
+    pub fn device(&self) -> Device<'_> {
+        Device::new(&self.head, &self.tail, self.size)
+    }
+}
+
 /// Reads the regions [`identify`] looks at from a device of `size` bytes:
 /// the first [`HEAD_LEN`] and the last [`TAIL_LEN`] bytes (fewer on a small
 /// device; the two overlap there). `read_at(offset, buf)` fills `buf`
