@@ -197,21 +197,43 @@ pub fn service_protection(options: &HostOptions) -> crate::Result<Protection> {
     Ok(p)
 }
 
-/// What the groups of one OS host share: on Windows, the one WMI COM worker
-/// (one thread, one warm connection per namespace) of SMB, iSCSI and
-/// System.
+/// What the groups of one OS host hold apart: on Windows, one WMI worker
+/// (its own COM threads, its own warm connections) per group, so a stuck
+/// call in one group never holds up another (storage has its own in
+/// `WindowsStorage`).
 struct OsShared {
     #[cfg(windows)]
-    wmi: Arc<crate::win::wmi::WmiWorker>,
+    smb: Arc<crate::win::wmi::WmiWorker>,
+    #[cfg(windows)]
+    iscsi: Arc<crate::win::wmi::WmiWorker>,
+    #[cfg(windows)]
+    system: Arc<crate::win::wmi::WmiWorker>,
 }
+
+#[cfg(all(test, windows))]
+mod wmi_groups;
+
+/// How many WMI threads SMB, iSCSI and System each run at most.
+#[cfg(windows)]
+const GROUP_WMI_THREADS: usize = 4;
 
 impl OsShared {
     fn new() -> Self {
+        #[cfg(windows)]
+        let worker = |name: &str, namespace: &str| {
+            Arc::new(
+                crate::win::wmi::WmiWorker::new(namespace)
+                    .named(name)
+                    .with_max_threads(GROUP_WMI_THREADS),
+            )
+        };
         OsShared {
             #[cfg(windows)]
-            wmi: Arc::new(crate::win::wmi::WmiWorker::new(
-                crate::win::wmi::CIMV2_NAMESPACE,
-            )),
+            smb: worker("smb", crate::win::wmi::SMB_NAMESPACE),
+            #[cfg(windows)]
+            iscsi: worker("iscsi", crate::win::wmi::STORAGE_NAMESPACE),
+            #[cfg(windows)]
+            system: worker("system", crate::win::wmi::CIMV2_NAMESPACE),
         }
     }
 }
@@ -227,7 +249,7 @@ fn os_iscsi(_: &OsShared) -> Arc<dyn IscsiApi> {
 #[cfg(windows)]
 fn os_iscsi(shared: &OsShared) -> Arc<dyn IscsiApi> {
     Arc::new(Iscsi::new(
-        crate::iscsi::windows::WindowsIscsi::new(shared.wmi.clone()),
+        crate::iscsi::windows::WindowsIscsi::new(shared.iscsi.clone()),
         crate::path::Flavor::Windows,
     ))
 }
@@ -259,7 +281,7 @@ fn os_system(options: &HostOptions, shared: &OsShared) -> crate::Result<Arc<dyn 
     use crate::system::windows::WindowsSystem;
     Ok(Arc::new(
         System::new(
-            WindowsSystem::new(shared.wmi.clone()),
+            WindowsSystem::new(shared.system.clone()),
             service_policy(options)?,
             crate::path::Flavor::Windows,
         )
@@ -286,7 +308,7 @@ fn os_smb(fs: &Arc<Confined>, options: &HostOptions, _: &OsShared) -> Arc<dyn Sm
 fn os_smb(fs: &Arc<Confined>, options: &HostOptions, shared: &OsShared) -> Arc<dyn SmbApi> {
     use crate::smb::windows::WindowsSmb;
     Arc::new(Smb::new(
-        WindowsSmb::new(shared.wmi.clone()),
+        WindowsSmb::new(shared.smb.clone()),
         fs.clone(),
         options.require_privacy,
     ))

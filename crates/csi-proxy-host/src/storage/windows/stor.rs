@@ -36,6 +36,10 @@ const STYLE_MBR: u16 = 1;
 const STYLE_GPT: u16 = 2;
 /// How long a storage job may run before we give up waiting.
 const JOB_TIMEOUT: Duration = Duration::from_secs(600);
+/// The bound of a host-changing storage call's WMI work (its storage job
+/// included). Not the caller's deadline: the operation goes on past it and
+/// `storage::ops` keeps its result for the retry.
+const OPERATION_LIMIT: Duration = Duration::from_secs(660);
 const JOB_POLL: Duration = Duration::from_millis(250);
 
 /// Calls an `MSFT_*` method and checks its `ReturnValue`: 0 (or one of
@@ -98,7 +102,8 @@ fn wait_for_job(wmi: &Wmi, out: &Object, what: &str, subject: &str) -> Result<()
             }
         },
     };
-    let deadline = Instant::now() + JOB_TIMEOUT;
+    let started = Instant::now();
+    let deadline = wmi.deadline().min(started + JOB_TIMEOUT);
     loop {
         let job = wmi.get_object(&job_path)?;
         let state = job.read(&storage_job::JOB_STATE)?.unwrap_or(0);
@@ -114,7 +119,7 @@ fn wait_for_job(wmi: &Wmi, out: &Object, what: &str, subject: &str) -> Result<()
         if Instant::now() >= deadline {
             return Err(Error::Internal(format!(
                 "{what} on {subject}: the storage job did not finish within {} s (JobState {state})",
-                JOB_TIMEOUT.as_secs()
+                started.elapsed().as_secs()
             )));
         }
         std::thread::sleep(JOB_POLL);
@@ -217,7 +222,7 @@ fn has_data(wmi: &Wmi, number: u32, style: u16) -> Result<bool> {
 /// reserved one ([`PartitionStep::Partition`]: a raw disk is refused), or
 /// both. MBR disks are kept MBR (partition type IFS). Idempotent.
 pub fn partition_disk(worker: &WmiWorker, number: u32, step: PartitionStep) -> Result<()> {
-    worker.call(move |wmi| {
+    worker.call_within(OPERATION_LIMIT, move |wmi| {
         let subject = format!("disk {number}");
         let mut disk = disk_object(wmi, number)?;
         if disk.read(&disk::IS_OFFLINE)? == Some(true) {
@@ -290,7 +295,7 @@ pub fn partition_disk(worker: &WmiWorker, number: u32, step: PartitionStep) -> R
 /// Refreshes the storage provider's cache of disks
 /// (`MSFT_StorageSetting.UpdateHostStorageCache`, a static method).
 pub fn rescan(worker: &WmiWorker) -> Result<()> {
-    worker.call(|wmi| {
+    worker.call_within(OPERATION_LIMIT, |wmi| {
         call_storage_method(
             wmi,
             storage_setting::CLASS.name,
@@ -316,7 +321,7 @@ fn volume_object(wmi: &Wmi, v: &VolumeId) -> Result<Object> {
 /// Quick-formats the volume as NTFS (`MSFT_Volume.Format`, forced).
 pub fn format(worker: &WmiWorker, v: &VolumeId) -> Result<()> {
     let v = v.clone();
-    worker.call(move |wmi| {
+    worker.call_within(OPERATION_LIMIT, move |wmi| {
         let vol = volume_object(wmi, &v)?;
         use volume::format as f;
         call_storage_method(
@@ -341,7 +346,7 @@ pub fn format(worker: &WmiWorker, v: &VolumeId) -> Result<()> {
 /// refreshed.
 pub fn resize(worker: &WmiWorker, v: &VolumeId, target: ResizeTarget) -> Result<()> {
     let v = v.clone();
-    worker.call(move |wmi| {
+    worker.call_within(OPERATION_LIMIT, move |wmi| {
         let subject = format!("the partition of volume {v}");
         let vol = volume_object(wmi, &v)?;
         let part = wmi

@@ -1,38 +1,47 @@
-//! WMI on a small pool of COM worker threads.
+//! WMI on small pools of COM worker threads, one per group.
 //!
 //! COM objects belong to the thread (apartment) that made them, and a WMI
 //! connection costs tens of milliseconds, so WMI work runs on dedicated OS
 //! threads, each of which initialises COM (multi-threaded apartment) once
-//! and keeps its own warm `IWbemServices` per namespace. They take jobs
-//! from one queue: [`WmiWorker::call`] sends a closure
-//! `FnOnce(&Wmi) -> Result<T>` and blocks until its answer comes back. The
-//! first thread starts with the first call (a host that never needs WMI
-//! never starts COM); another starts when a call finds every thread busy,
-//! up to the pool's size, so one long call (a format of a large disk) does
-//! not hold up the calls for other disks. A thread beyond the first ends
-//! after [`IDLE_EXIT`] without work; all end when the worker is dropped.
+//! and keeps its own warm `IWbemServices` per namespace ([`Wmi`]). Each
+//! group (SMB, iSCSI, System, storage) has its own [`WmiWorker`] (`pool`):
+//! [`WmiWorker::call`] sends a closure `FnOnce(&Wmi) -> Result<T>` and
+//! waits for its answer no longer than the call's deadline. The first
+//! thread starts with the first call (a host that never needs WMI never
+//! starts COM); another starts when a call finds every thread busy, up to
+//! the pool's size, so one long call (a format of a large disk) does not
+//! hold up the calls for other disks; a thread stuck past its caller's
+//! deadline is set aside and replaced.
+//!
+//! Inside a job every WMI wait ends at the job's deadline
+//! ([`Wmi::deadline`]): queries are semisynchronous (`ExecQuery` returns at
+//! once, `IEnumWbemClassObject::Next` waits with a timeout) and so are
+//! method calls (`ExecMethod` returns an `IWbemCallResult`, polled with
+//! timeouts); a wait that reaches the deadline is
+//! [`Error::DeadlineExceeded`]. `GetObject` (class definitions, one
+//! instance by key), `PutInstance`, `DeleteInstance` and `ConnectServer`
+//! stay synchronous (wine's provider writes through the object pointer
+//! that a semisynchronous `GetObject` leaves NULL); the pool's bounded
+//! wait covers them.
 //!
 //! Query text comes from `wmi_schema::queries`, built from the checked
 //! names of `wmi_schema::names`; values only ever enter through
 //! `storage::parse::cim::wql_string_literal`.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex, Once};
-use std::time::{Duration, Instant};
+use std::sync::Once;
+use std::time::Instant;
 
-use windows::core::{BSTR, HRESULT, PCWSTR};
+use windows::core::{Interface, BSTR, HRESULT, PCWSTR};
 use windows::Win32::System::Com::{
-    CoCreateInstance, CoInitializeEx, CoInitializeSecurity, CoSetProxyBlanket, CoUninitialize,
-    CLSCTX_INPROC_SERVER, COINIT_MULTITHREADED, EOAC_NONE, RPC_C_AUTHN_LEVEL_PKT_PRIVACY,
-    RPC_C_IMP_LEVEL_IMPERSONATE,
+    CoCreateInstance, CoInitializeSecurity, CoSetProxyBlanket, CLSCTX_INPROC_SERVER, EOAC_NONE,
+    RPC_C_AUTHN_LEVEL_PKT_PRIVACY, RPC_C_IMP_LEVEL_IMPERSONATE,
 };
 use windows::Win32::System::Wmi::{
-    IWbemClassObject, IWbemLocator, IWbemServices, WbemLocator, WBEM_FLAG_CREATE_OR_UPDATE,
-    WBEM_FLAG_FORWARD_ONLY, WBEM_FLAG_RETURN_IMMEDIATELY, WBEM_FLAG_RETURN_WBEM_COMPLETE,
-    WBEM_GENERIC_FLAG_TYPE, WBEM_INFINITE,
+    IEnumWbemClassObject, IWbemCallResult, IWbemClassObject, IWbemLocator, IWbemServices,
+    WbemLocator, WBEM_FLAG_CONNECT_USE_MAX_WAIT, WBEM_FLAG_CREATE_OR_UPDATE, WBEM_FLAG_FORWARD_ONLY, WBEM_FLAG_RETURN_IMMEDIATELY,
+    WBEM_FLAG_RETURN_WBEM_COMPLETE, WBEM_GENERIC_FLAG_TYPE, WBEM_S_TIMEDOUT,
 };
 
 use crate::win::errors;
@@ -41,7 +50,12 @@ use crate::{Error, Result};
 // The namespaces live with the other WMI names (checked on every OS).
 pub use crate::wmi_schema::{CIMV2_NAMESPACE, SMB_NAMESPACE, STORAGE_NAMESPACE};
 
+mod pool;
+mod secret;
+#[cfg(test)]
+mod tests;
 mod variant;
+pub use pool::{WmiWorker, DEFAULT_BOUND, DEFAULT_THREADS, GRACE, IDLE_EXIT};
 pub use variant::{Object, Value, Var};
 
 /// `RPC_C_AUTHN_WINNT` and `RPC_C_AUTHZ_NONE` (Win32::System::Rpc).
@@ -51,197 +65,6 @@ const RPC_C_AUTHZ_NONE: u32 = 0;
 const RPC_E_TOO_LATE: HRESULT = HRESULT(0x8001_0119_u32 as i32);
 /// HRESULTs after which a cached connection is dropped and made again.
 const BROKEN_CONNECTION: [u32; 4] = [0x8007_06BA, 0x8007_06BE, 0x8001_0108, 0x8001_0114];
-
-type Job = Box<dyn FnOnce(&Wmi) + Send + 'static>;
-
-/// How many WMI threads a worker runs at most, unless told otherwise.
-pub const DEFAULT_THREADS: usize = 8;
-
-/// A thread beyond the first ends after this long without a job.
-pub const IDLE_EXIT: Duration = Duration::from_secs(60);
-
-/// What the worker's threads share: the job queue and how many threads run
-/// and wait.
-struct Shared {
-    jobs: Mutex<mpsc::Receiver<Job>>,
-    threads: AtomicUsize,
-    idle: AtomicUsize,
-}
-
-struct Pool {
-    sender: mpsc::Sender<Job>,
-    shared: Arc<Shared>,
-}
-
-/// The handle to the COM worker threads. Cheap to create: the first thread
-/// (and COM) starts with the first [`call`](Self::call).
-pub struct WmiWorker {
-    namespace: String,
-    max_threads: usize,
-    pool: Mutex<Option<Pool>>,
-}
-
-impl WmiWorker {
-    /// A worker whose [`Wmi::query`] and [`Wmi::exec_method`] use
-    /// `namespace` (e.g. [`STORAGE_NAMESPACE`]), with at most
-    /// [`DEFAULT_THREADS`] threads.
-    pub fn new(namespace: impl Into<String>) -> WmiWorker {
-        WmiWorker {
-            namespace: namespace.into(),
-            max_threads: DEFAULT_THREADS,
-            pool: Mutex::new(None),
-        }
-    }
-
-    /// At most `n` threads (at least one): with one, every call waits for
-    /// the one before it.
-    pub fn with_max_threads(mut self, n: usize) -> WmiWorker {
-        self.max_threads = n.max(1);
-        self
-    }
-
-    /// Runs `job` on a worker thread and returns its result (blocking).
-    /// A job that panics is answered with [`Error::Internal`]; the worker
-    /// survives it.
-    pub fn call<T, F>(&self, job: F) -> Result<T>
-    where
-        F: FnOnce(&Wmi) -> Result<T> + Send + 'static,
-        T: Send + 'static,
-    {
-        let (reply_tx, reply_rx) = mpsc::sync_channel::<Result<T>>(1);
-        let job: Job = Box::new(move |wmi| {
-            let _ = reply_tx.send(job(wmi));
-        });
-        self.sender()?
-            .send(job)
-            .map_err(|_| Error::Internal("the WMI worker threads have stopped".into()))?;
-        reply_rx.recv().map_err(|_| {
-            Error::Internal("the WMI job failed without an answer (it panicked)".into())
-        })?
-    }
-
-    /// Whether a worker thread has been started.
-    pub fn started(&self) -> bool {
-        self.pool
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
-    }
-
-    /// How many worker threads run now.
-    pub fn threads(&self) -> usize {
-        self.pool
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map_or(0, |p| p.shared.threads.load(Ordering::Acquire))
-    }
-
-    /// The queue to the running threads, starting the first, or another
-    /// when none is idle and the pool is not full.
-    fn sender(&self) -> Result<mpsc::Sender<Job>> {
-        let mut guard = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-        let pool = match guard.as_mut() {
-            Some(p) => p,
-            None => {
-                let (tx, rx) = mpsc::channel::<Job>();
-                guard.insert(Pool {
-                    sender: tx,
-                    shared: Arc::new(Shared {
-                        jobs: Mutex::new(rx),
-                        threads: AtomicUsize::new(0),
-                        idle: AtomicUsize::new(0),
-                    }),
-                })
-            }
-        };
-        let shared = &pool.shared;
-        let threads = shared.threads.load(Ordering::Acquire);
-        if threads == 0 || (shared.idle.load(Ordering::Acquire) == 0 && threads < self.max_threads)
-        {
-            shared.threads.fetch_add(1, Ordering::AcqRel);
-            let (namespace, s) = (self.namespace.clone(), shared.clone());
-            let spawned = std::thread::Builder::new()
-                .name("csi-proxy-wmi".into())
-                .spawn(move || worker_main(namespace, s));
-            if let Err(e) = spawned {
-                shared.threads.fetch_sub(1, Ordering::AcqRel);
-                if threads == 0 {
-                    return Err(Error::Internal(format!(
-                        "cannot start the WMI worker thread: {e}"
-                    )));
-                }
-                // The running threads take the job.
-                tracing::warn!("cannot start another WMI worker thread: {e}");
-            }
-        }
-        Ok(pool.sender.clone())
-    }
-}
-
-/// Takes the next job: waits for one (a thread beyond the first gives up
-/// after [`IDLE_EXIT`]); `None` when the worker is gone or the thread is
-/// to end.
-fn next_job(shared: &Shared) -> Option<Job> {
-    shared.idle.fetch_add(1, Ordering::AcqRel);
-    let job = {
-        let jobs = shared.jobs.lock().unwrap_or_else(|p| p.into_inner());
-        match jobs.recv_timeout(IDLE_EXIT) {
-            Ok(job) => Some(job),
-            Err(mpsc::RecvTimeoutError::Disconnected) => None,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                // The last thread stays for the next call.
-                let others =
-                    shared
-                        .threads
-                        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                            (n > 1).then(|| n - 1)
-                        });
-                if others.is_ok() {
-                    shared.idle.fetch_sub(1, Ordering::AcqRel);
-                    return None;
-                }
-                drop(jobs);
-                shared.idle.fetch_sub(1, Ordering::AcqRel);
-                return next_job(shared);
-            }
-        }
-    };
-    shared.idle.fetch_sub(1, Ordering::AcqRel);
-    if job.is_none() {
-        shared.threads.fetch_sub(1, Ordering::AcqRel);
-    }
-    job
-}
-
-/// The body of a worker thread: COM up, jobs until the queue closes (or
-/// the thread is idle too long), COM objects released, COM down.
-fn worker_main(namespace: String, shared: Arc<Shared>) {
-    // SAFETY: initialises COM for this thread (multi-threaded apartment);
-    // balanced by CoUninitialize below when it succeeded.
-    let init = unsafe { CoInitializeEx(None, COINIT_MULTITHREADED) };
-    init_security();
-    {
-        let wmi = Wmi {
-            default_namespace: namespace,
-            com: init
-                .ok()
-                .map_err(|e| errors::hresult("CoInitializeEx", "the WMI worker thread", &e)),
-            locator: RefCell::new(None),
-            connections: RefCell::new(HashMap::new()),
-        };
-        while let Some(job) = next_job(&shared) {
-            // A panicking job drops its reply sender: the caller gets an
-            // error, the worker goes on.
-            let _ = catch_unwind(AssertUnwindSafe(|| job(&wmi)));
-        }
-    }
-    if init.is_ok() {
-        // SAFETY: balances the successful CoInitializeEx above; every COM
-        // object of this thread was released when `wmi` was dropped.
-        unsafe { CoUninitialize() };
-    }
-}
 
 /// Process-wide COM security, set once before the first COM object is made:
 /// packet privacy and impersonation, like upstream csi-proxy. Skipped when
@@ -291,9 +114,44 @@ pub struct Wmi {
     com: Result<()>,
     locator: RefCell<Option<IWbemLocator>>,
     connections: RefCell<HashMap<String, IWbemServices>>,
+    /// The deadline of the job being run.
+    deadline: Cell<Instant>,
 }
 
 impl Wmi {
+    fn new(default_namespace: String, com: Result<()>) -> Wmi {
+        Wmi {
+            default_namespace,
+            com,
+            locator: RefCell::new(None),
+            connections: RefCell::new(HashMap::new()),
+            deadline: Cell::new(Instant::now()),
+        }
+    }
+
+    fn set_deadline(&self, d: Instant) {
+        self.deadline.set(d);
+    }
+
+    /// When the current job's WMI waits end (its caller's deadline, or the
+    /// worker's bound).
+    pub fn deadline(&self) -> Instant {
+        self.deadline.get()
+    }
+
+    /// What is left of the job's deadline, in milliseconds, as the WMI
+    /// timeouts take it; `DeadlineExceeded` naming `what` once it passed.
+    fn remaining_ms(&self, what: &str) -> Result<i32> {
+        let left = self.deadline().saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Error::DeadlineExceeded(format!(
+                "WMI {what} did not answer within the call's deadline (it may still take effect)"
+            )));
+        }
+        // At least 1 ms (0 would only poll); WBEM_INFINITE is -1, never reached.
+        Ok(i32::try_from(left.as_millis().max(1)).unwrap_or(i32::MAX))
+    }
+
     /// The namespace [`query`](Self::query) and friends use.
     pub fn default_namespace(&self) -> &str {
         &self.default_namespace
@@ -330,7 +188,8 @@ impl Wmi {
                 &empty,
                 &empty,
                 &empty,
-                0,
+                // ConnectServer has no timeout of its own: at most 2 minutes.
+                WBEM_FLAG_CONNECT_USE_MAX_WAIT.0,
                 &empty,
                 None,
             )
@@ -410,13 +269,30 @@ impl Wmi {
             )
         }
         .map_err(|e| fail("IWbemServices::ExecQuery", e))?;
+        self.collect(&rows, wql)
+            .map_err(|e| match e {
+                Collect::Timeout(e) => (e, false),
+                Collect::Failed(op, e) => fail(op, e),
+            })
+    }
+
+    /// Every row of a semisynchronous enumeration, each `Next` waiting no
+    /// longer than the job's deadline.
+    fn collect(
+        &self,
+        rows: &IEnumWbemClassObject,
+        what: &str,
+    ) -> std::result::Result<Vec<Object>, Collect> {
         let mut out = Vec::new();
         loop {
+            let timeout = self
+                .remaining_ms(&format!("query {what:?}"))
+                .map_err(Collect::Timeout)?;
             let mut batch: [Option<IWbemClassObject>; 16] = Default::default();
             let mut returned = 0u32;
             // SAFETY: `batch` has room for its length of objects and
             // `returned` is writable; the enumerator is alive.
-            let hr = unsafe { rows.Next(WBEM_INFINITE, &mut batch, &mut returned) };
+            let hr = unsafe { rows.Next(timeout, &mut batch, &mut returned) };
             out.extend(
                 batch
                     .into_iter()
@@ -425,10 +301,15 @@ impl Wmi {
                     .map(Object),
             );
             if hr.is_err() {
-                return Err(fail(
+                return Err(Collect::Failed(
                     "IEnumWbemClassObject::Next",
                     windows::core::Error::from(hr),
                 ));
+            }
+            // Timed out with the rows so far: wait again while time is
+            // left (the next round's remaining_ms says when none is).
+            if hr.0 == WBEM_S_TIMEDOUT.0 {
+                continue;
             }
             // WBEM_S_FALSE (1): fewer than asked, the enumeration is over.
             if hr.0 != 0 || returned == 0 {
@@ -534,30 +415,86 @@ impl Wmi {
             }
         };
         let services = self.services(namespace)?;
-        let mut out: Option<IWbemClassObject> = None;
+        let what = format!("{class}.{method} on {object_path}");
+        let mut call: Option<IWbemCallResult> = None;
         // SAFETY: both BSTRs are valid for the call; the in-parameters (if
-        // any) are a live instance; `out` receives an owned interface.
+        // any) are a live instance; semisynchronous: no out-parameter
+        // pointer, `call` receives an owned call-result object.
         unsafe {
             services.ExecMethod(
                 &BSTR::from(object_path),
                 &BSTR::from(method),
-                WBEM_GENERIC_FLAG_TYPE(0),
+                WBEM_FLAG_RETURN_IMMEDIATELY,
                 None,
                 in_params.as_ref().map(|o| &o.0),
-                Some(&mut out),
                 None,
+                Some(&mut call),
             )
         }
         .map_err(|e| {
             self.forget_if_broken(namespace, &e);
-            errors::hresult(
-                "IWbemServices::ExecMethod",
-                &format!("{class}.{method} on {object_path}"),
-                &e,
-            )
+            errors::hresult("IWbemServices::ExecMethod", &what, &e)
         })?;
-        out.map(Object)
-            .ok_or_else(|| Error::Internal(format!("{class}.{method} returned no out-parameters")))
+        // Wine ignores the flag and the call-result pointer: the method ran
+        // and its out-parameters are gone.
+        let call = call.ok_or_else(|| {
+            Error::Internal(format!(
+                "IWbemServices::ExecMethod {what}: the provider returned no call result for a semisynchronous call"
+            ))
+        })?;
+        self.call_result(namespace, &call, &what)
+    }
+
+    /// The out-parameters of a semisynchronous method call: its status,
+    /// then its result object, each waited for no longer than the job's
+    /// deadline.
+    fn call_result(&self, namespace: &str, call: &IWbemCallResult, what: &str) -> Result<Object> {
+        let fail = |op: &str, hr: HRESULT| {
+            let e = windows::core::Error::from(hr);
+            self.forget_if_broken(namespace, &e);
+            errors::hresult(op, what, &e)
+        };
+        loop {
+            let timeout = self.remaining_ms(&format!("method {what}"))?;
+            let mut status = 0i32;
+            // SAFETY: the call result is alive and `status` is writable; the
+            // raw entry point is used because the wrapper folds
+            // WBEM_S_TIMEDOUT (a success code) into Ok.
+            let hr = unsafe {
+                (Interface::vtable(call).GetCallStatus)(call.as_raw(), timeout, &mut status)
+            };
+            if hr.0 == WBEM_S_TIMEDOUT.0 {
+                continue;
+            }
+            if hr.is_err() {
+                return Err(fail("IWbemCallResult::GetCallStatus", hr));
+            }
+            if HRESULT(status).is_err() {
+                return Err(fail("IWbemServices::ExecMethod", HRESULT(status)));
+            }
+            break;
+        }
+        loop {
+            let timeout = self.remaining_ms(&format!("method {what}"))?;
+            let mut raw: *mut core::ffi::c_void = std::ptr::null_mut();
+            // SAFETY: as above; on success `raw` holds an owned reference
+            // to the out-parameters, taken over by `from_raw` below.
+            let hr = unsafe {
+                (Interface::vtable(call).GetResultObject)(call.as_raw(), timeout, &mut raw)
+            };
+            if hr.0 == WBEM_S_TIMEDOUT.0 {
+                continue;
+            }
+            if hr.is_err() {
+                return Err(fail("IWbemCallResult::GetResultObject", hr));
+            }
+            if raw.is_null() {
+                return Err(Error::Internal(format!("{what} returned no out-parameters")));
+            }
+            // SAFETY: a non-null interface pointer the callee handed over
+            // with its reference.
+            return Ok(Object(unsafe { IWbemClassObject::from_raw(raw) }));
+        }
     }
 
     /// A new instance of `class` in `namespace` with `props` set, written
@@ -613,6 +550,12 @@ impl Wmi {
                 errors::hresult("IWbemServices::DeleteInstance", path, &e)
             })
     }
+}
+
+/// Why an enumeration ended early.
+enum Collect {
+    Timeout(Error),
+    Failed(&'static str, windows::core::Error),
 }
 
 fn prefix(e: Error, what: &str) -> Error {

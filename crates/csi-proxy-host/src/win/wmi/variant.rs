@@ -12,6 +12,7 @@ use windows::Win32::System::Variant::{
 use windows::Win32::System::Wmi::IWbemClassObject;
 use zeroize::Zeroizing;
 
+use super::secret::SecretBstr;
 use super::wide;
 use crate::storage::parse::cim;
 use crate::win::errors;
@@ -23,8 +24,9 @@ use crate::{Error, Result};
 pub enum Value {
     Str(String),
     /// A secret string (an SMB credential, a CHAP secret): its `Debug` is
-    /// redacted, and every copy this process makes (the string and the
-    /// BSTR handed to COM) is wiped when dropped.
+    /// redacted, and every copy this process makes (the string, its UTF-16
+    /// form and the BSTR handed to COM: `secret::SecretBstr`) is wiped when
+    /// dropped.
     Secret(Zeroizing<String>),
     Bool(bool),
     /// Any CIM integer up to 32 bits (sent as VT_I4, WMI's convention).
@@ -68,7 +70,7 @@ impl Object {
     /// Sets property `name` (an in-parameter).
     pub fn put(&self, name: &str, value: &Value) -> Result<()> {
         let w = wide(name);
-        let v = Var::from_value(value);
+        let v = Var::from_value(value)?;
         // SAFETY: `w` is NUL-terminated; `v.0` is a valid VARIANT that the
         // callee copies; type 0 = the property's declared type.
         unsafe { self.0.Put(PCWSTR(w.as_ptr()), 0, &v.0, 0) }
@@ -260,18 +262,26 @@ fn type_error(name: &str, want: &str, v: &Var) -> Error {
     ))
 }
 
-/// An owned VARIANT, cleared on drop (a secret's BSTR is zeroed first).
-pub struct Var(VARIANT, bool);
+/// An owned VARIANT, cleared on drop. A secret's BSTR is not the
+/// VARIANT's: it belongs to the `SecretBstr` beside it, which wipes and
+/// frees it after the VARIANT lets go of it.
+pub struct Var(VARIANT, Option<SecretBstr>);
 
 impl Var {
     fn empty() -> Var {
-        Var(VARIANT::default(), false)
+        Var(VARIANT::default(), None)
     }
 
-    fn from_value(value: &Value) -> Var {
+    pub(super) fn from_value(value: &Value) -> Result<Var> {
+        let secret = match value {
+            Value::Secret(s) => Some(SecretBstr::new(s)?),
+            _ => None,
+        };
         let mut v = VARIANT::default();
         // SAFETY: writes the tag and the matching union member of a zeroed
-        // VARIANT; the BSTR is moved in and freed by VariantClear in Drop.
+        // VARIANT. An owned BSTR is moved in and freed by VariantClear in
+        // Drop; a secret's is only lent (ManuallyDrop, and Drop empties the
+        // VARIANT before clearing it), its owner outlives the VARIANT.
         unsafe {
             let inner = &mut *v.Anonymous.Anonymous;
             match value {
@@ -279,9 +289,10 @@ impl Var {
                     inner.vt = VT_BSTR;
                     inner.Anonymous.bstrVal = ManuallyDrop::new(BSTR::from(s.as_str()));
                 }
-                Value::Secret(s) => {
+                Value::Secret(_) => {
+                    let raw = secret.as_ref().map_or(std::ptr::null(), |b| b.as_raw());
                     inner.vt = VT_BSTR;
-                    inner.Anonymous.bstrVal = ManuallyDrop::new(BSTR::from(s.as_str()));
+                    inner.Anonymous.bstrVal = ManuallyDrop::new(BSTR::from_raw(raw));
                 }
                 Value::U64(n) => {
                     inner.vt = VT_BSTR;
@@ -297,7 +308,7 @@ impl Var {
                 }
             }
         }
-        Var(v, matches!(value, Value::Secret(_)))
+        Ok(Var(v, secret))
     }
 
     /// The VARIANT type tag.
@@ -379,18 +390,12 @@ impl Var {
 
 impl Drop for Var {
     fn drop(&mut self) {
-        if self.1 && self.vt() == VT_BSTR.0 {
-            // SAFETY: the tag says the union holds a BSTR we own; its
-            // length in UTF-16 units is what BSTR::len reports, and the
-            // buffer is writable memory of that length.
-            unsafe {
-                let b: &BSTR = &self.0.Anonymous.Anonymous.Anonymous.bstrVal;
-                let len = b.len();
-                let p = b.as_ptr() as *mut u16;
-                for i in 0..len {
-                    std::ptr::write_volatile(p.add(i), 0);
-                }
-            }
+        if self.1.is_some() {
+            // SAFETY: the BSTR in the union is the SecretBstr's (lent, in a
+            // ManuallyDrop): the tag is set to VT_EMPTY so that VariantClear
+            // leaves it alone; the SecretBstr wipes and frees it when it is
+            // dropped after this.
+            unsafe { (*self.0.Anonymous.Anonymous).vt = VT_EMPTY };
         }
         // SAFETY: `self.0` is a valid VARIANT owned by this value; clearing
         // frees what it holds (BSTR, interface) exactly once.
