@@ -436,3 +436,101 @@ async fn iscsi_set_mutual_chap_secret_with<C: Iscsi>() {
     c.set_mutual_chap_secret(MUTUAL).await.unwrap().unwrap();
     no_secret_logged(&p, &[MUTUAL]);
 }
+
+/// Semisynchronous WMI method calls (`ExecMethod` with
+/// `WBEM_FLAG_RETURN_IMMEDIATELY`, then `IWbemCallResult`): one that
+/// answers returns its out-parameters (`StdRegProv.GetStringValue`, read
+/// only); `MSFT_SmbGlobalMapping.Create` of a share at an address nothing
+/// answers at (TEST-NET-1) returns no later than its deadline, as
+/// DeadlineExceeded unless the SMB client gave up first, and the worker
+/// answers the next call at once.
+#[test]
+fn wmi_method_calls_end_at_their_deadline() {
+    use csi_proxy_host::win::wmi::{Value, SMB_NAMESPACE};
+    use csi_proxy_host::{deadline, Error};
+    use std::time::{Duration, Instant};
+    let Some(_win) = require(
+        "semisynchronous ExecMethod (wine ignores WBEM_FLAG_RETURN_IMMEDIATELY) and MSFT_SmbGlobalMapping",
+    ) else {
+        return;
+    };
+    let reg = WmiWorker::new(r"root\default").named("rw-reg");
+    let (code, name) = reg
+        .call(|w| {
+            let out = w.exec_method_in(
+                r"root\default",
+                "StdRegProv",
+                "StdRegProv",
+                "GetStringValue",
+                &[
+                    ("hDefKey", Value::U32(0x8000_0002)),
+                    (
+                        "sSubKeyName",
+                        Value::Str(r"SOFTWARE\Microsoft\Windows NT\CurrentVersion".into()),
+                    ),
+                    ("sValueName", Value::Str("ProductName".into())),
+                ],
+            )?;
+            Ok((out.u32("ReturnValue")?, out.string("sValue")?))
+        })
+        .unwrap();
+    assert_eq!(code, Some(0));
+    assert!(
+        name.as_deref().is_some_and(|n| n.contains("Windows")),
+        "{name:?}"
+    );
+
+    let smb = WmiWorker::new(SMB_NAMESPACE).named("rw-smb");
+    // Connected first, so the deadline is the method's alone.
+    smb.call(|w| {
+        Ok(w.query_in(
+            SMB_NAMESPACE,
+            "SELECT RemotePath FROM MSFT_SmbGlobalMapping",
+        )?
+        .len())
+    })
+    .unwrap();
+    let limit = Duration::from_secs(2);
+    let t = Instant::now();
+    let r = deadline::run(Some(t + limit), || {
+        smb.call(|w| {
+            let out = w.exec_method_in(
+                SMB_NAMESPACE,
+                "MSFT_SmbGlobalMapping",
+                "MSFT_SmbGlobalMapping",
+                "Create",
+                &[
+                    (
+                        "RemotePath",
+                        Value::Str(r"\\192.0.2.1\csi-proxy-unreachable".into()),
+                    ),
+                    ("RequirePrivacy", Value::Bool(true)),
+                ],
+            )?;
+            Ok(out.u32("ReturnValue")?)
+        })
+    });
+    let took = t.elapsed();
+    assert!(
+        took < limit + Duration::from_secs(1),
+        "answered after {took:?}: {r:?}"
+    );
+    match &r {
+        Err(Error::DeadlineExceeded(_)) => {}
+        other => println!("the SMB client answered within the deadline: {other:?}"),
+    }
+    assert!(
+        !matches!(r, Ok(Some(0))),
+        "a mapping to TEST-NET-1 was created"
+    );
+    let t = Instant::now();
+    smb.call(|w| {
+        Ok(w.query_in(
+            SMB_NAMESPACE,
+            "SELECT RemotePath FROM MSFT_SmbGlobalMapping",
+        )?
+        .len())
+    })
+    .unwrap();
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+}

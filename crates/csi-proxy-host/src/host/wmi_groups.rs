@@ -109,7 +109,11 @@ fn a_stuck_iscsi_call_holds_up_neither_smb_nor_system_and_ends_at_its_deadline()
         std::thread::sleep(Duration::from_millis(20));
     }
     let (r, took) = timed(|| within(Duration::from_secs(10), portals));
-    answered("iSCSI ListTargetPortals after the provider returned", &r, took);
+    answered(
+        "iSCSI ListTargetPortals after the provider returned",
+        &r,
+        took,
+    );
     assert!(matches!(r, Err(Error::FailedPrecondition(_))), "{r:?}");
     // SMB and System never had a thread of theirs touched.
     assert_eq!(shared.smb.overdue() + shared.system.overdue(), 0);

@@ -40,8 +40,9 @@ use windows::Win32::System::Com::{
 };
 use windows::Win32::System::Wmi::{
     IEnumWbemClassObject, IWbemCallResult, IWbemClassObject, IWbemLocator, IWbemServices,
-    WbemLocator, WBEM_FLAG_CONNECT_USE_MAX_WAIT, WBEM_FLAG_CREATE_OR_UPDATE, WBEM_FLAG_FORWARD_ONLY, WBEM_FLAG_RETURN_IMMEDIATELY,
-    WBEM_FLAG_RETURN_WBEM_COMPLETE, WBEM_GENERIC_FLAG_TYPE, WBEM_S_TIMEDOUT,
+    WbemLocator, WBEM_FLAG_CONNECT_USE_MAX_WAIT, WBEM_FLAG_CREATE_OR_UPDATE,
+    WBEM_FLAG_FORWARD_ONLY, WBEM_FLAG_RETURN_IMMEDIATELY, WBEM_FLAG_RETURN_WBEM_COMPLETE,
+    WBEM_GENERIC_FLAG_TYPE, WBEM_S_TIMEDOUT,
 };
 
 use crate::win::errors;
@@ -269,11 +270,10 @@ impl Wmi {
             )
         }
         .map_err(|e| fail("IWbemServices::ExecQuery", e))?;
-        self.collect(&rows, wql)
-            .map_err(|e| match e {
-                Collect::Timeout(e) => (e, false),
-                Collect::Failed(op, e) => fail(op, e),
-            })
+        self.collect(&rows, wql).map_err(|e| match e {
+            Collect::Timeout(e) => (e, false),
+            Collect::Failed(op, e) => fail(op, e),
+        })
     }
 
     /// Every row of a semisynchronous enumeration, each `Next` waiting no
@@ -489,7 +489,9 @@ impl Wmi {
                 return Err(fail("IWbemCallResult::GetResultObject", hr));
             }
             if raw.is_null() {
-                return Err(Error::Internal(format!("{what} returned no out-parameters")));
+                return Err(Error::Internal(format!(
+                    "{what} returned no out-parameters"
+                )));
             }
             // SAFETY: a non-null interface pointer the callee handed over
             // with its reference.

@@ -236,7 +236,9 @@ impl WmiWorker {
             )));
         }
         // Done between the timeout and here: the answer is in the channel.
-        reply.try_recv().unwrap_or_else(|_| Err(self.no_answer(ticket)))
+        reply
+            .try_recv()
+            .unwrap_or_else(|_| Err(self.no_answer(ticket)))
     }
 
     /// Whether a worker thread has been started.
@@ -363,12 +365,10 @@ fn run_job(wmi: &Wmi, shared: &Shared, q: Queued) {
     if Instant::now() >= ticket.deadline {
         // Too late to start: the caller answers DeadlineExceeded (the
         // reply channel is dropped unused).
-        let _ = ticket.state.compare_exchange(
-            QUEUED,
-            ABANDONED,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
+        let _ =
+            ticket
+                .state
+                .compare_exchange(QUEUED, ABANDONED, Ordering::AcqRel, Ordering::Acquire);
         return;
     }
     if ticket

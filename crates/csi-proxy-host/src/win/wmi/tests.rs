@@ -62,7 +62,10 @@ fn a_wmi_wait_after_the_deadline_is_deadline_exceeded_and_the_worker_goes_on() {
         })
     })
     .unwrap_err();
-    assert!(matches!(e, Error::DeadlineExceeded(ref m) if m.contains("query")), "{e}");
+    assert!(
+        matches!(e, Error::DeadlineExceeded(ref m) if m.contains("query")),
+        "{e}"
+    );
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     assert_eq!(os_rows(&w).unwrap(), 1);
     assert_eq!(w.overdue(), 0);
@@ -126,7 +129,10 @@ fn a_stuck_call_ends_at_its_deadline_and_the_pool_routes_around_its_thread() {
     eventually("the overdue threads come back", || w.overdue() == 0);
     assert_eq!(within(Duration::from_secs(10), || os_rows(&w)).unwrap(), 1);
     std::thread::sleep(Duration::from_millis(200));
-    assert!(!ran.load(std::sync::atomic::Ordering::SeqCst), "an abandoned call ran");
+    assert!(
+        !ran.load(std::sync::atomic::Ordering::SeqCst),
+        "an abandoned call ran"
+    );
 }
 
 #[test]
