@@ -84,8 +84,9 @@ fn a_stuck_iscsi_call_holds_up_neither_smb_nor_system_and_ends_at_its_deadline()
         let (r, took) = timed(|| within(Duration::from_secs(10), bios));
         answered("System GetBIOSSerialNumber", &r, took);
         assert!(r.is_ok(), "{r:?}");
-        let (r, took) = timed(|| within(Duration::from_secs(10), mapped));
-        answered("SMB IsSmbMapped", &r, took);
+        let (r2, took2) = timed(|| within(Duration::from_secs(10), mapped));
+        answered("SMB IsSmbMapped", &r2, took2);
+        println!("while iSCSI is stuck: System {took:?}, SMB {took2:?}");
     }
 
     // The stuck call ends at its deadline.
@@ -96,11 +97,13 @@ fn a_stuck_iscsi_call_holds_up_neither_smb_nor_system_and_ends_at_its_deadline()
         "the stuck call ended after {took:?}"
     );
     assert_eq!(shared.iscsi.overdue(), 1);
+    println!("the stuck iSCSI call ended after {took:?} (deadline {stuck_deadline:?})");
 
     // iSCSI answers again while its provider is still stuck (another
     // thread), and after it returns (its answer discarded).
     let (r, took) = timed(|| within(Duration::from_secs(10), portals));
     answered("iSCSI ListTargetPortals beside the stuck thread", &r, took);
+    println!("iSCSI beside its stuck thread: {took:?}");
     assert!(matches!(r, Err(Error::FailedPrecondition(_))), "{r:?}");
     release.send(()).unwrap();
     let end = Instant::now() + Duration::from_secs(10);
