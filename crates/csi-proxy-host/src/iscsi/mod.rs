@@ -7,7 +7,7 @@
 //! Layout: the types and [`IscsiApi`] here; [`Iscsi`] (`api.rs`) checks
 //! every value ([`validate`]: portals, RFC 3720 names, CHAP rules) and
 //! drives an [`IscsiBackend`]: `windows.rs` (the `MSFT_iSCSI*` classes and
-//! their associations over the shared WMI worker, walks in [`cim`]),
+//! their associations over the group's own WMI worker, walks in [`cim`]),
 //! `linux.rs` (open-iscsi's `iscsiadm` with a fixed argv, sysfs), and the
 //! recording [`fake`].
 

@@ -1,6 +1,6 @@
-//! The Windows iSCSI backend: the walks of `cim.rs` on the shared WMI
-//! worker, in `root\Microsoft\Windows\Storage`. Each operation runs whole
-//! on the COM thread. CHAP secrets are method parameters only
+//! The Windows iSCSI backend: the walks of `cim.rs` on the iSCSI group's
+//! own WMI worker, in `root\Microsoft\Windows\Storage`. Each operation runs
+//! whole on one of its COM threads, bounded by the call's deadline. CHAP secrets are method parameters only
 //! (`Value::Secret`): never in a query, a log line or an error.
 //!
 //! Missing classes (wine, SKUs without the iSCSI initiator's provider) make
@@ -41,7 +41,7 @@ impl WindowsIscsi {
     }
 }
 
-/// `Cim` over one WMI connection (on the COM thread).
+/// `Cim` over one WMI connection (on a COM thread of the worker).
 struct WmiCim<'a>(&'a Wmi);
 
 fn to_row(o: &Object) -> Result<Row> {

@@ -10,7 +10,7 @@
 //! upstream's flow (map `\\host\share` once, remap when the mapping exists
 //! but the share is unreachable, link `local_path` to the full remote path
 //! with `Confined::smb_link`) and drives an [`SmbBackend`]: `windows.rs`
-//! (`MSFT_SmbGlobalMapping` over the shared WMI worker), `linux/` (kernel
+//! (`MSFT_SmbGlobalMapping` over the group's own WMI worker), `linux/` (kernel
 //! CIFS mounts through `fsopen`/`fsconfig`), and the recording [`fake`].
 
 use crate::{Error, Result};

@@ -1,5 +1,5 @@
 //! SMB global mappings on Windows: `MSFT_SmbGlobalMapping` in
-//! `root\Microsoft\Windows\SMB` on the shared WMI worker (no Win32 API
+//! `root\Microsoft\Windows\SMB` on the SMB group's own WMI worker (no Win32 API
 //! creates *global* mappings; `WNetAddConnection2W` is per logon session).
 //! The credential travels only as a method parameter ([`Value::Secret`]):
 //! never in a query, a log line or an error.

@@ -7,7 +7,7 @@
 //! every request ([`validate`]: service names, the optional allow-list;
 //! [`protect`]: the node-critical services Start/Stop refuse, checked
 //! first) and hands typed values to a [`SystemBackend`]: `windows/` (the Service
-//! Control Manager, `Win32_BIOS` over the shared WMI worker), `linux/`
+//! Control Manager, `Win32_BIOS` over the group's own WMI worker), `linux/`
 //! (systemd over its D-Bus API, SMBIOS from sysfs), and the recording
 //! [`fake`].
 

@@ -1,6 +1,6 @@
 //! The Windows storage backend: Disk and Volume operations over I/O
-//! controls and the Win32 volume-management API, with WMI (on one COM
-//! worker thread) only where Windows has no other public API: disk
+//! controls and the Win32 volume-management API, with WMI (on the storage
+//! group's own pool of COM worker threads) only where Windows has no other public API: disk
 //! locations, partitioning, rescan, format and resize.
 //!
 //! See `docs/windows-storage.md` for the mechanism of every operation and
@@ -92,7 +92,7 @@ impl WindowsStorage {
     }
 
     /// The WMI worker (for callers that need another WMI query on the same
-    /// warm COM thread).
+    /// warm COM threads).
     pub fn wmi(&self) -> &wmi::WmiWorker {
         &self.wmi
     }

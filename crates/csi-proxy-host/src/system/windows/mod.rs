@@ -1,6 +1,6 @@
 //! The Windows System backend: services through the Service Control
 //! Manager API (no `sc.exe`, no PowerShell, no WMI), the BIOS serial from
-//! `Win32_BIOS` over the shared WMI worker.
+//! `Win32_BIOS` over the group's own WMI worker.
 
 mod scm;
 #[cfg(test)]
