@@ -287,10 +287,10 @@ pub fn parse_scsi_address(buf: &[u8]) -> Result<ScsiAddress, ParseError> {
 /// NVMe disk's own address replaces its entry, except where two disks
 /// would claim one address (a driver matching it would pick either): then
 /// each keeps what it had, and the clash is returned for the log.
-pub fn merge_nvme_locations(
-    mut all: BTreeMap<u32, Location>,
-    nvme: &[(u32, Location)],
-) -> (BTreeMap<u32, Location>, Vec<u32>) {
+pub fn merge_nvme_locations<L: PartialEq + Clone>(
+    mut all: BTreeMap<u32, L>,
+    nvme: &[(u32, L)],
+) -> (BTreeMap<u32, L>, Vec<u32>) {
     let mut clashing = Vec::new();
     for (disk, loc) in nvme {
         let others = all.iter().filter(|(d, l)| *d != disk && *l == loc).count()
