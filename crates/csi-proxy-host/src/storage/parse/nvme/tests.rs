@@ -1,35 +1,9 @@
+use super::super::fixtures::{
+    nvme_answer as answer, nvme_controller_data as controller_data,
+    nvme_namespace_data as namespace_data,
+};
 use super::*;
 use proptest::prelude::*;
-
-/// What stornvme writes back for `query`: the descriptor header
-/// (`Version` = `Size` = 48), the echoed protocol-specific data, and the
-/// identify data at 8 + `ProtocolDataOffset` (= 48 here).
-fn answer(query: &[u8; IDENTIFY_QUERY_SIZE], data: &[u8]) -> Vec<u8> {
-    let mut out = query.to_vec();
-    out[0..4].copy_from_slice(&48u32.to_le_bytes());
-    out[4..8].copy_from_slice(&48u32.to_le_bytes());
-    out[48..48 + data.len()].copy_from_slice(data);
-    out
-}
-
-fn namespace_data(nguid: [u8; 16], eui64: [u8; 8]) -> Vec<u8> {
-    let mut d = vec![0u8; IDENTIFY_SIZE];
-    d[0..8].copy_from_slice(&0x1_0000_0000u64.to_le_bytes()); // NSZE
-    d[104..120].copy_from_slice(&nguid);
-    d[120..128].copy_from_slice(&eui64);
-    d[128] = 0xAA; // LBAF0, right after: not part of the ids
-    d
-}
-
-fn controller_data(sn: &[u8; 20]) -> Vec<u8> {
-    let mut d = vec![0u8; IDENTIFY_SIZE];
-    d[0..2].copy_from_slice(&0x1414u16.to_le_bytes()); // VID (Microsoft)
-    d[2..4].copy_from_slice(&0x1414u16.to_le_bytes()); // SSVID
-    d[4..24].copy_from_slice(sn);
-    d[24..64].copy_from_slice(&[b' '; 40]);
-    d[24..50].copy_from_slice(b"MSFT NVMe Accelerator v1.0");
-    d
-}
 
 const NGUID_A: [u8; 16] = [
     0xe6, 0xd8, 0x66, 0x42, 0x50, 0xd8, 0x47, 0xbd, 0x91, 0x6e, 0xaf, 0x1b, 0x00, 0x11, 0x22, 0x33,
