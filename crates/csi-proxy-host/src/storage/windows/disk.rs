@@ -265,10 +265,6 @@ pub fn identify(h: &Handle, s: &str, what: Identify) -> Result<Option<Vec<u8>>> 
 /// an answer that does not parse is logged and `None` too (the disk is
 /// still listed, with what the other queries gave).
 pub fn nvme_ids(h: &Handle, s: &str) -> Result<(Option<nvme::NamespaceIds>, Option<String>)> {
-    fn warn<T>(e: Error) -> Option<T> {
-        tracing::warn!("{e}");
-        None
-    }
     let ns = match scsi_address(h, s)? {
         Some(a) => match identify(h, s, Identify::Namespace(a.namespace_id())) {
             Ok(d) => d.and_then(|d| {
@@ -291,6 +287,12 @@ pub fn nvme_ids(h: &Handle, s: &str) -> Result<(Option<nvme::NamespaceIds>, Opti
         Err(e) => return Err(e),
     };
     Ok((ns, controller))
+}
+
+/// An answer that did not parse, logged: the identifier stays empty.
+fn warn<T>(e: Error) -> Option<T> {
+    tracing::warn!("{e}");
+    None
 }
 
 /// The SCSI address of an NVMe disk (`BusType` NVMe and an answer to
