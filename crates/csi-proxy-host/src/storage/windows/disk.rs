@@ -206,7 +206,7 @@ pub fn disk_ids(disk: u32) -> Result<DiskIds> {
     let (serial, bus) = device_descriptor(&h, &s)?.unwrap_or((None, 0));
     let mut serial_number = serial.unwrap_or_default();
     if bus == nvme::BUS_TYPE_NVME && (page83.is_empty() || serial_number.is_empty()) {
-        let (ns, controller) = nvme_ids(&h, &s)?;
+        let (ns, controller) = nvme_ids(&h, &s);
         if page83.is_empty() {
             page83 = ns.and_then(|n| n.page83()).unwrap_or_default();
         }
@@ -262,20 +262,21 @@ pub fn identify(h: &Handle, s: &str, what: Identify) -> Result<Option<Vec<u8>>> 
 /// The namespace identifiers (identify namespace for the namespace id of
 /// the disk's SCSI address) and the controller's serial number (identify
 /// controller) of an NVMe disk. What the driver does not answer is `None`;
-/// an answer that does not parse is logged and `None` too (the disk is
-/// still listed, with what the other queries gave).
-pub fn nvme_ids(h: &Handle, s: &str) -> Result<(Option<nvme::NamespaceIds>, Option<String>)> {
-    let ns = match scsi_address(h, s)? {
-        Some(a) => match identify(h, s, Identify::Namespace(a.namespace_id())) {
+/// a failed query or an answer that does not parse is logged and `None`
+/// too: the disk is still listed, with what the other queries gave, and
+/// one odd disk never fails the list of all.
+pub fn nvme_ids(h: &Handle, s: &str) -> (Option<nvme::NamespaceIds>, Option<String>) {
+    let ns = match scsi_address(h, s) {
+        Ok(Some(a)) => match identify(h, s, Identify::Namespace(a.namespace_id())) {
             Ok(d) => d.and_then(|d| {
                 nvme::parse_identify_namespace(&d)
                     .map_err(|e| bad_answer("NVMe identify namespace", s, e))
                     .map_or_else(warn, Some)
             }),
-            Err(e @ Error::Internal(_)) => warn(e),
-            Err(e) => return Err(e),
+            Err(e) => warn(e),
         },
-        None => None,
+        Ok(None) => None,
+        Err(e) => warn(e),
     };
     let controller = match identify(h, s, Identify::Controller) {
         Ok(d) => d.and_then(|d| {
@@ -283,10 +284,9 @@ pub fn nvme_ids(h: &Handle, s: &str) -> Result<(Option<nvme::NamespaceIds>, Opti
                 .map_err(|e| bad_answer("NVMe identify controller", s, e))
                 .unwrap_or_else(warn)
         }),
-        Err(e @ Error::Internal(_)) => warn(e),
-        Err(e) => return Err(e),
+        Err(e) => warn(e),
     };
-    Ok((ns, controller))
+    (ns, controller)
 }
 
 /// An answer that did not parse, logged: the identifier stays empty.
