@@ -1,6 +1,7 @@
 //! The real-Windows tier, NVMe: every NVMe disk of the host is listed by
-//! ListDiskLocations at its SCSI address as stornvme reports it (LUN =
-//! namespace id − 1) and by ListDiskIDs with identifiers, and the calls
+//! ListDiskLocations at its SCSI address as stornvme reports it, with LUN =
+//! `Lun` − 1 (Azure's convention; `Lun` 0 gets none), and by ListDiskIDs
+//! with identifiers, and the calls
 //! that change or measure a disk answer for it; everything checked with the
 //! test's own I/O controls (`real_windows::{disks, nvme}`). Hosts without
 //! an NVMe disk (most CI runners) say so and skip.
@@ -56,37 +57,40 @@ async fn nvme_disks_are_listed_with_their_location_and_ids() {
             "NVMe disk {n}: ids {got:?}, location {:?}",
             locations.get(&n)
         );
-        // The location: the address stornvme gives, unless another disk
-        // has the same one (then the proxy keeps WMI's, without a LUN).
+        // The location: the address stornvme gives with LUN = Lun − 1,
+        // unless another disk has the same one or Lun is 0 (then the proxy
+        // keeps WMI's, without a LUN).
         if let Some((_, [port, path, target, lun])) = addresses.iter().find(|(d, _)| *d == n) {
             let shared = addresses
                 .iter()
                 .filter(|(_, a)| *a == [*port, *path, *target, *lun])
                 .count()
                 > 1;
-            let l = &locations[&n];
-            if shared {
-                assert_ne!(
-                    l.lunid,
-                    lun.to_string(),
-                    "disk {n}: a shared address is not given"
-                );
-            } else {
-                assert_eq!(
-                    (
-                        l.adapter.as_str(),
-                        l.bus.as_str(),
-                        l.target.as_str(),
-                        l.lunid.as_str()
-                    ),
-                    (
-                        port.to_string().as_str(),
-                        path.to_string().as_str(),
-                        target.to_string().as_str(),
-                        lun.to_string().as_str()
-                    ),
-                    "disk {n}"
-                );
+            let l = locations.get(&n);
+            println!("disk {n}: SCSI address {port}:{path}:{target}:{lun}, listed at {l:?}");
+            match lun.checked_sub(1) {
+                Some(want) if !shared => {
+                    let l = l.expect("an NVMe disk with an address is listed");
+                    assert_eq!(
+                        (
+                            l.adapter.as_str(),
+                            l.bus.as_str(),
+                            l.target.as_str(),
+                            l.lunid.as_str()
+                        ),
+                        (
+                            port.to_string().as_str(),
+                            path.to_string().as_str(),
+                            target.to_string().as_str(),
+                            want.to_string().as_str()
+                        ),
+                        "disk {n}"
+                    );
+                }
+                _ => assert!(
+                    l.is_none_or(|l| l.lunid.is_empty()),
+                    "disk {n}: Lun 0 or a shared address is given no LUN: {l:?}"
+                ),
             }
             // The ids: page 83 where the disk answers it, else the NGUID
             // or EUI-64 of namespace LUN + 1, read here directly.

@@ -89,14 +89,13 @@ impl FakeStorage {
         ids: NamespaceIds,
         controller_serial: &str,
     ) {
-        let l = address.nvme_location();
         let mut s = self.lock();
         s.disks.insert(
             number,
             FakeDisk {
                 size,
                 online: true,
-                location: Some(DiskLocation {
+                location: address.nvme_location().map(|l| DiskLocation {
                     adapter: l.adapter,
                     bus: l.bus,
                     target: l.target,

@@ -350,7 +350,18 @@ fn nvme_disks_are_listed_and_served_like_scsi_ones() {
         target: 0,
         lun,
     };
-    // Namespace 2 with an NGUID; namespace 3 with only an EUI-64.
+    // Namespace 2 with an NGUID; namespace 3 with only an EUI-64; the
+    // OS disk (Lun 0) with no LUN to give.
+    s.backend().add_nvme_disk(
+        6,
+        1 << 30,
+        at(0),
+        NamespaceIds {
+            nguid: [1; 16],
+            eui64: [0; 8],
+        },
+        "8f0a1b2c3d4e",
+    );
     s.backend().add_nvme_disk(
         8,
         4 << 30,
@@ -380,9 +391,10 @@ fn nvme_disks_are_listed_and_served_like_scsi_ones() {
             l.target.as_str(),
             l.lun_id.as_str()
         ),
-        ("1", "0", "0", "1")
+        ("1", "0", "0", "0")
     );
-    assert_eq!(locs.disk_locations[&9].lun_id, "2");
+    assert_eq!(locs.disk_locations[&9].lun_id, "1");
+    assert!(!locs.disk_locations.contains_key(&6));
     let ids = s.list_disk_ids(ListDiskIdsRequest {}).unwrap();
     assert_eq!(ids.disk_ids[&8].page83, "e6d8664250d847bd916eaf1b00112233");
     assert_eq!(ids.disk_ids[&9].page83, "002538b571b01a2b");

@@ -9,7 +9,9 @@
 //!   for an NVMe namespace.
 //! * `SCSI_ADDRESS` (`IOCTL_SCSI_GET_ADDRESS`, 8 bytes): `Length` u32 @0,
 //!   `PortNumber` @4, `PathId` @5, `TargetId` @6, `Lun` @7 (u8 each).
-//!   stornvme answers it for its namespaces, with `Lun` = namespace id − 1.
+//!   stornvme answers it for its namespaces; its `Lun` is the last part of
+//!   the disk's instance path, from which azuredisk-csi-driver derives the
+//!   Azure LUN (`Lun` − 1).
 //! * Identify data through `IOCTL_STORAGE_QUERY_PROPERTY`: the input is a
 //!   `STORAGE_PROPERTY_QUERY` (`PropertyId` u32 @0, `QueryType` u32 @4)
 //!   whose `AdditionalParameters` (@8) is a `STORAGE_PROTOCOL_SPECIFIC_DATA`
@@ -249,21 +251,25 @@ pub struct ScsiAddress {
 }
 
 impl ScsiAddress {
-    /// The NVMe namespace id of a stornvme disk (its `Lun` + 1).
+    /// The NVMe namespace id of a stornvme disk as identify is asked for
+    /// it: `Lun` + 1 (docs/windows-storage.md, "NVMe").
     pub fn namespace_id(&self) -> u32 {
         u32::from(self.lun) + 1
     }
 
-    /// The location ListDiskLocations reports for a stornvme disk: the
-    /// address as stornvme answers it, so LUN = namespace id − 1
-    /// (docs/windows-storage.md, "Decisions").
-    pub fn nvme_location(&self) -> Location {
-        Location {
+    /// The location ListDiskLocations reports for a stornvme disk: its
+    /// address, with LUN = `Lun` − 1, the number azuredisk-csi-driver
+    /// derives from the same disk's instance path ("namespace id − 1" in
+    /// its words) and Azure's LUN of the data disk. `Lun` 0 (Azure's OS
+    /// disk) has none (docs/windows-storage.md, "NVMe").
+    pub fn nvme_location(&self) -> Option<Location> {
+        let lun = self.lun.checked_sub(1)?;
+        Some(Location {
             adapter: self.port.to_string(),
             bus: self.path.to_string(),
             target: self.target.to_string(),
-            lun_id: self.lun.to_string(),
-        }
+            lun_id: lun.to_string(),
+        })
     }
 }
 

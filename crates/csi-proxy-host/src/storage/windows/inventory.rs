@@ -182,7 +182,9 @@ impl WindowsStorage {
         for n in numbers {
             match disk::nvme_address(n) {
                 Ok(Some(a)) => {
-                    let l = a.nvme_location();
+                    let Some(l) = a.nvme_location() else {
+                        continue;
+                    };
                     nvme.push((
                         n,
                         DiskLocation {

@@ -137,17 +137,22 @@ fn scsi_address_and_location() {
         }
     );
     assert_eq!(a.namespace_id(), 2);
+    // Instance path suffix 000001: Azure's data disk at LUN 0.
     assert_eq!(
         a.nvme_location(),
-        Location {
+        Some(Location {
             adapter: "2".into(),
             bus: "0".into(),
             target: "0".into(),
-            lun_id: "1".into()
-        }
+            lun_id: "0".into()
+        })
     );
     let last = parse_scsi_address(&[8, 0, 0, 0, 0, 0, 0, 255]).unwrap();
     assert_eq!(last.namespace_id(), 256);
+    assert_eq!(last.nvme_location().unwrap().lun_id, "254");
+    // Lun 0 (Azure's OS disk, suffix 000000): no LUN to give.
+    let first = parse_scsi_address(&[8, 0, 0, 0, 2, 0, 0, 0]).unwrap();
+    assert_eq!(first.nvme_location(), None);
     assert!(parse_scsi_address(&[8, 0, 0, 0, 2, 0, 0]).is_err());
     assert!(parse_scsi_address(&[7, 0, 0, 0, 2, 0, 0, 1]).is_err());
 }
