@@ -278,7 +278,8 @@ pub(crate) fn nvme_namespace_data(nguid: [u8; 16], eui64: [u8; 8]) -> Vec<u8> {
     d[0..8].copy_from_slice(&0x1_0000_0000u64.to_le_bytes()); // NSZE
     d[104..120].copy_from_slice(&nguid);
     d[120..128].copy_from_slice(&eui64);
-    d[128] = 0xAA; // LBAF0, right after: not part of the ids
+    d[26] = 0; // FLBAS: format 0
+    d[130] = 9; // LBAF0.LBADS: 512-byte blocks (2 TiB with NSZE 2^32)
     d
 }
 

@@ -191,6 +191,30 @@ pub struct NamespaceIds {
     pub eui64: [u8; 8],
 }
 
+/// Identify Namespace: `NSZE` (u64 @0, in logical blocks), `FLBAS` (@26:
+/// the format in use, bits 0-3, and 5-6 above 16 formats), the LBA format
+/// table (@128, 4 bytes each, `LBADS` = log2 of the block size @+2).
+pub const NSZE: usize = 0;
+pub const FLBAS: usize = 26;
+pub const LBA_FORMATS: usize = 128;
+
+/// The size in bytes of the namespace an Identify Namespace describes
+/// (`NSZE` blocks of the format in use); `None` when it does not add up
+/// (a block size below 512 bytes or above 2^31, or an overflow). Used to
+/// check that the data is the disk's own namespace.
+pub fn identify_namespace_size(data: &[u8]) -> Result<Option<u64>, ParseError> {
+    const WHAT: &str = "NVME_IDENTIFY_NAMESPACE_DATA";
+    bytes::need(data, IDENTIFY_SIZE, WHAT)?;
+    let blocks = bytes::u64_le(data, NSZE, WHAT)?;
+    let flbas = u8_at(data, FLBAS, WHAT)?;
+    let format = usize::from((flbas & 0x0f) | ((flbas >> 1) & 0x30));
+    let lbads = u8_at(data, LBA_FORMATS + 4 * format + 2, WHAT)?;
+    if !(9..=31).contains(&lbads) {
+        return Ok(None);
+    }
+    Ok(blocks.checked_mul(1u64 << lbads))
+}
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -268,11 +268,7 @@ pub fn identify(h: &Handle, s: &str, what: Identify) -> Result<Option<Vec<u8>>> 
 pub fn nvme_ids(h: &Handle, s: &str) -> (Option<nvme::NamespaceIds>, Option<String>) {
     let ns = match scsi_address(h, s) {
         Ok(Some(a)) => match identify(h, s, Identify::Namespace(a.namespace_id())) {
-            Ok(d) => d.and_then(|d| {
-                nvme::parse_identify_namespace(&d)
-                    .map_err(|e| bad_answer("NVMe identify namespace", s, e))
-                    .map_or_else(warn, Some)
-            }),
+            Ok(d) => d.and_then(|d| own_namespace(h, s, a.namespace_id(), &d)),
             Err(e) => warn(e),
         },
         Ok(None) => None,
@@ -287,6 +283,24 @@ pub fn nvme_ids(h: &Handle, s: &str) -> (Option<nvme::NamespaceIds>, Option<Stri
         Err(e) => warn(e),
     };
     (ns, controller)
+}
+
+/// The ids of identify namespace data `d`, if it describes the disk open
+/// as `h`: a namespace whose size differs from the disk's is another one
+/// (the namespace id was read wrong), and its ids are never reported.
+fn own_namespace(h: &Handle, s: &str, nsid: u32, d: &[u8]) -> Option<nvme::NamespaceIds> {
+    let parsed = nvme::parse_identify_namespace(d)
+        .and_then(|ids| Ok((ids, nvme::identify_namespace_size(d)?)))
+        .map_err(|e| bad_answer("NVMe identify namespace", s, e));
+    let (ids, size) = parsed.map_or_else(warn, Some)?;
+    let disk = geometry(h, s).map_or_else(warn, Some)?.0;
+    if size != Some(disk) {
+        tracing::warn!(
+            "{s}: namespace {nsid} has {size:?} bytes, the disk {disk}: its identifiers are not used"
+        );
+        return None;
+    }
+    Some(ids)
 }
 
 /// An answer that did not parse, logged: the identifier stays empty.

@@ -54,6 +54,28 @@ fn a_namespace_answer_gives_its_ids() {
 }
 
 #[test]
+fn namespace_size_from_nsze_and_the_format_in_use() {
+    let mut d = namespace_data(NGUID_A, EUI_A);
+    assert_eq!(identify_namespace_size(&d), Ok(Some(1 << 41)));
+    // Format 1 in use, 4 KiB blocks.
+    d[26] = 1;
+    d[134] = 12;
+    assert_eq!(identify_namespace_size(&d), Ok(Some(1 << 44)));
+    // Format 17 (FLBAS bits 5-6 = 1, bits 0-3 = 1): LBAF17 @ 128 + 68.
+    d[26] = 0x21;
+    d[128 + 4 * 17 + 2] = 9;
+    assert_eq!(identify_namespace_size(&d), Ok(Some(1 << 41)));
+    // A block size out of range, an overflow: no size.
+    d[26] = 0;
+    d[130] = 8;
+    assert_eq!(identify_namespace_size(&d), Ok(None));
+    d[130] = 12;
+    d[0..8].copy_from_slice(&u64::MAX.to_le_bytes());
+    assert_eq!(identify_namespace_size(&d), Ok(None));
+    assert!(identify_namespace_size(&d[..100]).is_err());
+}
+
+#[test]
 fn the_data_offset_is_counted_from_the_protocol_specific_data() {
     // A driver that puts the data further on (offset 64 → byte 72).
     let q = identify_query(Identify::Namespace(1));
@@ -236,6 +258,7 @@ proptest! {
             let _ = parse_identify_controller_serial(d);
         }
         let _ = parse_identify_namespace(&buf);
+        let _ = identify_namespace_size(&buf);
         let _ = parse_identify_controller_serial(&buf);
         let _ = parse_scsi_address(&buf);
         let _ = parse_device_bus_type(&buf);
