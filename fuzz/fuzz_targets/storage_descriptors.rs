@@ -59,6 +59,9 @@ fn binary(data: &[u8]) {
         if let Some(id) = nvme::parse_identify_namespace(d).ok().and_then(|n| n.page83()) {
             assert!(id.len() == 32 || id.len() == 16);
         }
+        if let Ok(Some(size)) = nvme::identify_namespace_size(d) {
+            assert!(size % 512 == 0);
+        }
         if let Ok(Some(sn)) = nvme::parse_identify_controller_serial(d) {
             assert!(!sn.is_empty() && sn.is_ascii() && !sn.contains('\0'));
         }
