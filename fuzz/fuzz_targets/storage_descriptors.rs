@@ -1,11 +1,11 @@
 //! Fuzz the storage parsers of `csi_proxy_host::storage::parse`: every
-//! input goes to every binary parser (IOCTL buffers, SCSI VPD pages) and,
+//! input goes to every binary parser (IOCTL buffers, SCSI VPD pages, NVMe identify answers) and,
 //! when it is UTF-8, to every string parser (volume ids, GUIDs, disk
 //! locations, CIM numbers, WQL literals). None may panic, and what they
 //! accept must satisfy the documented invariants.
 #![no_main]
 
-use csi_proxy_host::storage::parse::{cim, device_id, extents, guid, layout, location};
+use csi_proxy_host::storage::parse::{cim, device_id, extents, guid, layout, location, nvme};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -54,6 +54,20 @@ fn binary(data: &[u8]) {
         assert!(n >= 0);
     }
     let _ = extents::parse_disk_attributes(data).map(|a| a.is_offline());
+    if let Ok(d) = nvme::parse_identify_answer(data) {
+        assert_eq!(d.len(), nvme::IDENTIFY_SIZE);
+        if let Some(id) = nvme::parse_identify_namespace(d).ok().and_then(|n| n.page83()) {
+            assert!(id.len() == 32 || id.len() == 16);
+        }
+        if let Ok(Some(size)) = nvme::identify_namespace_size(d) {
+            assert!(size % 512 == 0);
+        }
+        if let Ok(Some(sn)) = nvme::parse_identify_controller_serial(d) {
+            assert!(!sn.is_empty() && sn.is_ascii() && !sn.contains('\0'));
+        }
+    }
+    let _ = nvme::parse_scsi_address(data).map(|a| (a.namespace_id(), a.nvme_location()));
+    let _ = nvme::parse_device_bus_type(data);
 }
 
 fn text(s: &str) {
@@ -80,6 +94,8 @@ fn text(s: &str) {
         assert_eq!(s.parse::<u64>(), Ok(n));
     }
     let _ = cim::cim_u32(s);
+    let _ = nvme::parse_sysfs_nguid(s);
+    let _ = nvme::parse_sysfs_eui(s);
     if let Ok(lit) = cim::wql_string_literal(s) {
         let inner = &lit[1..lit.len() - 1];
         assert_eq!(inner.replace("\\\\", "\\"), s);

@@ -2,6 +2,7 @@
 //! of the validation layer and of the gRPC layer above it. Never the only
 //! test of a real backend.
 
+use super::parse::nvme::{NamespaceIds, ScsiAddress};
 use super::{
     plan_resize, DiskLayout, ResizePlan, ResizeTarget, StorageBackend, VolumeId, VolumeStats,
 };
@@ -70,6 +71,39 @@ impl FakeStorage {
                 ids: DiskIds {
                     page83: page83.into(),
                     serial_number: format!("serial-{number}"),
+                },
+                initialized: false,
+                partitions: Vec::new(),
+            },
+        );
+    }
+
+    /// Adds a raw, online NVMe namespace as the Windows backend reports it:
+    /// located at the SCSI address stornvme gives it, identified by its
+    /// NGUID or EUI-64 and its controller's serial.
+    pub fn add_nvme_disk(
+        &self,
+        number: u32,
+        size: u64,
+        address: ScsiAddress,
+        ids: NamespaceIds,
+        controller_serial: &str,
+    ) {
+        let mut s = self.lock();
+        s.disks.insert(
+            number,
+            FakeDisk {
+                size,
+                online: true,
+                location: address.nvme_location().map(|l| DiskLocation {
+                    adapter: l.adapter,
+                    bus: l.bus,
+                    target: l.target,
+                    lun_id: l.lun_id,
+                }),
+                ids: DiskIds {
+                    page83: ids.page83().unwrap_or_default(),
+                    serial_number: controller_serial.into(),
                 },
                 initialized: false,
                 partitions: Vec::new(),

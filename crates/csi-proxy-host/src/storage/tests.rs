@@ -336,3 +336,170 @@ fn volume_ids_normalise_and_reject_with_invalid_argument() {
         );
     }
 }
+
+#[test]
+fn nvme_disks_are_listed_and_served_like_scsi_ones() {
+    use super::parse::nvme::{NamespaceIds, ScsiAddress};
+    let (_d, s) = storage();
+    let nguid = [
+        0xe6, 0xd8, 0x66, 0x42, 0x50, 0xd8, 0x47, 0xbd, 0x91, 0x6e, 0xaf, 0x1b, 0, 0x11, 0x22, 0x33,
+    ];
+    let at = |lun| ScsiAddress {
+        port: 1,
+        path: 0,
+        target: 0,
+        lun,
+    };
+    // Namespace 2 with an NGUID; namespace 3 with only an EUI-64; the
+    // OS disk (Lun 0) with no LUN to give.
+    s.backend().add_nvme_disk(
+        6,
+        1 << 30,
+        at(0),
+        NamespaceIds {
+            nguid: [1; 16],
+            eui64: [0; 8],
+        },
+        "8f0a1b2c3d4e",
+    );
+    s.backend().add_nvme_disk(
+        8,
+        4 << 30,
+        at(1),
+        NamespaceIds {
+            nguid,
+            eui64: [0; 8],
+        },
+        "8f0a1b2c3d4e",
+    );
+    s.backend().add_nvme_disk(
+        9,
+        2 << 30,
+        at(2),
+        NamespaceIds {
+            nguid: [0; 16],
+            eui64: [0, 0x25, 0x38, 0xb5, 0x71, 0xb0, 0x1a, 0x2b],
+        },
+        "8f0a1b2c3d4e",
+    );
+    let locs = s.list_disk_locations(ListDiskLocationsRequest {}).unwrap();
+    let l = &locs.disk_locations[&8];
+    assert_eq!(
+        (
+            l.adapter.as_str(),
+            l.bus.as_str(),
+            l.target.as_str(),
+            l.lun_id.as_str()
+        ),
+        ("1", "0", "0", "0")
+    );
+    assert_eq!(locs.disk_locations[&9].lun_id, "1");
+    assert!(!locs.disk_locations.contains_key(&6));
+    let ids = s.list_disk_ids(ListDiskIdsRequest {}).unwrap();
+    assert_eq!(ids.disk_ids[&8].page83, "e6d8664250d847bd916eaf1b00112233");
+    assert_eq!(ids.disk_ids[&9].page83, "002538b571b01a2b");
+    assert_eq!(ids.disk_ids[&9].serial_number, "8f0a1b2c3d4e");
+    let n = s
+        .get_disk_number_by_name(GetDiskNumberByNameRequest {
+            disk_name: "002538b571b01a2b".into(),
+        })
+        .unwrap();
+    assert_eq!(n.disk_number, 9);
+    assert_eq!(
+        s.get_disk_stats(GetDiskStatsRequest { disk_number: 8 })
+            .unwrap()
+            .total_bytes,
+        4 << 30
+    );
+    s.partition_disk(PartitionDiskRequest { disk_number: 8 })
+        .unwrap();
+    s.partition_disk(PartitionDiskRequest { disk_number: 8 })
+        .unwrap();
+    let vols = s
+        .list_volumes_on_disk(ListVolumesOnDiskRequest {
+            disk_number: 8,
+            partition_number: 0,
+        })
+        .unwrap();
+    assert_eq!(vols.volume_ids.len(), 1);
+    for online in [false, true] {
+        s.set_disk_state(SetDiskStateRequest {
+            disk_number: 9,
+            is_online: online,
+        })
+        .unwrap();
+        assert_eq!(
+            s.get_disk_state(GetDiskStateRequest { disk_number: 9 })
+                .unwrap()
+                .is_online,
+            online
+        );
+    }
+    s.rescan(RescanRequest {}).unwrap();
+    let calls = s.backend().calls();
+    for want in ["partition_disk 8", "set_disk_online 9 false", "rescan"] {
+        assert!(
+            calls.iter().any(|c| c.starts_with(want)),
+            "{want} not in {calls:?}"
+        );
+    }
+}
+
+/// The calls that change or measure a disk never ask what bus it is on or
+/// where it hangs: the bus type and the SCSI address are read for the
+/// identifiers and the locations only (a guard over the sources).
+#[test]
+fn only_ids_and_locations_read_the_bus_type_or_scsi_address() {
+    let sources = [
+        ("windows/disk.rs", include_str!("windows/disk.rs")),
+        ("windows/inventory.rs", include_str!("windows/inventory.rs")),
+        ("windows/mod.rs", include_str!("windows/mod.rs")),
+        ("windows/stor.rs", include_str!("windows/stor.rs")),
+        ("windows/volume.rs", include_str!("windows/volume.rs")),
+        ("windows/content.rs", include_str!("windows/content.rs")),
+        ("linux/mod.rs", include_str!("linux/mod.rs")),
+        ("linux/layout.rs", include_str!("linux/layout.rs")),
+        ("linux/rescan.rs", include_str!("linux/rescan.rs")),
+    ];
+    // Each marker, and the functions whose bodies may hold it.
+    let allowed: &[(&str, &[&str])] = &[
+        ("BUS_TYPE_NVME", &["disk_ids", "nvme_address"]),
+        (
+            "scsi_address(",
+            &["nvme_ids", "nvme_address", "scsi_address"],
+        ),
+        (
+            "nvme_address(",
+            &["nvme_address", "inventory_disk_locations"],
+        ),
+        ("nvme_ids(", &["disk_ids", "nvme_ids"]),
+        ("BusType", &[]),
+    ];
+    for (file, text) in sources {
+        let mut current = "";
+        for line in text.lines() {
+            let t = line.trim_start();
+            // Items and methods (indented at most once), not inner helpers.
+            let item = line.len() - t.len() <= 4;
+            if let Some(rest) = item.then_some(t).and_then(|t| {
+                t.strip_prefix("pub fn ")
+                    .or_else(|| t.strip_prefix("fn "))
+                    .or_else(|| t.strip_prefix("pub(super) fn "))
+                    .or_else(|| t.strip_prefix("pub(crate) fn "))
+            }) {
+                current = rest.split(['(', '<']).next().unwrap_or("");
+            }
+            if t.starts_with("//") {
+                continue;
+            }
+            for (marker, fns) in allowed {
+                if line.contains(marker) {
+                    assert!(
+                        fns.contains(&current),
+                        "{file}: {marker} used in {current}: {line}"
+                    );
+                }
+            }
+        }
+    }
+}

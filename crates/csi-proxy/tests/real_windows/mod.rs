@@ -14,6 +14,7 @@ pub mod calls;
 pub mod disks;
 pub mod host_volumes;
 pub mod links;
+pub mod nvme;
 pub mod vhd;
 
 /// True when this process runs under wine: wine's ntdll exports

@@ -123,6 +123,12 @@ impl Default for Sysfs {
 }
 
 impl Sysfs {
+    /// A sysfs tree at `root` instead of `/sys` (tests build one).
+    #[cfg(test)]
+    pub fn at(root: impl Into<PathBuf>) -> Self {
+        Sysfs { root: root.into() }
+    }
+
     /// The directory of a disk.
     pub fn disk_dir(&self, name: &str) -> PathBuf {
         self.root.join("block").join(name)

@@ -262,6 +262,37 @@ pub(crate) fn drive_layout(style: PartitionStyle, slots: &[LayoutSlot]) -> Vec<u
     buf
 }
 
+/// What stornvme writes back for `query`: the descriptor header
+/// (`Version` = `Size` = 48), the echoed protocol-specific data, and the
+/// identify data at 8 + `ProtocolDataOffset` (= 48 here).
+pub(crate) fn nvme_answer(query: &[u8; super::nvme::IDENTIFY_QUERY_SIZE], data: &[u8]) -> Vec<u8> {
+    let mut out = query.to_vec();
+    out[0..4].copy_from_slice(&48u32.to_le_bytes());
+    out[4..8].copy_from_slice(&48u32.to_le_bytes());
+    out[48..48 + data.len()].copy_from_slice(data);
+    out
+}
+
+pub(crate) fn nvme_namespace_data(nguid: [u8; 16], eui64: [u8; 8]) -> Vec<u8> {
+    let mut d = vec![0u8; super::nvme::IDENTIFY_SIZE];
+    d[0..8].copy_from_slice(&0x1_0000_0000u64.to_le_bytes()); // NSZE
+    d[104..120].copy_from_slice(&nguid);
+    d[120..128].copy_from_slice(&eui64);
+    d[26] = 0; // FLBAS: format 0
+    d[130] = 9; // LBAF0.LBADS: 512-byte blocks (2 TiB with NSZE 2^32)
+    d
+}
+
+pub(crate) fn nvme_controller_data(sn: &[u8; 20]) -> Vec<u8> {
+    let mut d = vec![0u8; super::nvme::IDENTIFY_SIZE];
+    d[0..2].copy_from_slice(&0x1414u16.to_le_bytes()); // VID (Microsoft)
+    d[2..4].copy_from_slice(&0x1414u16.to_le_bytes()); // SSVID
+    d[4..24].copy_from_slice(sn);
+    d[24..64].copy_from_slice(&[b' '; 40]);
+    d[24..50].copy_from_slice(b"MSFT NVMe Accelerator v1.0");
+    d
+}
+
 /// Writes valid sample buffers as fuzz seeds when
 /// `CSI_PROXY_FUZZ_SEEDS_DIR` is set:
 /// `CSI_PROXY_FUZZ_SEEDS_DIR=$PWD/fuzz/seeds/storage_descriptors cargo test
@@ -305,6 +336,24 @@ fn write_fuzz_seeds() {
             ]),
         ),
         ("vpd_page80", vpd_page80(b"  6002248ABCD  ")),
+        (
+            "nvme_identify_namespace",
+            nvme_answer(
+                &super::nvme::identify_query(super::nvme::Identify::Namespace(2)),
+                &nvme_namespace_data(
+                    *b"\xe6\xd8\x66\x42\x50\xd8\x47\xbd\x91\x6e\xaf\x1b\x00\x11\x22\x33",
+                    [0x00, 0x25, 0x38, 0xb5, 0x71, 0xb0, 0x1a, 0x2b],
+                ),
+            ),
+        ),
+        (
+            "nvme_identify_controller",
+            nvme_answer(
+                &super::nvme::identify_query(super::nvme::Identify::Controller),
+                &nvme_controller_data(b"8f0a1b2c3d4e        "),
+            ),
+        ),
+        ("scsi_address_nvme", vec![8, 0, 0, 0, 2, 0, 0, 1]),
         (
             "device_descriptor",
             device_descriptor(

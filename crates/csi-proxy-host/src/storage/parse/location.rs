@@ -33,8 +33,9 @@
 //!   deliberately do not promote `Device`/`Function` to target/LUN: all
 //!   namespaces of one NVMe controller share them (`Function 0`), so every
 //!   NVMe disk would claim LUN 0 and a driver looking for "LUN 0" would pick
-//!   a wrong disk. The namespace (Azure: LUN = namespace id − 1) is not part
-//!   of the location; drivers find NVMe disks by page-83 id or device path.
+//!   a wrong disk. The namespace is not part of this string: the Windows
+//!   backend replaces an NVMe disk's entry with its SCSI address as stornvme
+//!   reports it (LUN = `Lun` − 1, Azure's convention; `parse::nvme`).
 //! * Anything else (the IDE form, a `Target` without `LUN`, no `Adapter`,
 //!   an empty string) is [`ParseError::Invalid`]; the backend skips that
 //!   disk, as upstream does.

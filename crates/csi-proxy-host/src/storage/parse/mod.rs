@@ -29,6 +29,7 @@ pub mod layout;
 pub mod location;
 pub mod msft;
 pub mod multi_sz;
+pub mod nvme;
 
 #[cfg(test)]
 pub(crate) mod fixtures;

@@ -127,6 +127,53 @@ fn device_id_matches_windows_sys() {
 }
 
 #[test]
+fn nvme_query_matches_windows_sys() {
+    use super::nvme::{self, protocol_offset as p};
+    use windows_sys::Win32::Storage::FileSystem::BusTypeNvme;
+    use windows_sys::Win32::System::Ioctl::{
+        NVMeDataTypeIdentify, ProtocolTypeNvme, StorageAdapterProtocolSpecificProperty,
+        StorageDeviceProtocolSpecificProperty, STORAGE_PROPERTY_QUERY,
+        STORAGE_PROTOCOL_DATA_DESCRIPTOR, STORAGE_PROTOCOL_SPECIFIC_DATA,
+    };
+    assert_eq!(
+        offset_of!(STORAGE_PROPERTY_QUERY, AdditionalParameters),
+        nvme::PROPERTY_QUERY_HEADER
+    );
+    type P = STORAGE_PROTOCOL_SPECIFIC_DATA;
+    assert_eq!(size_of::<P>(), nvme::PROTOCOL_SPECIFIC_DATA_SIZE);
+    assert_eq!(offset_of!(P, ProtocolType), p::PROTOCOL_TYPE);
+    assert_eq!(offset_of!(P, DataType), p::DATA_TYPE);
+    assert_eq!(offset_of!(P, ProtocolDataRequestValue), p::REQUEST_VALUE);
+    assert_eq!(
+        offset_of!(P, ProtocolDataRequestSubValue),
+        p::REQUEST_SUB_VALUE
+    );
+    assert_eq!(offset_of!(P, ProtocolDataOffset), p::DATA_OFFSET);
+    assert_eq!(offset_of!(P, ProtocolDataLength), p::DATA_LENGTH);
+    type D = STORAGE_PROTOCOL_DATA_DESCRIPTOR;
+    assert_eq!(size_of::<D>(), nvme::PROTOCOL_DATA_DESCRIPTOR_SIZE);
+    assert_eq!(
+        offset_of!(D, ProtocolSpecificData),
+        nvme::PROTOCOL_DATA_DESCRIPTOR_DATA
+    );
+    assert_eq!(
+        offset_of!(STORAGE_DEVICE_DESCRIPTOR, BusType),
+        nvme::DEVICE_DESCRIPTOR_BUS_TYPE
+    );
+    assert_eq!(BusTypeNvme as u32, nvme::BUS_TYPE_NVME);
+    assert_eq!(ProtocolTypeNvme as u32, nvme::PROTOCOL_TYPE_NVME);
+    assert_eq!(NVMeDataTypeIdentify as u32, nvme::NVME_DATA_TYPE_IDENTIFY);
+    assert_eq!(
+        StorageAdapterProtocolSpecificProperty as u32,
+        nvme::ADAPTER_PROTOCOL_SPECIFIC_PROPERTY
+    );
+    assert_eq!(
+        StorageDeviceProtocolSpecificProperty as u32,
+        nvme::DEVICE_PROTOCOL_SPECIFIC_PROPERTY
+    );
+}
+
+#[test]
 fn small_structs_match_windows_sys() {
     assert_eq!(
         offset_of!(VOLUME_DISK_EXTENTS, Extents),

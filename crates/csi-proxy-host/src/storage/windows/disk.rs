@@ -14,6 +14,7 @@ use super::errors::{self, win32};
 use super::win32::{self as w, Handle, GENERIC_READ, GENERIC_WRITE};
 use crate::disk::DiskIds;
 use crate::storage::parse::grow::{self, GrowError};
+use crate::storage::parse::nvme::{self, Identify, ScsiAddress};
 use crate::storage::parse::{device_id, extents, free_space, layout, ParseError};
 use crate::{Error, Result};
 
@@ -56,6 +57,10 @@ fn not_supported(e: &io::Error) -> bool {
     // ERROR_INVALID_FUNCTION, ERROR_NOT_SUPPORTED
     matches!(w::code(e), Some(1 | 50))
 }
+
+/// `IOCTL_SCSI_GET_ADDRESS` (ntddscsi.h; `windows-sys` has it only with
+/// its iSCSI feature, and the value is checked in `parse::windows_abi`).
+pub const IOCTL_SCSI_GET_ADDRESS: u32 = 0x0004_1018;
 
 /// `IOCTL_STORAGE_GET_DEVICE_NUMBER` on an open disk or volume handle.
 pub fn device_number(h: &Handle, subject: &str) -> Result<extents::StorageDeviceNumber> {
@@ -184,11 +189,13 @@ fn query_property<T>(
 
 /// Page-0x83 id (first device-associated identifier, as upstream) and
 /// serial number of a disk; a device that answers neither query gets empty
-/// strings.
+/// strings. An NVMe disk whose page 83 or serial is not answered gets the
+/// identifiers NVMe defines instead: the NGUID (else the EUI-64) of its
+/// namespace, the serial number of its controller ([`nvme_ids`]).
 pub fn disk_ids(disk: u32) -> Result<DiskIds> {
     let s = subject(disk);
     let h = open_disk(disk, 0)?;
-    let page83 = query_property(
+    let mut page83 = query_property(
         &h,
         &s,
         StorageDeviceIdProperty,
@@ -196,18 +203,122 @@ pub fn disk_ids(disk: u32) -> Result<DiskIds> {
     )?
     .and_then(|ids| device_id::page83_id(&ids))
     .unwrap_or_default();
-    let serial_number = query_property(
-        &h,
-        &s,
-        StorageDeviceProperty,
-        device_id::parse_storage_device_descriptor_serial,
-    )?
-    .flatten()
-    .unwrap_or_default();
+    let (serial, bus) = device_descriptor(&h, &s)?.unwrap_or((None, 0));
+    let mut serial_number = serial.unwrap_or_default();
+    if bus == nvme::BUS_TYPE_NVME && (page83.is_empty() || serial_number.is_empty()) {
+        let (ns, controller) = nvme_ids(&h, &s);
+        if page83.is_empty() {
+            page83 = ns.and_then(|n| n.page83()).unwrap_or_default();
+        }
+        if serial_number.is_empty() {
+            serial_number = controller.unwrap_or_default();
+        }
+    }
     Ok(DiskIds {
         page83,
         serial_number,
     })
+}
+
+/// Serial number and `BusType` of the disk open as `h`, from its
+/// `STORAGE_DEVICE_DESCRIPTOR`; `None` when the device has none.
+fn device_descriptor(h: &Handle, s: &str) -> Result<Option<(Option<String>, u32)>> {
+    query_property(h, s, StorageDeviceProperty, |b| {
+        Ok((
+            device_id::parse_storage_device_descriptor_serial(b)?,
+            nvme::parse_device_bus_type(b)?,
+        ))
+    })
+}
+
+/// The disk's `SCSI_ADDRESS`; `None` where its driver does not answer.
+pub fn scsi_address(h: &Handle, s: &str) -> Result<Option<ScsiAddress>> {
+    const IOCTL: &str = "IOCTL_SCSI_GET_ADDRESS";
+    match w::ioctl::<()>(h, IOCTL_SCSI_GET_ADDRESS, None, 64) {
+        Ok(out) => nvme::parse_scsi_address(&out)
+            .map(Some)
+            .map_err(|e| bad_answer(IOCTL, s, e)),
+        Err(e) if not_supported(&e) => Ok(None),
+        Err(e) => Err(win32(IOCTL, s, e)),
+    }
+}
+
+/// The identify data `what` of the NVMe disk open as `h`
+/// (`IOCTL_STORAGE_QUERY_PROPERTY` with the protocol-specific property);
+/// `None` where the driver does not answer it (ERROR_INVALID_PARAMETER
+/// included: older stornvme versions refuse unknown property ids so).
+pub fn identify(h: &Handle, s: &str, what: Identify) -> Result<Option<Vec<u8>>> {
+    const IOCTL: &str = "IOCTL_STORAGE_QUERY_PROPERTY (NVMe identify)";
+    let query = nvme::identify_query(what);
+    match w::ioctl(h, IOCTL_STORAGE_QUERY_PROPERTY, Some(&query), query.len()) {
+        Ok(out) => nvme::parse_identify_answer(&out)
+            .map(|d| Some(d.to_vec()))
+            .map_err(|e| bad_answer(IOCTL, s, e)),
+        Err(e) if not_supported(&e) || w::code(&e) == Some(87) => Ok(None),
+        Err(e) => Err(win32(IOCTL, s, e)),
+    }
+}
+
+/// The namespace identifiers (identify namespace for the namespace id of
+/// the disk's SCSI address) and the controller's serial number (identify
+/// controller) of an NVMe disk. What the driver does not answer is `None`;
+/// a failed query or an answer that does not parse is logged and `None`
+/// too: the disk is still listed, with what the other queries gave, and
+/// one odd disk never fails the list of all.
+pub fn nvme_ids(h: &Handle, s: &str) -> (Option<nvme::NamespaceIds>, Option<String>) {
+    let ns = match scsi_address(h, s) {
+        Ok(Some(a)) => match identify(h, s, Identify::Namespace(a.namespace_id())) {
+            Ok(d) => d.and_then(|d| own_namespace(h, s, a.namespace_id(), &d)),
+            Err(e) => warn(e),
+        },
+        Ok(None) => None,
+        Err(e) => warn(e),
+    };
+    let controller = match identify(h, s, Identify::Controller) {
+        Ok(d) => d.and_then(|d| {
+            nvme::parse_identify_controller_serial(&d)
+                .map_err(|e| bad_answer("NVMe identify controller", s, e))
+                .unwrap_or_else(warn)
+        }),
+        Err(e) => warn(e),
+    };
+    (ns, controller)
+}
+
+/// The ids of identify namespace data `d`, if it describes the disk open
+/// as `h`: a namespace whose size differs from the disk's is another one
+/// (the namespace id was read wrong), and its ids are never reported.
+fn own_namespace(h: &Handle, s: &str, nsid: u32, d: &[u8]) -> Option<nvme::NamespaceIds> {
+    let parsed = nvme::parse_identify_namespace(d)
+        .and_then(|ids| Ok((ids, nvme::identify_namespace_size(d)?)))
+        .map_err(|e| bad_answer("NVMe identify namespace", s, e));
+    let (ids, size) = parsed.map_or_else(warn, Some)?;
+    let disk = geometry(h, s).map_or_else(warn, Some)?.0;
+    if size != Some(disk) {
+        tracing::warn!(
+            "{s}: namespace {nsid} has {size:?} bytes, the disk {disk}: its identifiers are not used"
+        );
+        return None;
+    }
+    Some(ids)
+}
+
+/// An answer that did not parse, logged: the identifier stays empty.
+fn warn<T>(e: Error) -> Option<T> {
+    tracing::warn!("{e}");
+    None
+}
+
+/// The SCSI address of an NVMe disk (`BusType` NVMe and an answer to
+/// `IOCTL_SCSI_GET_ADDRESS`), which gives its location; `None` for any
+/// other disk.
+pub fn nvme_address(disk: u32) -> Result<Option<ScsiAddress>> {
+    let s = subject(disk);
+    let h = open_disk(disk, 0)?;
+    match device_descriptor(&h, &s)? {
+        Some((_, nvme::BUS_TYPE_NVME)) => scsi_address(&h, &s),
+        _ => Ok(None),
+    }
 }
 
 fn attributes(h: &Handle, s: &str) -> Result<extents::DiskAttributes> {

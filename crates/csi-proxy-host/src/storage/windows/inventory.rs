@@ -11,6 +11,7 @@ use crate::disk::{DiskIds, DiskLocation};
 use crate::inline;
 use crate::storage::inventory::notify::DeviceEvents;
 use crate::storage::inventory::{DiskVolume, Inventory, Scan, Scanned, View};
+use crate::storage::parse::nvme::merge_nvme_locations;
 use crate::storage::VolumeId;
 use crate::{Error, Result};
 use std::collections::BTreeMap;
@@ -159,9 +160,14 @@ impl WindowsStorage {
         }
     }
 
-    /// The location of every disk: WMI once per inventory generation.
+    /// The location of every disk, once per inventory generation: WMI's
+    /// `MSFT_Disk.Location`, and for NVMe disks their SCSI address as
+    /// stornvme reports it (`parse::nvme::merge_nvme_locations`).
     pub(super) fn inventory_disk_locations(&self) -> Result<BTreeMap<u32, DiskLocation>> {
-        let generation = self.view()?.generation();
+        let view = self.view()?;
+        let generation = view.generation();
+        let numbers: Vec<u32> = view.disks().map(|(n, _)| n).collect();
+        drop(view);
         let mut cache = self.locations.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((g, locs)) = &*cache {
             if *g == generation {
@@ -171,7 +177,36 @@ impl WindowsStorage {
         if inline::active() {
             return Err(inline::would_block("asking WMI for the disk locations"));
         }
-        let locs = super::stor::disk_locations(&self.wmi)?;
+        let wmi = super::stor::disk_locations(&self.wmi)?;
+        let mut nvme = Vec::new();
+        for n in numbers {
+            match disk::nvme_address(n) {
+                Ok(Some(a)) => {
+                    let Some(l) = a.nvme_location() else {
+                        continue;
+                    };
+                    nvme.push((
+                        n,
+                        DiskLocation {
+                            adapter: l.adapter,
+                            bus: l.bus,
+                            target: l.target,
+                            lun_id: l.lun_id,
+                        },
+                    ));
+                }
+                Ok(None) => {}
+                // Removed since it was listed: the notification follows.
+                Err(Error::NotFound(_)) => {}
+                Err(e) => tracing::debug!("disk {n}: no NVMe address: {e}"),
+            }
+        }
+        let (locs, clashing) = merge_nvme_locations(wmi, &nvme);
+        for n in clashing {
+            tracing::warn!(
+                "disk {n}: its NVMe address is another disk's too; it is listed with its WMI location, if any"
+            );
+        }
         *cache = Some((generation, locs.clone()));
         Ok(locs)
     }
