@@ -37,6 +37,9 @@ cargo run --locked -q -p csi-proxy-host --example library_mode
 echo "== Deployment files (kubernetes-validate, systemd-analyze verify)"
 scripts/validate-deploy.sh
 
+echo "== Windows layouts parse/nvme.rs writes out, against the mingw-w64 headers"
+scripts/check-nvme-layouts.sh
+
 echo "== Windows tests under wine"
 # The Go client of tests/go_client_pipes.rs: go cannot run inside wine.
 compat/go/build.sh windows
