@@ -100,7 +100,10 @@ fn a_hostile_method_path_is_one_quoted_value_of_one_line() {
 
     // HTTP/2 refuses a newline in a field value: no answer, no line.
     assert_eq!(call(&p, NEWLINE), None);
-    assert!(call(&p, "/v1.Filesystem/PathExists").is_some(), "still serving");
+    assert!(
+        call(&p, "/v1.Filesystem/PathExists").is_some(),
+        "still serving"
+    );
     assert!(!p.log().contains("forged"), "{}", p.log());
 }
 

@@ -64,7 +64,9 @@ pub(super) fn message(out: &mut String, s: &str) {
 /// Whether a value has to be quoted: empty, or holding a space, `=`, `"`
 /// or an [`escaped`] character.
 fn needs_quotes(s: &str) -> bool {
-    s.is_empty() || s.chars().any(|c| c == ' ' || c == '=' || c == '"' || escaped(c))
+    s.is_empty()
+        || s.chars()
+            .any(|c| c == ' ' || c == '=' || c == '"' || escaped(c))
 }
 
 /// Appends the value `s`: as it is, or quoted, with `"` and `\` escaped
@@ -104,7 +106,14 @@ mod tests {
 
     #[test]
     fn plain_values_stay_as_they_are() {
-        for s in ["Mount", "/var/lib/kubelet/pods/x", r"C:\var\lib", "1.5", "é-ü", "a\u{301}"] {
+        for s in [
+            "Mount",
+            "/var/lib/kubelet/pods/x",
+            r"C:\var\lib",
+            "1.5",
+            "é-ü",
+            "a\u{301}",
+        ] {
             assert_eq!(v(s), s);
         }
     }
@@ -127,10 +136,7 @@ mod tests {
     /// The escapes are Go's `strconv.Quote`'s.
     #[test]
     fn control_characters_are_escaped_like_go() {
-        assert_eq!(
-            v("\u{7}\u{8}\u{c}\n\r\t\u{b}"),
-            r#""\a\b\f\n\r\t\v""#
-        );
+        assert_eq!(v("\u{7}\u{8}\u{c}\n\r\t\u{b}"), r#""\a\b\f\n\r\t\v""#);
         assert_eq!(v("\0\u{1b}[31m\u{7f}"), r#""\x00\x1b[31m\x7f""#);
         assert_eq!(v("\u{85}\u{9b}"), r#""\u0085\u009b""#, "C1");
         assert_eq!(
@@ -147,7 +153,10 @@ mod tests {
 
     #[test]
     fn every_escaped_character_is_quoted_and_leaves_no_raw_control() {
-        for c in (0..=0x10ffffu32).filter_map(char::from_u32).filter(|&c| escaped(c)) {
+        for c in (0..=0x10ffffu32)
+            .filter_map(char::from_u32)
+            .filter(|&c| escaped(c))
+        {
             let s = format!("a{c}b");
             let q = v(&s);
             assert!(q.starts_with('"') && q.ends_with('"'), "{q}");

@@ -6,8 +6,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::escape;
 use super::fields::{span_fields, Body, Value};
 use tracing::{Event, Level, Subscriber};
-use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::field::RecordFields;
+use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
@@ -88,8 +88,10 @@ impl<'w> FormatFields<'w> for KlogFields {
         fields.record(&mut body);
         let mut out = String::new();
         if !body.message.is_empty() {
-            body.fields
-                .insert(0, ("message", Value::Str(std::mem::take(&mut body.message))));
+            body.fields.insert(
+                0,
+                ("message", Value::Str(std::mem::take(&mut body.message))),
+            );
         }
         klog_fields(&mut out, &body);
         writer.write_str(out.trim_start_matches(' '))

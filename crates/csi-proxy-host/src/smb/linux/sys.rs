@@ -11,7 +11,8 @@ use zeroize::Zeroizing;
 /// The attributes of every mount: `MOUNT_ATTR_*` are u64 in libc, but
 /// `fsmount` takes an unsigned int (a u64 through the variadic `syscall`
 /// would be two arguments on 32-bit targets).
-const MOUNT_ATTRS: libc::c_uint = (libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV) as libc::c_uint;
+const MOUNT_ATTRS: libc::c_uint =
+    (libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV) as libc::c_uint;
 
 fn cstr(s: &str) -> io::Result<CString> {
     CString::new(s)

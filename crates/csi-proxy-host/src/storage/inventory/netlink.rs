@@ -11,7 +11,9 @@
 
 use super::{uevent, EventSource, Pending};
 use nix::errno::Errno;
-use nix::sys::socket::{self, sockopt, AddressFamily, NetlinkAddr, SockFlag, SockProtocol, SockType};
+use nix::sys::socket::{
+    self, sockopt, AddressFamily, NetlinkAddr, SockFlag, SockProtocol, SockType,
+};
 use std::collections::BTreeSet;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};

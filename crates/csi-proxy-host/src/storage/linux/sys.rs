@@ -319,7 +319,13 @@ mod tests {
         #[cfg(target_arch = "x86")]
         let expected = [0x8004_1272, 0x1268, 0x125d, 0x125f, 0x1269];
         #[cfg(target_arch = "powerpc64")]
-        let expected = [0x4008_1272, 0x2000_1268, 0x2000_125d, 0x2000_125f, 0x2000_1269];
+        let expected = [
+            0x4008_1272,
+            0x2000_1268,
+            0x2000_125d,
+            0x2000_125f,
+            0x2000_1269,
+        ];
         #[cfg(any(
             target_arch = "x86_64",
             target_arch = "aarch64",
