@@ -107,6 +107,7 @@ fn raise_fd_limit() -> Option<u64> {
         return None;
     }
     // rlim_t is 32-bit on 32-bit targets.
+    #[allow(clippy::unnecessary_cast)]
     let (soft, hard) = (lim.rlim_cur as u64, lim.rlim_max as u64);
     if soft >= hard {
         tracing::info!(
