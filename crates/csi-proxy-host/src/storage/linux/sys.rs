@@ -234,6 +234,25 @@ pub fn loop_enable_partscan(fd: &OwnedFd) -> io::Result<()> {
     Ok(())
 }
 
+/// The size and free space in bytes of the filesystem mounted at `path`.
+/// `statvfs64`: the plain `statvfs` of 32-bit targets fails with EOVERFLOW
+/// on a filesystem of more than 2^32 blocks.
+pub fn fs_bytes(path: &Path) -> io::Result<(u64, u64)> {
+    let c = cpath(path)?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs64>::zeroed();
+    // SAFETY: `c` is a valid NUL-terminated string and `st` writable memory
+    // of the struct's size, both alive for the call.
+    check(unsafe { libc::statvfs64(c.as_ptr(), st.as_mut_ptr()) })?;
+    // SAFETY: statvfs64 succeeded and filled the struct (zeroed before).
+    let st = unsafe { st.assume_init() };
+    // c_ulong: 32-bit on 32-bit targets.
+    #[allow(clippy::unnecessary_cast)]
+    let frsize = st.f_frsize as u64;
+    let total = st.f_blocks.saturating_mul(frsize);
+    let free = st.f_bfree.saturating_mul(frsize);
+    Ok((total, free))
+}
+
 /// Flushes the filesystem that holds the open file or directory `fd`.
 pub fn syncfs(fd: &OwnedFd) -> io::Result<()> {
     // SAFETY: syncfs only reads the descriptor number.
@@ -307,6 +326,18 @@ mod tests {
             std::mem::size_of::<super::BlkpgIoctlArg>(),
             12usize.next_multiple_of(pointer) + pointer
         );
+    }
+
+    #[test]
+    fn fs_bytes_agree_with_statvfs() {
+        let dir = std::env::temp_dir();
+        let (total, free) = super::fs_bytes(&dir).unwrap();
+        let st = nix::sys::statvfs::statvfs(&dir).unwrap();
+        #[allow(clippy::unnecessary_cast)]
+        let frsize = st.fragment_size() as u64;
+        assert_eq!(total, st.blocks() as u64 * frsize);
+        assert!(free <= total && total > 0, "{free} {total}");
+        assert!(super::fs_bytes(std::path::Path::new("/nonexistent/x")).is_err());
     }
 
     /// The numbers the kernel headers give on the architectures CI checks
