@@ -2,8 +2,9 @@
 # Idempotent set-up of everything the build and the tests need on a fresh
 # Debian 12 machine:
 #   1. apt packages (installed only if missing; needs root or sudo),
-#   2. the Rust targets x86_64-pc-windows-gnu (built, run under wine) and
-#      x86_64-pc-windows-msvc (type-checked only) and rustfmt/clippy,
+#   2. the Rust targets x86_64-pc-windows-gnu (built, run under wine),
+#      x86_64-pc-windows-msvc and four other Linux ones (type-checked only)
+#      and rustfmt/clippy,
 #   3. a wine prefix ($WINEPREFIX, default $HOME/.wine-csi-proxy) with the
 #      ProcessPrng shim (scripts/wine/processprng.c) installed as
 #      system32/bcryptprimitives.dll, without which no Rust program starts
@@ -29,6 +30,13 @@ export DEBIAN_FRONTEND=noninteractive
 
 windows_target=x86_64-pc-windows-gnu
 msvc_target=x86_64-pc-windows-msvc
+# Type-checked only (scripts/check-arches.sh keeps the same list).
+linux_check_targets=(
+    aarch64-unknown-linux-gnu
+    powerpc64le-unknown-linux-gnu
+    s390x-unknown-linux-gnu
+    i686-unknown-linux-gnu
+)
 target_dir="${CARGO_TARGET_DIR:-$repo_root/target}"
 shim_dir="$target_dir/wine-shim"
 system32="$WINEPREFIX/drive_c/windows/system32"
@@ -139,9 +147,10 @@ install_rust_parts() {
     command -v rustup >/dev/null ||
         die "rustup not found: install Rust with rustup (https://rustup.rs), then rerun"
     # The MSVC target is only type-checked here (clippy, no link: its linker
-    # is Windows-only); the real-Windows workflow builds and runs it.
+    # is Windows-only); the real-Windows workflow builds and runs it. So are
+    # the other Linux architectures (scripts/check-arches.sh).
     local target
-    for target in "$windows_target" "$msvc_target"; do
+    for target in "$windows_target" "$msvc_target" "${linux_check_targets[@]}"; do
         if rustup target list --installed | grep -qx "$target"; then
             log "rust target $target: present"
         else

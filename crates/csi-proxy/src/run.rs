@@ -106,7 +106,9 @@ fn raise_fd_limit() -> Option<u64> {
         tracing::warn!(error = %err, "cannot read the open-file limit (RLIMIT_NOFILE)");
         return None;
     }
-    let (soft, hard) = (lim.rlim_cur, lim.rlim_max);
+    // rlim_t is 32-bit on 32-bit targets.
+    #[allow(clippy::unnecessary_cast)]
+    let (soft, hard) = (lim.rlim_cur as u64, lim.rlim_max as u64);
     if soft >= hard {
         tracing::info!(
             soft,
@@ -115,7 +117,7 @@ fn raise_fd_limit() -> Option<u64> {
         );
         return Some(soft);
     }
-    lim.rlim_cur = hard;
+    lim.rlim_cur = lim.rlim_max;
     // SAFETY: setrlimit reads only the struct we pass.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } == 0 {
         tracing::info!(

@@ -192,7 +192,8 @@ async fn reload_on_sighup_on_change_and_a_bad_file_keeps_the_old_policy() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(
-        s.p.log().contains(r#""uid" must be a number"#),
+        // In the quoted error value, its quotes escaped.
+        s.p.log().contains(r#"\"uid\" must be a number"#),
         "{}",
         s.p.log()
     );

@@ -7,7 +7,7 @@
 //! what was read is its; if not, the exe and cgroup fields are dropped.
 
 use super::{cgroup, Caller};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 #[cfg(test)]
 use std::path::Path;
 use std::path::PathBuf;
@@ -147,38 +147,9 @@ fn exe_digest(link: &std::path::Path) -> Option<String> {
     Some(d)
 }
 
-/// `SO_PEERPIDFD`: the generic value; architectures that number socket
-/// options their own way go without.
-const SO_PEERPIDFD: Option<libc::c_int> = if cfg!(any(
-    target_arch = "x86_64",
-    target_arch = "x86",
-    target_arch = "aarch64",
-    target_arch = "arm",
-    target_arch = "riscv64"
-)) {
-    Some(77)
-} else {
-    None
-};
-
 /// A pidfd of the process that connected (`None` before Linux 6.5).
 fn peer_pidfd(stream: &tokio::net::UnixStream) -> Option<OwnedFd> {
-    let option = SO_PEERPIDFD?;
-    let mut fd: libc::c_int = -1;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `fd`, an int, and
-    // updates `len`; the socket descriptor is alive (borrowed from `stream`).
-    let r = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            option,
-            (&raw mut fd).cast::<libc::c_void>(),
-            &mut len,
-        )
-    };
-    // SAFETY: on success `fd` is a new descriptor that we own.
-    (r == 0 && fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+    nix::sys::socket::getsockopt(stream, nix::sys::socket::sockopt::PeerPidfd).ok()
 }
 
 /// Whether the process behind `pidfd` still exists (a zombie counts: its

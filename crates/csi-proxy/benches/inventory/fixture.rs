@@ -44,7 +44,8 @@ impl Drop for Fixture {
         // scale) do not find hundreds of detached ones. The kernel
         // refuses (EBUSY) any device that is attached or open, such as
         // one another program has just taken.
-        const LOOP_CTL_REMOVE: libc::c_ulong = 0x4c81;
+        // A plain number in <linux/loop.h>, the same on every architecture.
+        const LOOP_CTL_REMOVE: libc::Ioctl = 0x4c81;
         let Ok(ctl) = std::fs::File::open("/dev/loop-control") else {
             return;
         };

@@ -3,15 +3,18 @@
 use std::fmt::{self, Write as _};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::escape;
 use super::fields::{span_fields, Body, Value};
 use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
 /// klog line format:
 /// `Lmmdd hh:mm:ss.uuuuuu threadid file:line] message key=value ...`,
-/// followed by the fields of the enclosing spans.
+/// followed by the fields of the enclosing spans; the message escaped and
+/// the values quoted as they need ([`escape`]).
 pub(super) struct KlogFormat;
 
 impl<S, N> FormatEvent<S, N> for KlogFormat
@@ -36,9 +39,14 @@ where
         };
         let (file, line) = body.location(meta);
         let t = Stamp::now();
+        let mut text = String::with_capacity(128);
+        escape::message(&mut text, file);
+        let _ = write!(text, ":{line}] ");
+        escape::message(&mut text, &body.message);
+        klog_fields(&mut text, &body);
         write!(
             writer,
-            "{letter}{:02}{:02} {:02}:{:02}:{:02}.{:06} {:>7} {file}:{line}] {}{}",
+            "{letter}{:02}{:02} {:02}:{:02}:{:02}.{:06} {:>7} {text}",
             t.month,
             t.day,
             t.hour,
@@ -46,8 +54,6 @@ where
             t.second,
             t.micros,
             thread_id(),
-            body.message,
-            klog_fields(&body),
         )?;
         let spans = span_fields(ctx);
         if !spans.is_empty() {
@@ -57,23 +63,39 @@ where
     }
 }
 
-/// ` key=value` for every field, strings quoted when they have to be.
-fn klog_fields(body: &Body) -> String {
-    let mut out = String::new();
+/// ` key=value` for every field, values escaped and quoted as they need
+/// ([`escape::value`]); numbers and booleans as they are.
+fn klog_fields(out: &mut String, body: &Body) {
     for (name, value) in &body.fields {
-        let _ = match value {
-            Value::Str(v) if needs_quotes(v) => write!(out, " {name}={v:?}"),
-            Value::Str(v) | Value::Plain(v) | Value::Debug(v) => write!(out, " {name}={v}"),
-        };
+        out.push(' ');
+        out.push_str(name);
+        out.push('=');
+        match value {
+            Value::Plain(v) => out.push_str(v),
+            Value::Str(v) | Value::Debug(v) => escape::value(out, v),
+        }
     }
-    out
 }
 
-fn needs_quotes(value: &str) -> bool {
-    value.is_empty()
-        || value
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control() || c == '"' || c == '=')
+/// The fields of a span, as the text of [`klog_fields`] (separated by
+/// spaces), kept by the subscriber for [`span_fields`]. Replaces
+/// tracing-subscriber's default, which writes `%` and `?` values raw.
+pub(super) struct KlogFields;
+
+impl<'w> FormatFields<'w> for KlogFields {
+    fn format_fields<R: RecordFields>(&self, mut writer: Writer<'w>, fields: R) -> fmt::Result {
+        let mut body = Body::default();
+        fields.record(&mut body);
+        let mut out = String::new();
+        if !body.message.is_empty() {
+            body.fields.insert(
+                0,
+                ("message", Value::Str(std::mem::take(&mut body.message))),
+            );
+        }
+        klog_fields(&mut out, &body);
+        writer.write_str(out.trim_start_matches(' '))
+    }
 }
 
 pub(super) fn base_name(path: &str) -> &str {

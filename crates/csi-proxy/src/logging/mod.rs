@@ -5,6 +5,7 @@
 //! where the first letter is the severity (`I` info/debug/trace, `W`, `E`);
 //! with `-logging-format=json`, like Kubernetes components' JSON lines
 //! (`json`). Both render one event's fields read by one visitor (`fields`).
+//! Text lines escape what could forge a line or a field (`escape`).
 //! Output selection follows klog's `-logtostderr`, `-alsologtostderr`,
 //! `-log_file`, `-log_dir` and `-log_file_max_size` flags.
 
@@ -22,11 +23,12 @@ use tracing_subscriber::EnvFilter;
 
 use crate::cli::Cli;
 
+mod escape;
 mod fields;
 mod json;
 mod klog;
 use json::JsonFormat;
-use klog::KlogFormat;
+use klog::{KlogFields, KlogFormat};
 
 /// File name used under `-log_dir` when `-log_file` is not given.
 pub const LOG_DIR_FILE_NAME: &str = "csi-proxy.log";
@@ -165,6 +167,7 @@ where
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(false)
+        .fmt_fields(KlogFields)
         .event_format(format)
         .with_writer(output)
         .finish()

@@ -85,7 +85,7 @@ fn json_line_format() {
     assert_eq!(lines[1]["code"], "Some(7)");
     assert_eq!(lines[2]["err"], "boom");
     assert!(lines[2].get("v").is_none(), "error lines carry no v");
-    assert_eq!(lines[3]["span"], "method=\"Mount\"");
+    assert_eq!(lines[3]["span"], "method=Mount");
 }
 
 fn tonic_code() -> Option<u8> {
@@ -141,8 +141,50 @@ fn klog_line_format() {
     );
     assert_eq!(check_header(lines[1], 'W'), "careful name=plain");
     assert_eq!(check_header(lines[2], 'E'), "failed err=boom");
-    assert_eq!(check_header(lines[3], 'I'), r#"inside method="Mount""#);
+    assert_eq!(check_header(lines[3], 'I'), "inside method=Mount");
     assert!(out.ends_with('\n'));
+}
+
+/// A client's path holding a newline, a quote and `a=b`, through every way a
+/// value reaches a line: a string, `%` (Display), `?` (Debug), the message
+/// and a span's fields. One line comes out, with no field but ours.
+#[test]
+fn klog_values_cannot_forge_a_line_or_a_field() {
+    let hostile = "/p\nI0101 00:00:00.000000 1 fake.go:1] forged\" a=b";
+    let out = capture(0, || {
+        let span = tracing::info_span!("request", path = %hostile, dbg = ?hostile);
+        let _entered = span.enter();
+        tracing::info!(path = hostile, shown = %hostile, debug = ?hostile, "got {hostile}");
+    });
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 1, "{out}");
+    let rest = check_header(lines[0], 'I');
+    let quoted = r#""/p\nI0101 00:00:00.000000 1 fake.go:1] forged\" a=b""#;
+    let debug = r#""\"/p\\nI0101 00:00:00.000000 1 fake.go:1] forged\\\" a=b\"""#;
+    assert_eq!(
+        rest,
+        format!(
+            r#"got /p\nI0101 00:00:00.000000 1 fake.go:1] forged" a=b path={quoted} shown={quoted} debug={debug} path={quoted} dbg={debug}"#
+        )
+    );
+}
+
+/// The same values in a JSON line: valid JSON, each value whole.
+#[test]
+fn json_values_stay_whole() {
+    let hostile = "/p\n\" a=b\u{1b}";
+    let out = capture_as(LineFormat::Json, 0, || {
+        let span = tracing::info_span!("request", path = %hostile);
+        let _entered = span.enter();
+        tracing::info!(shown = %hostile, "got {hostile}");
+    });
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 1, "{out}");
+    let line: serde_json::Value = serde_json::from_str(lines[0]).expect("JSON");
+    assert_eq!(line["shown"], hostile);
+    assert_eq!(line["msg"], format!("got {hostile}"));
+    assert_eq!(line["span"], r#"path="/p\n\" a=b\x1b""#);
+    assert!(line.get("a").is_none(), "{line}");
 }
 
 #[test]

@@ -5,7 +5,7 @@ use super::beneath;
 use crate::confined::tree::{Hint, Sub, TreeOps};
 use nix::errno::Errno;
 use nix::fcntl::{openat, OFlag, ResolveFlag};
-use nix::sys::stat::{fstat, Mode};
+use nix::sys::stat::Mode;
 use nix::unistd::{unlinkat, UnlinkatFlags};
 use std::ffi::CString;
 use std::io;
@@ -95,8 +95,11 @@ impl TreeOps for LinuxTree {
     const WINDOW: Option<usize> = Some(TREE_WINDOW);
 
     fn id(&self, dir: &OwnedFd) -> io::Result<(u64, u64)> {
-        let st = fstat(dir.as_fd())?;
-        Ok((st.st_dev, st.st_ino))
+        // statx, not fstat: its inode number is 64-bit on every target
+        // (32-bit fstat fails with EOVERFLOW on a large one).
+        let stx = super::statx_empty_path(dir.as_fd())?;
+        let dev = (u64::from(stx.stx_dev_major) << 32) | u64::from(stx.stx_dev_minor);
+        Ok((dev, stx.stx_ino))
     }
 
     fn list(

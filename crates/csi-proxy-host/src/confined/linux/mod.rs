@@ -7,7 +7,7 @@ use super::{io_err, link_in_chain, mount_in_tree, tree_err, Kind, Located, Mkdir
 use crate::error::{Error, Result};
 use nix::errno::Errno;
 use nix::fcntl::{openat, openat2, readlinkat, OFlag, OpenHow, ResolveFlag};
-use nix::sys::stat::{fstat, mkdirat, Mode, SFlag};
+use nix::sys::stat::{mkdirat, Mode, SFlag};
 use nix::unistd::{symlinkat, unlinkat, UnlinkatFlags};
 use std::ffi::CString;
 use std::io;
@@ -105,6 +105,8 @@ impl AsFd for Dir {
     }
 }
 
+/// `statx` of the open file itself (not what a link there names): unlike
+/// `fstat`, its inode number and sizes are 64-bit on every target.
 fn statx_empty_path(fd: BorrowedFd<'_>) -> io::Result<libc::statx> {
     let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
     // SAFETY: the path is a NUL-terminated empty string, `fd` is an open
@@ -239,16 +241,16 @@ pub fn kind(root: &RootHandle, p: &Located) -> Result<Option<Kind>> {
     let Some(fd) = open_entry(root, p)? else {
         return Ok(None);
     };
-    let st = fstat(fd.as_fd()).map_err(|e| io_err("stat", p, e.into()))?;
-    Ok(Some(kind_of(st.st_mode)))
+    let st = statx_empty_path(fd.as_fd()).map_err(|e| io_err("stat", p, e))?;
+    Ok(Some(kind_of(st.stx_mode.into())))
 }
 
 pub fn read_link(root: &RootHandle, p: &Located) -> Result<Option<String>> {
     let Some(fd) = open_entry(root, p)? else {
         return Ok(None);
     };
-    let st = fstat(fd.as_fd()).map_err(|e| io_err("stat", p, e.into()))?;
-    if kind_of(st.st_mode) != Kind::Link {
+    let st = statx_empty_path(fd.as_fd()).map_err(|e| io_err("stat", p, e))?;
+    if kind_of(st.stx_mode.into()) != Kind::Link {
         return Ok(None);
     }
     let target = readlinkat(fd.as_fd(), "").map_err(|e| io_err("read link", p, e.into()))?;

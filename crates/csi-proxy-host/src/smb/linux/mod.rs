@@ -142,7 +142,9 @@ impl SmbBackend for LinuxSmb {
             return Ok(None);
         }
         Ok(Some(match nix::sys::statfs::statfs(&dir) {
-            Ok(_) => MappingState::Ok,
+            // EOVERFLOW: the share answered with sizes that do not fit the
+            // 32-bit statfs of 32-bit targets.
+            Ok(_) | Err(nix::errno::Errno::EOVERFLOW) => MappingState::Ok,
             Err(_) => MappingState::Unreachable,
         }))
     }

@@ -8,14 +8,11 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use zeroize::Zeroizing;
 
-const FSOPEN_CLOEXEC: libc::c_uint = 1;
-const FSCONFIG_SET_FLAG: libc::c_uint = 0;
-const FSCONFIG_SET_STRING: libc::c_uint = 1;
-const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
-const FSMOUNT_CLOEXEC: libc::c_uint = 1;
-const MOUNT_ATTR_NOSUID: libc::c_uint = 0x2;
-const MOUNT_ATTR_NODEV: libc::c_uint = 0x4;
-const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+/// The attributes of every mount: `MOUNT_ATTR_*` are u64 in libc, but
+/// `fsmount` takes an unsigned int (a u64 through the variadic `syscall`
+/// would be two arguments on 32-bit targets).
+const MOUNT_ATTRS: libc::c_uint =
+    (libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV) as libc::c_uint;
 
 fn cstr(s: &str) -> io::Result<CString> {
     CString::new(s)
@@ -26,7 +23,7 @@ fn cstr(s: &str) -> io::Result<CString> {
 pub fn fsopen(fs_type: &str) -> io::Result<OwnedFd> {
     let t = cstr(fs_type)?;
     // SAFETY: `t` is a valid NUL-terminated string for the call.
-    let fd = unsafe { libc::syscall(libc::SYS_fsopen, t.as_ptr(), FSOPEN_CLOEXEC) };
+    let fd = unsafe { libc::syscall(libc::SYS_fsopen, t.as_ptr(), libc::FSOPEN_CLOEXEC) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -52,7 +49,7 @@ pub fn set_string(ctx: &OwnedFd, key: &str, value: &str) -> io::Result<()> {
         libc::syscall(
             libc::SYS_fsconfig,
             ctx.as_raw_fd(),
-            FSCONFIG_SET_STRING,
+            libc::FSCONFIG_SET_STRING,
             k.as_ptr(),
             v.as_ptr(),
             0,
@@ -72,7 +69,7 @@ pub fn set_flag(ctx: &OwnedFd, key: &str) -> io::Result<()> {
         libc::syscall(
             libc::SYS_fsconfig,
             ctx.as_raw_fd(),
-            FSCONFIG_SET_FLAG,
+            libc::FSCONFIG_SET_FLAG,
             k.as_ptr(),
             std::ptr::null::<libc::c_char>(),
             0,
@@ -92,7 +89,7 @@ pub fn create_and_mount(ctx: &OwnedFd) -> io::Result<OwnedFd> {
         libc::syscall(
             libc::SYS_fsconfig,
             ctx.as_raw_fd(),
-            FSCONFIG_CMD_CREATE,
+            libc::FSCONFIG_CMD_CREATE,
             std::ptr::null::<libc::c_char>(),
             std::ptr::null::<libc::c_char>(),
             0,
@@ -106,8 +103,8 @@ pub fn create_and_mount(ctx: &OwnedFd) -> io::Result<OwnedFd> {
         libc::syscall(
             libc::SYS_fsmount,
             ctx.as_raw_fd(),
-            FSMOUNT_CLOEXEC,
-            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+            libc::FSMOUNT_CLOEXEC,
+            MOUNT_ATTRS,
         )
     };
     if fd < 0 {
@@ -131,7 +128,7 @@ pub fn attach(mnt: &OwnedFd, dir: &OwnedFd) -> io::Result<()> {
             empty.as_ptr(),
             dir.as_raw_fd(),
             empty.as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH | 0x40, /* MOVE_MOUNT_T_EMPTY_PATH */
+            libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_EMPTY_PATH,
         )
     };
     if r < 0 {

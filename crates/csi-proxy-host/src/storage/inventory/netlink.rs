@@ -7,12 +7,16 @@
 //! before the call. When the queue overflows, the next receive fails with
 //! `ENOBUFS`: the events are lost and the inventory scans everything.
 //!
-//! Every `unsafe` of the event source is here, on an [`OwnedFd`].
+//! The socket calls are nix's safe wrappers over an [`OwnedFd`].
 
 use super::{uevent, EventSource, Pending};
+use nix::errno::Errno;
+use nix::sys::socket::{
+    self, sockopt, AddressFamily, NetlinkAddr, SockFlag, SockProtocol, SockType,
+};
 use std::collections::BTreeSet;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 /// The receive buffer asked for by default: room for thousands of events
 /// between two calls.
@@ -22,33 +26,13 @@ pub const DEFAULT_BUFFER: usize = 4 << 20;
 /// the `ACTION@DEVPATH` header.
 const MESSAGE_MAX: usize = 8192;
 
+/// The multicast group of the kernel's own uevents.
+const KERNEL_GROUP: u32 = 1;
+
 /// A listening uevent socket.
 pub struct Uevents {
     fd: OwnedFd,
     buf: Vec<u8>,
-}
-
-fn check(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
-fn set_int_opt(fd: &OwnedFd, opt: libc::c_int, value: libc::c_int) -> io::Result<()> {
-    // SAFETY: `fd` is an open socket; the option value is a live c_int
-    // whose size is passed with it.
-    check(unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            opt,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    })
-    .map(drop)
 }
 
 /// Whether this process's user namespace is the initial one: the kernel
@@ -66,33 +50,19 @@ impl Uevents {
     /// bytes (`SO_RCVBUFFORCE` as root, else `SO_RCVBUF`, which the kernel
     /// caps at `net.core.rmem_max`).
     pub fn open(buffer: usize) -> io::Result<Uevents> {
-        // SAFETY: plain socket(2); the result is checked and owned at once.
-        let raw = check(unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                libc::NETLINK_KOBJECT_UEVENT,
-            )
-        })?;
-        // SAFETY: `raw` is a fresh descriptor nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let size = libc::c_int::try_from(buffer).unwrap_or(libc::c_int::MAX);
-        if set_int_opt(&fd, libc::SO_RCVBUFFORCE, size).is_err() {
-            set_int_opt(&fd, libc::SO_RCVBUF, size)?;
+        let fd = socket::socket(
+            AddressFamily::Netlink,
+            SockType::Datagram,
+            SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+            SockProtocol::NetlinkKObjectUEvent,
+        )?;
+        // The option is an int.
+        let size = buffer.min(libc::c_int::MAX as usize);
+        if socket::setsockopt(&fd, sockopt::RcvBufForce, &size).is_err() {
+            socket::setsockopt(&fd, sockopt::RcvBuf, &size)?;
         }
-        // SAFETY: sockaddr_nl is plain data; all-zero is a valid value.
-        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        addr.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-        addr.nl_pid = 0; // the kernel assigns the port id
-        addr.nl_groups = 1; // kernel uevents
-                            // SAFETY: `addr` is a live sockaddr_nl and its size is passed.
-        check(unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&addr as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        })?;
+        // Port id 0: the kernel assigns one.
+        socket::bind(fd.as_raw_fd(), &NetlinkAddr::new(0, KERNEL_GROUP))?;
         Ok(Uevents {
             fd,
             buf: vec![0; MESSAGE_MAX],
@@ -103,30 +73,13 @@ impl Uevents {
     /// (port id 0); `Ok(None)` when the queue is empty.
     fn receive(&mut self) -> io::Result<Option<(usize, bool)>> {
         loop {
-            // SAFETY: sockaddr_nl is plain data; all-zero is a valid value.
-            let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-            let mut addr_len = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
-            // SAFETY: recvfrom writes at most `addr_len` bytes of address and
-            // `buf.len()` bytes of message, into buffers that live across
-            // the call; the descriptor is open.
-            let n = unsafe {
-                libc::recvfrom(
-                    self.fd.as_raw_fd(),
-                    self.buf.as_mut_ptr().cast(),
-                    self.buf.len(),
-                    libc::MSG_DONTWAIT,
-                    (&mut addr as *mut libc::sockaddr_nl).cast(),
-                    &mut addr_len,
-                )
-            };
-            if n >= 0 {
-                return Ok(Some((n as usize, addr.nl_pid == 0)));
-            }
-            let e = io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::EAGAIN) => return Ok(None),
-                _ => return Err(e),
+            // The socket is non-blocking: an empty queue is EAGAIN. The
+            // kernel always gives the sender's address on netlink.
+            match socket::recvfrom::<NetlinkAddr>(self.fd.as_raw_fd(), &mut self.buf) {
+                Ok((n, from)) => return Ok(Some((n, from.is_some_and(|a| a.pid() == 0)))),
+                Err(Errno::EINTR) => continue,
+                Err(Errno::EAGAIN) => return Ok(None),
+                Err(e) => return Err(e.into()),
             }
         }
     }

@@ -572,11 +572,8 @@ impl StorageBackend for LinuxStorage {
         let f = self.locate(volume)?;
         let mounts = Self::mounts()?;
         if let Some(m) = mountinfo::of_device(&mounts, f.part.major, f.part.minor).next() {
-            let st = nix::sys::statvfs::statvfs(m.mount_point.as_str())
-                .map_err(|e| from_io("statvfs", &m.mount_point, e.into()))?;
-            let frsize = st.fragment_size() as u64;
-            let total = (st.blocks() as u64).saturating_mul(frsize);
-            let free = (st.blocks_free() as u64).saturating_mul(frsize);
+            let (total, free) = sys::fs_bytes(Path::new(m.mount_point.as_str()))
+                .map_err(|e| from_io("statvfs", &m.mount_point, e))?;
             return Ok(VolumeStats {
                 total_bytes: total,
                 used_bytes: total.saturating_sub(free),

@@ -7,15 +7,40 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-// <linux/fs.h>, <linux/blkpg.h>, <linux/loop.h> (x86_64 and aarch64 agree).
-const BLKROSET: libc::c_ulong = 0x125d;
-const BLKRRPART: libc::c_ulong = 0x125f;
-const BLKPG: libc::c_ulong = 0x1269;
-const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
-const BLKSSZGET: libc::c_ulong = 0x1268;
-const LOOP_SET_STATUS64: libc::c_ulong = 0x4c04;
-const LOOP_GET_STATUS64: libc::c_ulong = 0x4c05;
-const LOOP_SET_CAPACITY: libc::c_ulong = 0x4c07;
+/// The ioctl requests, as `unsafe fn(fd, arg) -> nix::Result<c_int>`.
+///
+/// `<linux/fs.h>` builds the `BLK*` numbers with `_IO`/`_IOR`, whose
+/// direction and size bits differ between architectures (powerpc, mips and
+/// sparc put the direction elsewhere; `BLKGETSIZE64` holds
+/// `sizeof(size_t)`, 4 on 32-bit targets): libc's per-architecture value
+/// where it has one, else nix's `request_code_*` for the target.
+/// `<linux/loop.h>` defines the `LOOP_*` requests as plain numbers, the
+/// same on every architecture.
+mod request {
+    use nix::sys::ioctl::ioctl_num_type as Request;
+    use std::mem::size_of;
+
+    const BLK: u8 = 0x12;
+    pub(super) const BLKGETSIZE64: Request = nix::request_code_read!(BLK, 114, size_of::<usize>());
+    pub(super) const BLKSSZGET: Request = libc::BLKSSZGET;
+    pub(super) const BLKROSET: Request = nix::request_code_none!(BLK, 93);
+    pub(super) const BLKRRPART: Request = nix::request_code_none!(BLK, 95);
+    pub(super) const BLKPG: Request = nix::request_code_none!(BLK, 105);
+    pub(super) const LOOP_SET_STATUS64: Request = 0x4c04;
+    pub(super) const LOOP_GET_STATUS64: Request = 0x4c05;
+    pub(super) const LOOP_SET_CAPACITY: Request = 0x4c07;
+
+    // Writes a u64 (the number's size field says size_t).
+    nix::ioctl_read_bad!(blkgetsize64, BLKGETSIZE64, u64);
+    nix::ioctl_read_bad!(blksszget, BLKSSZGET, libc::c_int);
+    nix::ioctl_write_ptr_bad!(blkroset, BLKROSET, libc::c_int);
+    nix::ioctl_none_bad!(blkrrpart, BLKRRPART);
+    nix::ioctl_write_ptr_bad!(blkpg, BLKPG, super::BlkpgIoctlArg);
+    nix::ioctl_write_ptr_bad!(loop_set_status64, LOOP_SET_STATUS64, super::LoopInfo64);
+    nix::ioctl_read_bad!(loop_get_status64, LOOP_GET_STATUS64, super::LoopInfo64);
+    nix::ioctl_none_bad!(loop_set_capacity, LOOP_SET_CAPACITY);
+}
+
 const LO_FLAGS_PARTSCAN: u32 = 8;
 const BLKPG_ADD_PARTITION: libc::c_int = 1;
 const BLKPG_RESIZE_PARTITION: libc::c_int = 3;
@@ -124,7 +149,7 @@ pub fn size_bytes(fd: &OwnedFd) -> io::Result<u64> {
     let mut size: u64 = 0;
     // SAFETY: BLKGETSIZE64 writes one u64 through the pointer, which points
     // to a live local.
-    check(unsafe { libc::ioctl(fd.as_raw_fd(), BLKGETSIZE64, &mut size as *mut u64) })?;
+    unsafe { request::blkgetsize64(fd.as_raw_fd(), &mut size) }?;
     Ok(size)
 }
 
@@ -132,7 +157,7 @@ pub fn size_bytes(fd: &OwnedFd) -> io::Result<u64> {
 pub fn sector_size(fd: &OwnedFd) -> io::Result<u32> {
     let mut size: libc::c_int = 0;
     // SAFETY: BLKSSZGET writes one int through the pointer to a live local.
-    check(unsafe { libc::ioctl(fd.as_raw_fd(), BLKSSZGET, &mut size as *mut libc::c_int) })?;
+    unsafe { request::blksszget(fd.as_raw_fd(), &mut size) }?;
     u32::try_from(size).map_err(|_| io::Error::other("negative sector size"))
 }
 
@@ -140,13 +165,15 @@ pub fn sector_size(fd: &OwnedFd) -> io::Result<u32> {
 pub fn set_read_only(fd: &OwnedFd, read_only: bool) -> io::Result<()> {
     let flag: libc::c_int = read_only.into();
     // SAFETY: BLKROSET reads one int through the pointer to a live local.
-    check(unsafe { libc::ioctl(fd.as_raw_fd(), BLKROSET, &flag as *const libc::c_int) }).map(|_| ())
+    unsafe { request::blkroset(fd.as_raw_fd(), &flag) }?;
+    Ok(())
 }
 
 /// Asks the kernel to re-read the partition table.
 pub fn reread_partitions(fd: &OwnedFd) -> io::Result<()> {
     // SAFETY: BLKRRPART takes no argument.
-    check(unsafe { libc::ioctl(fd.as_raw_fd(), BLKRRPART, 0) }).map(|_| ())
+    unsafe { request::blkrrpart(fd.as_raw_fd()) }?;
+    Ok(())
 }
 
 fn blkpg(fd: &OwnedFd, op: libc::c_int, number: u32, start: u64, length: u64) -> io::Result<()> {
@@ -158,7 +185,7 @@ fn blkpg(fd: &OwnedFd, op: libc::c_int, number: u32, start: u64, length: u64) ->
         devname: [0; 64],
         volname: [0; 64],
     };
-    let mut arg = BlkpgIoctlArg {
+    let arg = BlkpgIoctlArg {
         op,
         flags: 0,
         datalen: std::mem::size_of::<BlkpgPartition>() as libc::c_int,
@@ -166,7 +193,8 @@ fn blkpg(fd: &OwnedFd, op: libc::c_int, number: u32, start: u64, length: u64) ->
     };
     // SAFETY: `arg` and the `part` it points to are live, correctly laid out
     // (repr(C) copies of <linux/blkpg.h>) for the duration of the call.
-    check(unsafe { libc::ioctl(fd.as_raw_fd(), BLKPG, &mut arg as *mut BlkpgIoctlArg) }).map(|_| ())
+    unsafe { request::blkpg(fd.as_raw_fd(), &arg) }?;
+    Ok(())
 }
 
 /// Tells the kernel that partition `number` now spans `length` bytes from
@@ -185,7 +213,8 @@ pub fn add_partition(fd: &OwnedFd, number: u32, start: u64, length: u64) -> io::
 /// Loop devices: re-reads the size of the backing file.
 pub fn loop_set_capacity(fd: &OwnedFd) -> io::Result<()> {
     // SAFETY: LOOP_SET_CAPACITY takes no argument.
-    check(unsafe { libc::ioctl(fd.as_raw_fd(), LOOP_SET_CAPACITY, 0) }).map(|_| ())
+    unsafe { request::loop_set_capacity(fd.as_raw_fd()) }?;
+    Ok(())
 }
 
 /// Loop devices: turns on partition scanning (as `losetup -P` would); a
@@ -195,26 +224,33 @@ pub fn loop_enable_partscan(fd: &OwnedFd) -> io::Result<()> {
     let mut info: LoopInfo64 = unsafe { std::mem::zeroed() };
     // SAFETY: LOOP_GET_STATUS64 fills a `struct loop_info64`, which
     // LoopInfo64 mirrors exactly; the pointer is to a live local.
-    check(unsafe {
-        libc::ioctl(
-            fd.as_raw_fd(),
-            LOOP_GET_STATUS64,
-            &mut info as *mut LoopInfo64,
-        )
-    })?;
+    unsafe { request::loop_get_status64(fd.as_raw_fd(), &mut info) }?;
     if info.lo_flags & LO_FLAGS_PARTSCAN != 0 {
         return Ok(());
     }
     info.lo_flags |= LO_FLAGS_PARTSCAN;
     // SAFETY: as above; LOOP_SET_STATUS64 reads the struct.
-    check(unsafe {
-        libc::ioctl(
-            fd.as_raw_fd(),
-            LOOP_SET_STATUS64,
-            &info as *const LoopInfo64,
-        )
-    })
-    .map(|_| ())
+    unsafe { request::loop_set_status64(fd.as_raw_fd(), &info) }?;
+    Ok(())
+}
+
+/// The size and free space in bytes of the filesystem mounted at `path`.
+/// `statvfs64`: the plain `statvfs` of 32-bit targets fails with EOVERFLOW
+/// on a filesystem of more than 2^32 blocks.
+pub fn fs_bytes(path: &Path) -> io::Result<(u64, u64)> {
+    let c = cpath(path)?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs64>::zeroed();
+    // SAFETY: `c` is a valid NUL-terminated string and `st` writable memory
+    // of the struct's size, both alive for the call.
+    check(unsafe { libc::statvfs64(c.as_ptr(), st.as_mut_ptr()) })?;
+    // SAFETY: statvfs64 succeeded and filled the struct (zeroed before).
+    let st = unsafe { st.assume_init() };
+    // c_ulong: 32-bit on 32-bit targets.
+    #[allow(clippy::unnecessary_cast)]
+    let frsize = st.f_frsize as u64;
+    let total = st.f_blocks.saturating_mul(frsize);
+    let free = st.f_bfree.saturating_mul(frsize);
+    Ok((total, free))
 }
 
 /// Flushes the filesystem that holds the open file or directory `fd`.
@@ -276,8 +312,65 @@ pub fn fsync(fd: &OwnedFd) -> io::Result<()> {
 mod tests {
     #[test]
     fn struct_layouts_match_the_kernel_headers() {
+        let pointer = std::mem::size_of::<usize>();
         assert_eq!(std::mem::size_of::<super::LoopInfo64>(), 232);
-        assert_eq!(std::mem::size_of::<super::BlkpgPartition>(), 152);
-        assert_eq!(std::mem::size_of::<super::BlkpgIoctlArg>(), 24);
+        // Three long longs and 128 bytes, padded to their alignment (4 on
+        // i386, 8 elsewhere).
+        let align = std::mem::align_of::<libc::c_longlong>();
+        assert_eq!(
+            std::mem::size_of::<super::BlkpgPartition>(),
+            148usize.next_multiple_of(align)
+        );
+        // Three ints and a pointer.
+        assert_eq!(
+            std::mem::size_of::<super::BlkpgIoctlArg>(),
+            12usize.next_multiple_of(pointer) + pointer
+        );
+    }
+
+    #[test]
+    fn fs_bytes_agree_with_statvfs() {
+        let dir = std::env::temp_dir();
+        let (total, free) = super::fs_bytes(&dir).unwrap();
+        let st = nix::sys::statvfs::statvfs(&dir).unwrap();
+        #[allow(clippy::unnecessary_cast)]
+        let frsize = st.fragment_size() as u64;
+        assert_eq!(total, st.blocks() as u64 * frsize);
+        assert!(free <= total && total > 0, "{free} {total}");
+        assert!(super::fs_bytes(std::path::Path::new("/nonexistent/x")).is_err());
+    }
+
+    /// The numbers the kernel headers give on the architectures CI checks
+    /// (`_IOC` of asm-generic, and powerpc's own).
+    #[test]
+    fn ioctl_numbers_match_the_kernel_headers() {
+        use super::request::*;
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "s390x"))]
+        let expected = [0x8008_1272, 0x1268, 0x125d, 0x125f, 0x1269];
+        #[cfg(target_arch = "x86")]
+        let expected = [0x8004_1272, 0x1268, 0x125d, 0x125f, 0x1269];
+        #[cfg(target_arch = "powerpc64")]
+        let expected = [
+            0x4008_1272,
+            0x2000_1268,
+            0x2000_125d,
+            0x2000_125f,
+            0x2000_1269,
+        ];
+        #[cfg(any(
+            target_arch = "x86_64",
+            target_arch = "aarch64",
+            target_arch = "s390x",
+            target_arch = "x86",
+            target_arch = "powerpc64"
+        ))]
+        assert_eq!(
+            [BLKGETSIZE64, BLKSSZGET, BLKROSET, BLKRRPART, BLKPG],
+            expected
+        );
+        assert_eq!(
+            [LOOP_SET_STATUS64, LOOP_GET_STATUS64, LOOP_SET_CAPACITY],
+            [0x4c04, 0x4c05, 0x4c07]
+        );
     }
 }
