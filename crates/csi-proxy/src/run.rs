@@ -90,6 +90,51 @@ fn transport(cli: &Cli) -> Result<Transport> {
     }
 }
 
+/// The sockets systemd handed over (socket activation), taken by
+/// [`take_activation`] first thing in `main` and used by [`serve`].
+#[cfg(unix)]
+static ACTIVATION: std::sync::Mutex<
+    Option<
+        Result<
+            csi_proxy_server::transport::activation::Handed,
+            csi_proxy_server::transport::activation::ActivationError,
+        >,
+    >,
+> = std::sync::Mutex::new(None);
+
+/// Take the sockets systemd handed over and clear `LISTEN_*` (see
+/// `csi_proxy_server::transport::activation`). Call before any thread
+/// starts.
+#[cfg(unix)]
+pub fn take_activation() {
+    let taken = csi_proxy_server::transport::activation::take_from_env();
+    *ACTIVATION.lock().unwrap_or_else(|e| e.into_inner()) = Some(taken);
+}
+
+/// The sockets taken by [`take_activation`] (none if it was not called).
+#[cfg(unix)]
+fn handed_sockets() -> Result<csi_proxy_server::transport::activation::Handed> {
+    use csi_proxy_server::transport::activation::Handed;
+    let taken = ACTIVATION
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .unwrap_or_else(|| Ok(Handed::none()))?;
+    if let Some(pid) = taken.other_pid {
+        tracing::warn!(
+            listen_pid = pid,
+            "LISTEN_PID names another process: the sockets passed with it are not ours and are left alone"
+        );
+    }
+    if !taken.is_empty() {
+        tracing::info!(
+            sockets = taken.names().join(","),
+            "socket activation: serving the sockets systemd handed over"
+        );
+    }
+    Ok(taken)
+}
+
 /// Every client connection is a descriptor, and idle probe connections
 /// count too: raise the soft RLIMIT_NOFILE to the hard limit, as Go
 /// programs (upstream included) do at start-up. Returns the soft limit in
@@ -199,6 +244,8 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
     // Short (8.3) names expanded here already, so the ready line shows the
     // roots the host compares with (Host::os_with does it again, for
     // library mode).
+    #[cfg(unix)]
+    let handed = handed_sockets()?;
     let policy = PathPolicy::new(Flavor::NATIVE, cli.allowed_roots())
         .and_then(|p| p.with_os_long_roots())
         .context("invalid -kubelet-path or -working-dir")?;
@@ -269,6 +316,9 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
             false => None,
         };
         guarding.watch_policy(&token)?;
+        #[cfg(unix)]
+        let server = csi_proxy_server::server::bind_activated(&config, &host, handed)?;
+        #[cfg(not(unix))]
         let server = csi_proxy_server::bind(&config, &host)?;
         let addresses = server.addresses();
         if let (Some(listener), Some(m)) = (metrics_listener, metrics) {
