@@ -332,6 +332,7 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
         tracing::info!(
             version = crate::version::VERSION,
             commit = crate::version::COMMIT,
+            tree = crate::version::TREE,
             target = crate::version::TARGET,
             endpoints = addresses.len(),
             transport = ?config.transport,
