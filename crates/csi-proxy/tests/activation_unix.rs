@@ -377,7 +377,10 @@ fn activate_and_fail(dir: &Path, listen: &[(PathBuf, &str, bool)]) -> (bool, Str
 
 #[test]
 fn unknown_names_and_wrong_sockets_are_refused_at_start_up() {
-    let cases: &[(&[(&str, &str, bool)], &str)] = &[
+    // (socket file, FileDescriptorName=, datagram?) per socket; what the
+    // error must say.
+    type Listen<'a> = &'a [(&'a str, &'a str, bool)];
+    let cases: &[(Listen, &str)] = &[
         (
             &[
                 (
