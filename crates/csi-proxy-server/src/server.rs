@@ -173,7 +173,18 @@ fn check_handed(
     }
     for s in handed.sockets() {
         let want = crate::transport::unix::socket_path(dir, &s.name);
-        if s.path != want {
+        // The same directory under another spelling (a symlink such as
+        // /var/run, a relative -socket-dir) is the same place.
+        let same_dir = |a: &std::path::Path, b: &std::path::Path| {
+            a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
+        };
+        let same = s.path == want
+            || (s.path.file_name() == want.file_name()
+                && s.path
+                    .parent()
+                    .zip(want.parent())
+                    .is_some_and(|(a, b)| same_dir(a, b)));
+        if !same {
             return Err(ActivationError(format!(
                 "the socket handed over as {:?} is bound at {}, but clients of -socket-dir={} \
                  look for it at {}: make ListenStream= and -socket-dir agree",
