@@ -7,9 +7,10 @@
 //!   (a call the tonic client itself cancels at a GOAWAY before sending it
 //!   is retried once, as grpc-go does), and the longest wait of a call is
 //!   printed. Needs root.
-//! - With `systemd-socket-activate` (no root): a socket named after no
-//!   endpoint, or one that is not a listening stream socket, stops the
-//!   proxy at start-up with a message naming it.
+//! - With `systemd-socket-activate` (no root): a handed socket serves its
+//!   endpoint and the other endpoints get sockets of their own; a socket
+//!   named after no endpoint, or one that is not a listening stream socket,
+//!   stops the proxy at start-up with a message naming it.
 #![cfg(target_os = "linux")]
 
 mod systemd;
@@ -446,4 +447,69 @@ fn unknown_names_and_wrong_sockets_are_refused_at_start_up() {
             .collect();
         assert!(own.is_empty(), "{listen:?}: left {own:?}");
     }
+}
+
+#[test]
+fn a_handed_socket_serves_its_endpoint_and_the_others_get_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let sockets = dir.path().join("sockets");
+    let kubelet = dir.path().join("kubelet");
+    std::fs::create_dir_all(&kubelet).unwrap();
+    std::fs::create_dir(&sockets).unwrap();
+    std::fs::set_permissions(&sockets, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let handed = sockets.join("csi-proxy-filesystem-v1.sock");
+    let mut child = Command::new("systemd-socket-activate")
+        .arg(format!("--listen={}", handed.display()))
+        .arg("--fdname=csi-proxy-filesystem-v1")
+        .arg(env!("CARGO_BIN_EXE_csi-proxy"))
+        .arg(format!("-kubelet-path={}", kubelet.display()))
+        .arg(format!("-socket-dir={}", sockets.display()))
+        .arg(format!("-state-dir={}", dir.path().join("state").display()))
+        .arg("-api-groups=filesystem-v1,filesystem-v1beta2")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("err.log")).unwrap())
+        .spawn()
+        .expect("systemd-socket-activate (package systemd)");
+    let log = || std::fs::read_to_string(dir.path().join("err.log")).unwrap_or_default();
+    systemd::wait_for(|| handed.exists(), "the handed socket");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = Client::builder()
+        .socket_dir(&sockets)
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let path = kubelet.display().to_string();
+    // The first connection starts the proxy on the handed socket.
+    call_fresh_blocking(&runtime, &client, &path).unwrap_or_else(|e| panic!("{e}: {}", log()));
+    let own = sockets.join("csi-proxy-filesystem-v1beta2.sock");
+    systemd::wait_for(|| own.exists(), "the proxy's own socket");
+    runtime.block_on(async {
+        let channel = client
+            .connect_version(Group::Filesystem, "v1beta2")
+            .await
+            .unwrap();
+        let r = v1beta2::filesystem_client::FilesystemClient::new(channel)
+            .path_exists(v1beta2::PathExistsRequest { path: path.clone() })
+            .await
+            .unwrap();
+        assert!(r.into_inner().exists);
+    });
+    let text = log();
+    assert!(
+        text.contains("serving the socket handed over by systemd")
+            && text.contains("csi-proxy-filesystem-v1.sock"),
+        "{text}"
+    );
+    // SIGTERM: the proxy removes its own socket, not the handed one.
+    // SAFETY: kill(2) with a pid we own (systemd-socket-activate execs the
+    // proxy in place) and a valid signal number.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}: {}", log());
+    assert!(!own.exists(), "the proxy's own socket is removed");
+    assert!(
+        handed.exists(),
+        "the handed socket's file is left to systemd"
+    );
 }
