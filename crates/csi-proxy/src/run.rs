@@ -389,6 +389,15 @@ struct Signals {
     int: tokio::signal::unix::Signal,
     #[cfg(windows)]
     ctrl_c: tokio::signal::windows::CtrlC,
+    /// What a container runtime sends to stop a Windows container's
+    /// processes (CTRL_BREAK, CTRL_SHUTDOWN, CTRL_CLOSE): drained like
+    /// Ctrl-C, within the pod's grace period.
+    #[cfg(windows)]
+    ctrl_break: tokio::signal::windows::CtrlBreak,
+    #[cfg(windows)]
+    ctrl_shutdown: tokio::signal::windows::CtrlShutdown,
+    #[cfg(windows)]
+    ctrl_close: tokio::signal::windows::CtrlClose,
 }
 
 impl Signals {
@@ -405,6 +414,12 @@ impl Signals {
         {
             Ok(Signals {
                 ctrl_c: tokio::signal::windows::ctrl_c().context("cannot handle Ctrl-C")?,
+                ctrl_break: tokio::signal::windows::ctrl_break()
+                    .context("cannot handle Ctrl-Break")?,
+                ctrl_shutdown: tokio::signal::windows::ctrl_shutdown()
+                    .context("cannot handle CTRL_SHUTDOWN_EVENT")?,
+                ctrl_close: tokio::signal::windows::ctrl_close()
+                    .context("cannot handle CTRL_CLOSE_EVENT")?,
             })
         }
     }
@@ -421,10 +436,14 @@ impl Signals {
         }
         #[cfg(windows)]
         {
-            if self.ctrl_c.recv().await.is_none() {
-                return;
-            }
-            tracing::info!("Ctrl-C: shutting down, draining in-flight calls");
+            let event = tokio::select! {
+                r = self.ctrl_c.recv() => r.map(|()| "Ctrl-C"),
+                r = self.ctrl_break.recv() => r.map(|()| "Ctrl-Break"),
+                r = self.ctrl_shutdown.recv() => r.map(|()| "CTRL_SHUTDOWN_EVENT"),
+                r = self.ctrl_close.recv() => r.map(|()| "CTRL_CLOSE_EVENT"),
+            };
+            let Some(event) = event else { return };
+            tracing::info!("{event}: shutting down, draining in-flight calls");
         }
         token.cancel();
     }
