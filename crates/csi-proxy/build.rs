@@ -1,68 +1,46 @@
 //! Records what `-version`, the start-up log line and `csi_proxy_build_info`
-//! say about this build: the git commit (read from the repository's files,
-//! no program is run; `CSI_PROXY_COMMIT` overrides it, e.g. for builds from
-//! a source tarball) and the target triple.
+//! say about this build: the git commit (read from the repository's files;
+//! `CSI_PROXY_COMMIT` overrides it, e.g. for builds from a source tarball),
+//! whether the tree was clean (`git status`; `CSI_PROXY_TREE` overrides it)
+//! and the target triple. Without a `.git`, commit and tree are `unknown`.
+//! The tree state is taken again when HEAD, the index or a file under
+//! crates/ changes.
 
-use std::fs;
-use std::path::{Path, PathBuf};
+#[path = "build/git.rs"]
+mod git;
+
+use std::path::PathBuf;
 
 fn main() {
     println!("cargo:rerun-if-env-changed=CSI_PROXY_COMMIT");
+    println!("cargo:rerun-if-env-changed=CSI_PROXY_TREE");
     let target = std::env::var("TARGET").unwrap_or_else(|_| "unknown".into());
     println!("cargo:rustc-env=CSI_PROXY_TARGET={target}");
+    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
+    let checkout = git::checkout(&manifest);
+    let mut watch = Vec::new();
     let commit = match std::env::var("CSI_PROXY_COMMIT") {
         Ok(c) if !c.trim().is_empty() => c.trim().to_string(),
-        _ => git_commit().unwrap_or_else(|| "unknown".into()),
+        _ => checkout
+            .as_ref()
+            .and_then(|c| c.commit(&mut watch))
+            .unwrap_or_else(|| "unknown".into()),
     };
-    println!("cargo:rustc-env=CSI_PROXY_COMMIT={commit}");
-}
-
-/// The commit HEAD points at, following `.git` files (worktrees), symbolic
-/// refs, `commondir` and `packed-refs`.
-fn git_commit() -> Option<String> {
-    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR")?);
-    let dot_git = manifest
-        .ancestors()
-        .map(|d| d.join(".git"))
-        .find(|p| p.exists())?;
-    let git_dir = if dot_git.is_file() {
-        let text = fs::read_to_string(&dot_git).ok()?;
-        let rel = text.trim().strip_prefix("gitdir:")?.trim().to_string();
-        let base = dot_git.parent()?;
-        base.join(rel)
-    } else {
-        dot_git
+    let tree = match std::env::var("CSI_PROXY_TREE") {
+        Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
+        _ => match &checkout {
+            Some(c) => {
+                if let Some(crates) = manifest.parent() {
+                    watch.push(crates.to_path_buf());
+                }
+                c.tree_state(&mut watch).to_string()
+            }
+            None => "unknown".into(),
+        },
     };
-    let common = match fs::read_to_string(git_dir.join("commondir")) {
-        Ok(c) => git_dir.join(c.trim()),
-        Err(_) => git_dir.clone(),
-    };
-    let head_file = git_dir.join("HEAD");
-    println!("cargo:rerun-if-changed={}", head_file.display());
-    let head = fs::read_to_string(&head_file).ok()?;
-    let head = head.trim();
-    let Some(reference) = head.strip_prefix("ref:").map(str::trim) else {
-        return valid(head);
-    };
-    for dir in [&git_dir, &common] {
-        let file = dir.join(reference);
-        if file.is_file() {
-            println!("cargo:rerun-if-changed={}", file.display());
-            return valid(fs::read_to_string(file).ok()?.trim());
-        }
+    for file in watch {
+        println!("cargo:rerun-if-changed={}", file.display());
     }
-    packed(&common.join("packed-refs"), reference)
-}
-
-fn packed(file: &Path, reference: &str) -> Option<String> {
-    println!("cargo:rerun-if-changed={}", file.display());
-    let text = fs::read_to_string(file).ok()?;
-    text.lines()
-        .filter_map(|l| l.split_once(' '))
-        .find(|(_, name)| *name == reference)
-        .and_then(|(hash, _)| valid(hash))
-}
-
-fn valid(hash: &str) -> Option<String> {
-    (hash.len() >= 40 && hash.bytes().all(|b| b.is_ascii_hexdigit())).then(|| hash.to_string())
+    println!("cargo:rustc-env=CSI_PROXY_COMMIT={commit}");
+    println!("cargo:rustc-env=CSI_PROXY_TREE={tree}");
 }

@@ -14,6 +14,8 @@ pub const PING: u8 = 0x6;
 pub const GOAWAY: u8 = 0x7;
 pub const WINDOW_UPDATE: u8 = 0x8;
 pub const CONTINUATION: u8 = 0x9;
+/// The largest stream id (31 bits).
+pub const MAX_STREAM_ID: u32 = 0x7fff_ffff;
 
 /// Flags.
 pub const END_STREAM: u8 = 0x1;

@@ -87,6 +87,11 @@ pub enum ServeError {
     },
     #[error("endpoint {endpoint} stopped unexpectedly: {reason}")]
     Stopped { endpoint: String, reason: String },
+    /// A socket handed over by systemd cannot serve (see
+    /// [`crate::transport::activation`]).
+    #[cfg(unix)]
+    #[error(transparent)]
+    Activation(#[from] crate::transport::activation::ActivationError),
 }
 
 #[cfg(unix)]
@@ -120,6 +125,85 @@ pub struct BoundServer {
 /// Bind every endpoint of `config` (all or nothing: the first failure is
 /// returned and endpoints bound so far are released).
 pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
+    bind_endpoints(
+        config,
+        host,
+        #[cfg(unix)]
+        crate::transport::activation::Handed::none(),
+    )
+}
+
+/// [`bind`], with the sockets systemd handed over: an endpoint whose name
+/// was handed over serves that socket, the others bind their own. A handed
+/// name that is no endpoint of `config`, or a socket bound elsewhere than
+/// the endpoint's path in the socket directory, is an error (nothing would
+/// serve it, or clients would not find it).
+#[cfg(unix)]
+pub fn bind_activated(
+    config: &Config,
+    host: &Host,
+    handed: crate::transport::activation::Handed,
+) -> Result<BoundServer, ServeError> {
+    bind_endpoints(config, host, handed)
+}
+
+/// Refuse handed-over sockets that no endpoint of `config` would serve
+/// where clients look for it.
+#[cfg(unix)]
+fn check_handed(
+    config: &Config,
+    handed: &crate::transport::activation::Handed,
+) -> Result<(), ServeError> {
+    use crate::transport::activation::ActivationError;
+    let Transport::UnixSockets { dir, .. } = &config.transport;
+    for name in handed.names() {
+        if !config.versions.iter().any(|v| v.endpoint_name() == name) {
+            let known = csi_proxy_api::API_VERSIONS
+                .iter()
+                .any(|v| v.endpoint_name() == name);
+            let why = match known {
+                true => "an endpoint this proxy does not serve (-api-groups)",
+                false => "no endpoint's name (names are csi-proxy-<group>-<version>)",
+            };
+            return Err(ActivationError(format!(
+                "a socket was handed over as {name:?} (FileDescriptorName=), {why}"
+            ))
+            .into());
+        }
+    }
+    for s in handed.sockets() {
+        let want = crate::transport::unix::socket_path(dir, &s.name);
+        // The same directory under another spelling (a symlink such as
+        // /var/run, a relative -socket-dir) is the same place.
+        let same_dir = |a: &std::path::Path, b: &std::path::Path| {
+            a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
+        };
+        let same = s.path == want
+            || (s.path.file_name() == want.file_name()
+                && s.path
+                    .parent()
+                    .zip(want.parent())
+                    .is_some_and(|(a, b)| same_dir(a, b)));
+        if !same {
+            return Err(ActivationError(format!(
+                "the socket handed over as {:?} is bound at {}, but clients of -socket-dir={} \
+                 look for it at {}: make ListenStream= and -socket-dir agree",
+                s.name,
+                s.path.display(),
+                dir.display(),
+                want.display()
+            ))
+            .into());
+        }
+    }
+    Ok(())
+}
+
+fn bind_endpoints(
+    config: &Config,
+    host: &Host,
+    #[cfg(unix)] mut handed: crate::transport::activation::Handed,
+) -> Result<BoundServer, ServeError> {
     #[cfg(windows)]
     let sd = match &config.transport {
         Transport::NamedPipes { sddl, .. } => std::sync::Arc::new(
@@ -134,6 +218,7 @@ pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
     #[cfg(unix)]
     {
         let Transport::UnixSockets { dir, .. } = &config.transport;
+        check_handed(config, &handed)?;
         crate::transport::unix::prepare_dir(dir)
             .map_err(|source| ServeError::SocketDir { source })?;
     }
@@ -142,9 +227,17 @@ pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
         let (address, listener) = match &config.transport {
             #[cfg(unix)]
             Transport::UnixSockets { dir, mode } => {
-                let path = crate::transport::unix::socket_path(dir, &version.endpoint_name());
+                let name = version.endpoint_name();
+                let path = crate::transport::unix::socket_path(dir, &name);
                 let address = path.display().to_string();
-                let l = PlatformListener::bind(&path, *mode);
+                let l = match handed.take(&name) {
+                    Some(s) => {
+                        warn_on_mode(&path, *mode);
+                        tracing::info!(endpoint = %address, "serving the socket handed over by systemd");
+                        PlatformListener::from_handed(s.fd, &path)
+                    }
+                    None => PlatformListener::bind(&path, *mode),
+                };
                 (address, l)
             }
             #[cfg(windows)]
@@ -185,6 +278,25 @@ pub fn bind(config: &Config, host: &Host) -> Result<BoundServer, ServeError> {
             max_connections: config.max_connections_per_endpoint,
         },
     })
+}
+
+/// A handed-over socket's file mode is its `.socket` unit's `SocketMode=`:
+/// say so when it is not `-socket-mode`.
+#[cfg(unix)]
+fn warn_on_mode(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.mode() & 0o7777 != mode => tracing::warn!(
+            socket = %path.display(),
+            mode = format!("{:04o}", m.mode() & 0o7777),
+            socket_mode = format!("{mode:04o}"),
+            "the socket handed over by systemd has another mode than -socket-mode: set SocketMode= in its .socket unit"
+        ),
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(socket = %path.display(), error = %e, "cannot read the handed-over socket's mode")
+        }
+    }
 }
 
 impl BoundServer {

@@ -15,6 +15,9 @@ mod version;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // Before any thread starts: it changes the environment.
+    #[cfg(unix)]
+    run::take_activation();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Some(code) = service::subcommand(&args) {
         return code;

@@ -90,6 +90,51 @@ fn transport(cli: &Cli) -> Result<Transport> {
     }
 }
 
+/// The sockets systemd handed over (socket activation), taken by
+/// [`take_activation`] first thing in `main` and used by [`serve`].
+#[cfg(unix)]
+static ACTIVATION: std::sync::Mutex<
+    Option<
+        Result<
+            csi_proxy_server::transport::activation::Handed,
+            csi_proxy_server::transport::activation::ActivationError,
+        >,
+    >,
+> = std::sync::Mutex::new(None);
+
+/// Take the sockets systemd handed over and clear `LISTEN_*` (see
+/// `csi_proxy_server::transport::activation`). Call before any thread
+/// starts.
+#[cfg(unix)]
+pub fn take_activation() {
+    let taken = csi_proxy_server::transport::activation::take_from_env();
+    *ACTIVATION.lock().unwrap_or_else(|e| e.into_inner()) = Some(taken);
+}
+
+/// The sockets taken by [`take_activation`] (none if it was not called).
+#[cfg(unix)]
+fn handed_sockets() -> Result<csi_proxy_server::transport::activation::Handed> {
+    use csi_proxy_server::transport::activation::Handed;
+    let taken = ACTIVATION
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .unwrap_or_else(|| Ok(Handed::none()))?;
+    if let Some(pid) = taken.other_pid {
+        tracing::warn!(
+            listen_pid = pid,
+            "LISTEN_PID names another process: the sockets passed with it are not ours and are left alone"
+        );
+    }
+    if !taken.is_empty() {
+        tracing::info!(
+            sockets = taken.names().join(","),
+            "socket activation: serving the sockets systemd handed over"
+        );
+    }
+    Ok(taken)
+}
+
 /// Every client connection is a descriptor, and idle probe connections
 /// count too: raise the soft RLIMIT_NOFILE to the hard limit, as Go
 /// programs (upstream included) do at start-up. Returns the soft limit in
@@ -201,6 +246,8 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
     // Short (8.3) names expanded here already, so the ready line shows the
     // roots the host compares with (Host::os_with does it again, for
     // library mode).
+    #[cfg(unix)]
+    let handed = handed_sockets()?;
     let policy = PathPolicy::new(Flavor::NATIVE, cli.allowed_roots())
         .and_then(|p| p.with_os_long_roots())
         .context("invalid -kubelet-path or -working-dir")?;
@@ -271,6 +318,9 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
             false => None,
         };
         guarding.watch_policy(&token)?;
+        #[cfg(unix)]
+        let server = csi_proxy_server::server::bind_activated(&config, &host, handed)?;
+        #[cfg(not(unix))]
         let server = csi_proxy_server::bind(&config, &host)?;
         let addresses = server.addresses();
         if let (Some(listener), Some(m)) = (metrics_listener, metrics) {
@@ -284,6 +334,7 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
         tracing::info!(
             version = crate::version::VERSION,
             commit = crate::version::COMMIT,
+            tree = crate::version::TREE,
             target = crate::version::TARGET,
             endpoints = addresses.len(),
             transport = ?config.transport,
@@ -340,6 +391,15 @@ struct Signals {
     int: tokio::signal::unix::Signal,
     #[cfg(windows)]
     ctrl_c: tokio::signal::windows::CtrlC,
+    /// What a container runtime sends to stop a Windows container's
+    /// processes (CTRL_BREAK, CTRL_SHUTDOWN, CTRL_CLOSE): drained like
+    /// Ctrl-C, within the pod's grace period.
+    #[cfg(windows)]
+    ctrl_break: tokio::signal::windows::CtrlBreak,
+    #[cfg(windows)]
+    ctrl_shutdown: tokio::signal::windows::CtrlShutdown,
+    #[cfg(windows)]
+    ctrl_close: tokio::signal::windows::CtrlClose,
 }
 
 impl Signals {
@@ -356,6 +416,12 @@ impl Signals {
         {
             Ok(Signals {
                 ctrl_c: tokio::signal::windows::ctrl_c().context("cannot handle Ctrl-C")?,
+                ctrl_break: tokio::signal::windows::ctrl_break()
+                    .context("cannot handle Ctrl-Break")?,
+                ctrl_shutdown: tokio::signal::windows::ctrl_shutdown()
+                    .context("cannot handle CTRL_SHUTDOWN_EVENT")?,
+                ctrl_close: tokio::signal::windows::ctrl_close()
+                    .context("cannot handle CTRL_CLOSE_EVENT")?,
             })
         }
     }
@@ -372,10 +438,14 @@ impl Signals {
         }
         #[cfg(windows)]
         {
-            if self.ctrl_c.recv().await.is_none() {
-                return;
-            }
-            tracing::info!("Ctrl-C: shutting down, draining in-flight calls");
+            let event = tokio::select! {
+                r = self.ctrl_c.recv() => r.map(|()| "Ctrl-C"),
+                r = self.ctrl_break.recv() => r.map(|()| "Ctrl-Break"),
+                r = self.ctrl_shutdown.recv() => r.map(|()| "CTRL_SHUTDOWN_EVENT"),
+                r = self.ctrl_close.recv() => r.map(|()| "CTRL_CLOSE_EVENT"),
+            };
+            let Some(event) = event else { return };
+            tracing::info!("{event}: shutting down, draining in-flight calls");
         }
         token.cancel();
     }

@@ -321,4 +321,10 @@ fn version_names_commit_and_target() {
         "{text}"
     );
     assert!(text.contains("target x86_64-unknown-linux-gnu"), "{text}");
+    assert!(
+        ["clean", "dirty", "unknown"]
+            .iter()
+            .any(|t| text.contains(&format!(", tree {t}, "))),
+        "{text}"
+    );
 }

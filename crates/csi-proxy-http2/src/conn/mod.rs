@@ -136,9 +136,16 @@ pub struct Connection {
     paused: bool,
     /// Our GOAWAY: streams above this id are refused.
     goaway_sent: Option<u32>,
+    /// The first GOAWAY of a graceful shutdown went out with the drain
+    /// PING; the final one waits for its ACK.
+    draining: bool,
     peer_goaway: bool,
     failed: bool,
 }
+
+/// The opaque data of the PING sent with the first GOAWAY of a graceful
+/// shutdown (keepalive PINGs carry a counter that starts at 1).
+const DRAIN_PING: [u8; 8] = *b"\0drain\0\0";
 
 impl Connection {
     /// A connection with its own, unlimited, body budget (tests, fuzzing).
@@ -169,6 +176,7 @@ impl Connection {
             now: Instant::now(),
             paused: false,
             goaway_sent: None,
+            draining: false,
             peer_goaway: false,
             failed: false,
         }
@@ -239,6 +247,42 @@ impl Connection {
                 self.failed = true;
             }
         }
+    }
+
+    /// Start a graceful shutdown in two steps (RFC 9113 §6.8): a GOAWAY
+    /// with the largest stream id and a PING now, so requests the client
+    /// sent before it saw the GOAWAY are still served; the final GOAWAY
+    /// (streams above the last one refused) once the PING is answered,
+    /// when every such request has arrived, or at [`Connection::go_away`]
+    /// if the client never answers. Before the client preface nothing can
+    /// be sent: returns false, and the caller calls again later.
+    pub fn go_away_gracefully(&mut self) -> bool {
+        if self.goaway_sent.is_some() || self.draining || self.failed {
+            return true;
+        }
+        if !self.preface_received() {
+            return false;
+        }
+        self.draining = true;
+        frame::put_goaway(
+            self.out.back(),
+            frame::MAX_STREAM_ID,
+            ErrorCode::NoError,
+            b"",
+        );
+        frame::put_frame(self.out.back(), frame::PING, 0, 0, &DRAIN_PING);
+        true
+    }
+
+    /// Whether the client has opened any stream.
+    pub fn opened_streams(&self) -> bool {
+        self.last_stream > 0
+    }
+
+    /// The first GOAWAY of a graceful shutdown was sent and the final one
+    /// was not.
+    pub fn draining(&self) -> bool {
+        self.draining && self.goaway_sent.is_none()
     }
 
     /// Send a PING (keepalive); its ACK needs no answer.
@@ -406,6 +450,10 @@ impl Connection {
                 }
                 if head.flags & frame::ACK == 0 {
                     frame::put_frame(self.out.back(), frame::PING, frame::ACK, 0, payload);
+                } else if self.draining && payload == DRAIN_PING {
+                    // Every stream the client opened before it saw our
+                    // first GOAWAY has arrived.
+                    self.go_away();
                 }
                 Ok(())
             }

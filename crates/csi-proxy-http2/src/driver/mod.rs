@@ -29,6 +29,11 @@ use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 use stream::{read_into, write_some, Read};
+
+/// How long a shutdown waits for what a client may already be sending: the
+/// first bytes of a connection accepted just before, or the answer to the
+/// drain PING (after which every request sent before our GOAWAY is in).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -108,11 +113,18 @@ pub async fn serve<I: Io, S: Service>(
     // A fresh socket may report readiness before any byte arrived; only a
     // read tells, so the first bytes go through a small buffer.
     let mut first = [0u8; 64];
+    // A connection accepted just before shutdown may be a client that is
+    // sending its call right now: it gets SHUTDOWN_GRACE to start.
+    let mut deadline = preface_deadline;
+    let mut shutting_down = false;
     let n = loop {
         tokio::select! {
             biased;
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep_until(preface_deadline) => {
+            _ = shutdown.cancelled(), if !shutting_down => {
+                shutting_down = true;
+                deadline = deadline.min(Instant::now() + SHUTDOWN_GRACE);
+            }
+            _ = tokio::time::sleep_until(deadline) => {
                 tracing::debug!("closing a connection that never sent anything");
                 return;
             }
@@ -168,7 +180,7 @@ async fn serve_active<I: Io, S: Service>(
     conn.advance_clock(start.into_std());
     state.take_in(&mut conn, &first);
     let mut eof = false;
-    let mut draining = false;
+    let mut drain = Drain::Serving;
     // One timer and one shutdown wait for the whole connection: creating
     // them per loop turn would register and deregister them with the
     // runtime (shared by every connection) on every call. The timer is moved
@@ -196,6 +208,7 @@ async fn serve_active<I: Io, S: Service>(
             // The client is gone; nothing more will be read.
             return;
         }
+        drain = drain.step(&mut conn, Instant::now());
         let room = pending < limits.max_output;
         if state.backlog && room {
             // Frames left from a full batch: let other tasks run first.
@@ -205,7 +218,8 @@ async fn serve_active<I: Io, S: Service>(
             continue;
         }
         clock.update(&conn, Instant::now());
-        if let Some(next) = clock.next(&conn, &state, preface_deadline) {
+        let next = clock.next(&conn, &state, preface_deadline);
+        if let Some(next) = [next, drain.deadline()].into_iter().flatten().min() {
             if next < timer.deadline() {
                 timer.as_mut().reset(next);
             }
@@ -213,9 +227,9 @@ async fn serve_active<I: Io, S: Service>(
         let want_read = !eof && !state.backlog && room;
         tokio::select! {
             biased;
-            _ = &mut cancelled, if !draining => {
-                draining = true;
-                conn.go_away();
+            _ = &mut cancelled, if matches!(drain, Drain::Serving) => {
+                drain = Drain::FirstCall(Instant::now() + SHUTDOWN_GRACE);
+                continue;
             }
             Some((stream, reply)) = rx.recv() => {
                 if let Some(f) = state.in_flight.remove(&stream) {
@@ -229,6 +243,7 @@ async fn serve_active<I: Io, S: Service>(
                 let now = Instant::now();
                 timer.as_mut().reset(far());
                 conn.advance_clock(now.into_std());
+                drain = drain.step(&mut conn, now);
                 if !clock.fire(&mut conn, &mut state, preface_deadline, now) {
                     return;
                 }
@@ -254,6 +269,55 @@ async fn serve_active<I: Io, S: Service>(
                     return;
                 }
             }
+        }
+    }
+}
+
+/// Where a graceful shutdown of the connection is.
+#[derive(Clone, Copy)]
+enum Drain {
+    /// No shutdown asked.
+    Serving,
+    /// Shutdown asked: a client that has not opened a stream yet may be
+    /// about to (a connection made for one call, accepted just before);
+    /// its first GOAWAY waits for that stream, until this instant. A
+    /// client that gets a GOAWAY before it sent its queued call fails the
+    /// call rather than retrying it elsewhere (tonic, hyper).
+    FirstCall(Instant),
+    /// First GOAWAY and drain PING sent; the final GOAWAY goes out with the
+    /// PING's answer, or at this instant.
+    Ping(Instant),
+    /// Final GOAWAY sent.
+    Done,
+}
+
+impl Drain {
+    fn step(self, conn: &mut Connection, now: Instant) -> Drain {
+        match self {
+            Drain::FirstCall(until) if conn.opened_streams() || now >= until => {
+                if conn.go_away_gracefully() {
+                    Drain::Ping(now + SHUTDOWN_GRACE).step(conn, now)
+                } else if now >= until {
+                    // Still no preface: nothing to serve.
+                    conn.go_away();
+                    Drain::Done
+                } else {
+                    self
+                }
+            }
+            Drain::Ping(_) if !conn.draining() => Drain::Done,
+            Drain::Ping(until) if now >= until => {
+                conn.go_away();
+                Drain::Done
+            }
+            other => other,
+        }
+    }
+
+    fn deadline(self) -> Option<Instant> {
+        match self {
+            Drain::FirstCall(t) | Drain::Ping(t) => Some(t),
+            Drain::Serving | Drain::Done => None,
         }
     }
 }

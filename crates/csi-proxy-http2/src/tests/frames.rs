@@ -153,6 +153,64 @@ fn streams_beyond_the_limit_are_refused_and_goaway_drains() {
 }
 
 #[test]
+fn graceful_goaway_serves_calls_sent_before_the_client_saw_it() {
+    let mut conn = open_conn(Limits::default());
+    assert!(!conn.opened_streams());
+    assert!(conn.go_away_gracefully());
+    assert!(conn.draining());
+    let out = conn.output().take();
+    assert_eq!(
+        frames(&out),
+        [(frame::GOAWAY, 0, 0), (frame::PING, 0, 0)],
+        "first GOAWAY and the drain PING"
+    );
+    // The first GOAWAY names the largest stream id: nothing is refused yet.
+    assert_eq!(&out[9..13], &frame::MAX_STREAM_ID.to_be_bytes());
+    let ping = out[out.len() - 8..].to_vec();
+    // A call the client sent before it read the GOAWAY is served.
+    conn.take_all(&request_frames(1, &framed(b"x"), true))
+        .unwrap();
+    assert!(conn.opened_streams());
+    assert_eq!(conn.next_request().map(|r| r.stream), Some(1));
+    assert!(!conn.is_done());
+    // A keepalive-style ACK with other data changes nothing.
+    let mut other = Vec::new();
+    frame::put_frame(
+        &mut other,
+        frame::PING,
+        frame::ACK,
+        0,
+        &[0, 0, 0, 0, 0, 0, 0, 1],
+    );
+    conn.take_all(&other).unwrap();
+    assert!(conn.draining());
+    // The ACK of the drain PING: the final GOAWAY names stream 1, and a
+    // later stream is refused.
+    let mut ack = Vec::new();
+    frame::put_frame(&mut ack, frame::PING, frame::ACK, 0, &ping);
+    conn.take_all(&ack).unwrap();
+    assert!(!conn.draining());
+    conn.take_all(&request_frames(3, &framed(b"x"), true))
+        .unwrap();
+    assert!(conn.next_request().is_none());
+    let out = conn.output().take();
+    assert_eq!(
+        frames(&out),
+        [(frame::GOAWAY, 0, 0), (frame::RST_STREAM, 0, 3)]
+    );
+    assert_eq!(&out[9..13], &1u32.to_be_bytes());
+    conn.respond(1, &Reply::ok(vec![]));
+    assert!(conn.is_done());
+}
+
+#[test]
+fn graceful_goaway_waits_for_the_preface() {
+    let mut conn = Connection::new(Limits::default());
+    assert!(!conn.go_away_gracefully());
+    assert!(!conn.draining());
+}
+
+#[test]
 fn resets_do_not_free_slots_of_running_handlers() {
     let limits = Limits {
         max_streams: 2,

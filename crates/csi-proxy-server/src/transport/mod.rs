@@ -2,6 +2,8 @@
 //! per API group/version, named `csi-proxy-<group>-<version>`.
 
 #[cfg(unix)]
+pub mod activation;
+#[cfg(unix)]
 mod socket_dir;
 #[cfg(unix)]
 pub mod unix;

@@ -28,11 +28,15 @@ pub fn socket_path(dir: &Path, endpoint_name: &str) -> PathBuf {
 }
 
 /// A bound socket; the socket file is removed when it is dropped (if it is
-/// still the one this process created).
+/// still the one this process created). A socket handed over by systemd
+/// is systemd's: its file stays, so clients keep connecting (and wait in
+/// its backlog) while the proxy restarts.
 pub struct UnixEndpoint {
     listener: UnixListener,
     path: PathBuf,
-    ino: u64,
+    /// The inode of the socket file this process created; `None` for a
+    /// handed-over socket.
+    ino: Option<u64>,
 }
 
 impl UnixEndpoint {
@@ -88,8 +92,26 @@ impl UnixEndpoint {
         Ok(UnixEndpoint {
             listener,
             path: path.to_path_buf(),
-            ino,
+            ino: Some(ino),
         })
+    }
+
+    /// Serve a listening socket handed over by systemd (see
+    /// [`super::activation`]); `path` is where it is bound. Its file is
+    /// never removed by this process. Needs a tokio runtime.
+    pub fn from_handed(fd: std::os::fd::OwnedFd, path: &Path) -> io::Result<UnixEndpoint> {
+        let std_listener = std::os::unix::net::UnixListener::from(fd);
+        std_listener.set_nonblocking(true)?;
+        Ok(UnixEndpoint {
+            listener: UnixListener::from_std(std_listener)?,
+            path: path.to_path_buf(),
+            ino: None,
+        })
+    }
+
+    /// Whether the socket was handed over by systemd.
+    pub fn is_handed(&self) -> bool {
+        self.ino.is_none()
     }
 
     pub fn path(&self) -> &Path {
@@ -103,7 +125,8 @@ impl UnixEndpoint {
 
 impl Drop for UnixEndpoint {
     fn drop(&mut self) {
-        if fs::symlink_metadata(&self.path).is_ok_and(|m| m.ino() == self.ino) {
+        let Some(ino) = self.ino else { return };
+        if fs::symlink_metadata(&self.path).is_ok_and(|m| m.ino() == ino) {
             let _ = fs::remove_file(&self.path);
         }
     }
@@ -139,6 +162,23 @@ mod tests {
         drop(std::os::unix::net::UnixListener::bind(&p2).unwrap());
         assert!(p2.exists());
         UnixEndpoint::bind(&p2, 0o600).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_handed_socket_is_served_and_its_file_left_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = socket_path(dir.path(), "csi-proxy-filesystem-v1");
+        let l = std::os::unix::net::UnixListener::bind(&p).unwrap();
+        let mut ep = UnixEndpoint::from_handed(l.into(), &p).unwrap();
+        assert!(ep.is_handed());
+        let client = tokio::spawn({
+            let p = p.clone();
+            async move { UnixStream::connect(&p).await.unwrap() }
+        });
+        ep.accept().await.unwrap();
+        client.await.unwrap();
+        drop(ep);
+        assert!(fs::symlink_metadata(&p).unwrap().file_type().is_socket());
     }
 
     #[tokio::test]

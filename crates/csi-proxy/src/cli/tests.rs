@@ -391,6 +391,10 @@ fn version() {
         let text = err.to_string();
         assert!(text.contains(env!("CARGO_PKG_VERSION")), "{text}");
         assert!(text.contains(crate::version::COMMIT), "{text}");
+        assert!(
+            text.contains(&format!("tree {}", crate::version::TREE)),
+            "{text}"
+        );
         assert!(text.contains(crate::version::TARGET), "{text}");
     }
 }

@@ -33,8 +33,8 @@ impl Systemd {
     }
 
     /// [`Systemd::start`] with more units, named exactly (`name` without
-    /// `.service`; `{prefix}` in a name or body becomes this run's unit
-    /// prefix). The manager is private: a unit named `kubelet` here is
+    /// `.service`, or with another suffix such as `.socket`; `{prefix}` in
+    /// a name or body becomes this run's unit prefix). The manager is private: a unit named `kubelet` here is
     /// not the host's.
     pub fn start_with_units(extra: &[(&str, &str)]) -> Systemd {
         Self::start_with_aliases(extra, &[])
@@ -72,11 +72,12 @@ impl Systemd {
             "[Unit]\nDescription=csi-proxy test broken service\n[Service]\nType=exec\nExecStart=/nonexistent/csi-proxy-test-binary\n",
         );
         for (name, body) in extra {
-            std::fs::write(
-                units.join(format!("{}.service", name.replace("{prefix}", &prefix))),
-                body.replace("{prefix}", &prefix),
-            )
-            .unwrap();
+            let name = name.replace("{prefix}", &prefix);
+            let file = match name.ends_with(".socket") || name.ends_with(".service") {
+                true => name,
+                false => format!("{name}.service"),
+            };
+            std::fs::write(units.join(file), body.replace("{prefix}", &prefix)).unwrap();
         }
         for (alias, unit) in aliases {
             std::os::unix::fs::symlink(
@@ -120,6 +121,25 @@ impl Systemd {
             "systemd --user on the private bus",
         );
         s
+    }
+}
+
+impl Systemd {
+    /// `systemctl --user ARGS` against this manager.
+    pub fn systemctl(&self, args: &[&str]) -> std::process::Output {
+        Command::new("systemctl")
+            .arg("--user")
+            .args(args)
+            .env("XDG_RUNTIME_DIR", self.dir.path().join("run"))
+            .env("DBUS_SESSION_BUS_ADDRESS", self.address())
+            .stdin(Stdio::null())
+            .output()
+            .expect("systemctl")
+    }
+
+    /// The manager's own log (units' output goes here unless redirected).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("systemd.log")).unwrap_or_default()
     }
 }
 
