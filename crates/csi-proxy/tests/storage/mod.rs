@@ -262,6 +262,15 @@ pub fn is_mount_point(path: &Path) -> bool {
         .any(|l| l.split(' ').nth(4).map(|m| m.replace("\\040", " ")) == Some(p.to_string()))
 }
 
+/// The device node of a disk's first partition.
+pub fn partition_node(d: &LoopDisk) -> PathBuf {
+    [format!("/dev/{}p1", d.name), format!("/dev/{}1", d.name)]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .expect("the partition node")
+}
+
 /// statvfs total bytes of the filesystem at `path`.
 pub fn fs_total(path: &Path) -> u64 {
     let st = nix::sys::statvfs::statvfs(path).unwrap();

@@ -109,8 +109,13 @@ pub fn of(name: &str, major: u32, minor: u32, roots: &[PathBuf]) -> Usage {
     // Peer groups of our mounts of this device inside the roots: copies of
     // them in other namespaces (mount propagation) are ours too.
     let mut groups = HashSet::new();
+    // The ids of our mounts at "/": a table that lists one of them is
+    // this namespace's (a live mount is in one namespace, and its id is
+    // nobody else's meanwhile).
+    let mut own_roots = HashSet::new();
     match mountinfo::read() {
         Ok(ours) => {
+            own_roots.extend(ours.iter().filter(|m| m.mount_point == b"/").map(|m| m.id));
             for m in mountinfo::of_device(&ours, major, minor) {
                 let inside = below_a_root(m.path(), roots);
                 if inside {
@@ -123,7 +128,7 @@ pub fn of(name: &str, major: u32, minor: u32, roots: &[PathBuf]) -> Usage {
             "this process's mount table (/proc/self/mountinfo): {e}"
         )),
     }
-    other_namespaces(major, minor, &groups, &mut usage);
+    other_namespaces(major, minor, &groups, &own_roots, &mut usage);
     usage.holders = holders(name);
     match in_swap(major, minor) {
         Ok(swap) => usage.swap = swap,
@@ -155,8 +160,16 @@ fn id_of(name: &OsStr) -> Option<&str> {
 /// of our peer `groups` left out. A namespace whose table cannot be read
 /// is recorded as unchecked; a process that exits meanwhile is skipped.
 /// Threads are looked at one by one: a thread can have a mount namespace of
-/// its own.
-fn other_namespaces(major: u32, minor: u32, groups: &HashSet<u32>, usage: &mut Usage) {
+/// its own. A namespace the proxy may not name (`ns/mnt` refused, as for a
+/// process an LSM guards) is read all the same, and is ours if its table
+/// lists one of `own_roots`.
+fn other_namespaces(
+    major: u32,
+    minor: u32,
+    groups: &HashSet<u32>,
+    own_roots: &HashSet<u32>,
+    usage: &mut Usage,
+) {
     let ns_of = |task: &str| std::fs::read_link(format!("{task}/ns/mnt"));
     let own = match ns_of("/proc/self") {
         Ok(n) => n,
@@ -226,8 +239,9 @@ fn other_namespaces(major: u32, minor: u32, groups: &HashSet<u32>, usage: &mut U
             };
             // The open file holds the namespace the task was in: its table
             // is read whole even if the task exits meanwhile.
-            let mut first = None;
+            let (mut first, mut ours) = (None, false);
             let read = mountinfo::scan(file, &mut budget, |m| {
+                ours |= own_roots.contains(&m.id);
                 if first.is_none()
                     && m.major == major
                     && m.minor == minor
@@ -236,7 +250,7 @@ fn other_namespaces(major: u32, minor: u32, groups: &HashSet<u32>, usage: &mut U
                     first = Some(m.path().to_path_buf());
                 }
             });
-            if let Some(mp) = first {
+            if let (Some(mp), false) = (first, ours && before.is_none()) {
                 found.push((pid.to_string(), mp));
             }
             if let Err(e) = read {
@@ -356,6 +370,7 @@ mod tests {
     #[test]
     fn propagation_groups() {
         let m = |shared, master| Mount {
+            id: 30,
             major: 7,
             minor: 1,
             mount_point: b"/x".to_vec(),

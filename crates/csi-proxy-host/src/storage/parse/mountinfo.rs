@@ -15,6 +15,8 @@ use std::fmt;
 /// One mount.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mount {
+    /// The mount's id: unique on the system while the mount lives.
+    pub id: u32,
     pub major: u32,
     pub minor: u32,
     /// Where it is mounted, escapes decoded: any bytes but NUL.
@@ -98,8 +100,8 @@ fn device(b: &[u8]) -> Option<(u32, u32)> {
 pub fn parse_line(line: &[u8]) -> Result<Mount, &'static str> {
     let mut fields = line.split(|&c| c == b' ');
     let mut next = |what| fields.next().filter(|f| !f.is_empty()).ok_or(what);
-    decimal::<u64>(next("no mount id")?).ok_or("the mount id is not a number")?;
-    decimal::<u64>(next("no parent id")?).ok_or("the parent id is not a number")?;
+    let id = decimal(next("no mount id")?).ok_or("the mount id is not a number")?;
+    decimal::<u32>(next("no parent id")?).ok_or("the parent id is not a number")?;
     let (major, minor) = device(next("no device")?).ok_or("the device is not major:minor")?;
     next("no root")?;
     let mount_point = unescape(next("no mount point")?);
@@ -122,6 +124,7 @@ pub fn parse_line(line: &[u8]) -> Result<Mount, &'static str> {
     }
     let fs_type = String::from_utf8_lossy(&unescape(next("no filesystem type")?)).into_owned();
     Ok(Mount {
+        id,
         major,
         minor,
         mount_point,
@@ -173,7 +176,7 @@ mod tests {
         let m = parse(SAMPLE).unwrap();
         assert_eq!(m.len(), 7);
         assert_eq!(m[0].mount_point, b"/");
-        assert_eq!((m[0].major, m[0].minor), (254, 0));
+        assert_eq!((m[0].id, m[0].major, m[0].minor), (22, 254, 0));
         assert_eq!(m[1].fs_type, "tmpfs");
         assert_eq!(m[3].mount_point, b"/var/lib/kubelet/a b\\c");
         assert_eq!(m[3].fs_type, "xfs");
