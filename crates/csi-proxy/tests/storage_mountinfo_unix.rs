@@ -242,7 +242,7 @@ async fn a_non_utf8_mount_point_in_the_proxys_namespace_is_read() {
         .unwrap()
         .into_inner()
         .volume_ids;
-    assert_eq!(ids, [id.clone()]);
+    assert_eq!(ids, std::slice::from_ref(&id));
     let formatted = v
         .is_volume_formatted(volume::v1::IsVolumeFormattedRequest {
             volume_id: id.clone(),

@@ -11,7 +11,7 @@ use common::{assert_code, Proxy};
 use csi_proxy_api::{disk, volume};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use storage::{can_run, is_mount_point, partition_and_format, partition_node, tool, LoopDisk, MIB};
 use tonic::Code;

@@ -15,7 +15,7 @@ mod intents;
 mod layout;
 mod locks;
 mod lookup;
-pub(crate) mod mountinfo;
+pub mod mountinfo;
 mod mounts;
 mod rescan;
 mod scan;
