@@ -4,8 +4,11 @@
 //! volume is a use (MountVolume refuses it), in the proxy's own namespace
 //! every call that reads the table still answers.
 //!
-//! The odd mounts live only in namespaces these tests make (private ones),
-//! never in the namespace other programs on the machine read theirs in.
+//! The proxy runs in a private mount namespace of its own: the odd mounts
+//! live only in namespaces these tests make, and the proxy's mounts are in
+//! no namespace that another program copies meanwhile (a process that
+//! makes a mount namespace, such as `systemd --user`, holds a copy of every
+//! mount of the one it left: uses of the volume, rightly).
 #![cfg(target_os = "linux")]
 
 mod common;
@@ -18,7 +21,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use storage::{can_run, is_mount_point, partition_and_format, partition_node, tool, LoopDisk, MIB};
+use storage::{can_run, partition_and_format, partition_node, tool, LoopDisk, MIB};
 use tonic::Code;
 
 fn s(p: &Path) -> String {
@@ -38,21 +41,13 @@ fn mounted_in(pid: u32, at: &Path) -> bool {
         .any(|l| l.split(|&b| b == b' ').nth(4) == Some(at.as_os_str().as_bytes()))
 }
 
-/// A process that holds `node` mounted at `at` in a mount namespace of its
-/// own: a private copy of ours, where the copies of `drop` are unmounted
-/// first (so that `at` is the only mount of the device there).
-fn mount_elsewhere(node: &Path, at: &Path, drop: &[&Path]) -> std::process::Child {
-    std::fs::create_dir_all(at).unwrap();
-    let (node_c, at_c) = (node.to_path_buf(), at.to_path_buf());
-    let drop: Vec<PathBuf> = drop.iter().map(|p| p.to_path_buf()).collect();
-    let mut cmd = Command::new(tool("sleep").unwrap());
-    cmd.arg("120");
+/// The proxy, in a private mount namespace of its own.
+fn start_in_own_namespace() -> Proxy {
     // SAFETY: between fork and exec only system calls are made (unshare,
-    // mount, umount2); nix passes these short paths through a stack
-    // buffer, so nothing is allocated in the child.
-    unsafe {
-        cmd.pre_exec(move || {
-            use nix::mount::{mount, umount2, MntFlags, MsFlags};
+    // mount of "/", a static string).
+    Proxy::start_with(&[], |cmd| unsafe {
+        cmd.pre_exec(|| {
+            use nix::mount::{mount, MsFlags};
             if libc::unshare(libc::CLONE_NEWNS) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -63,9 +58,39 @@ fn mount_elsewhere(node: &Path, at: &Path, drop: &[&Path]) -> std::process::Chil
                 MsFlags::MS_REC | MsFlags::MS_PRIVATE,
                 None::<&str>,
             )?;
-            for d in &drop {
-                umount2(d, MntFlags::MNT_DETACH)?;
+            Ok(())
+        });
+    })
+}
+
+/// Is `at` a mount point in the proxy's namespace?
+fn proxy_mounted(proxy: &Proxy, at: &Path) -> bool {
+    mounted_in(proxy.child.as_ref().unwrap().id(), at)
+}
+
+/// A process that holds `node` mounted at `at` in a mount namespace of its
+/// own (a private copy of this test's, where the proxy's mounts are not).
+fn mount_elsewhere(node: &Path, at: &Path) -> std::process::Child {
+    std::fs::create_dir_all(at).unwrap();
+    let (node_c, at_c) = (node.to_path_buf(), at.to_path_buf());
+    let mut cmd = Command::new(tool("sleep").unwrap());
+    cmd.arg("120");
+    // SAFETY: between fork and exec only system calls are made (unshare,
+    // mount); nix passes these short paths through a stack
+    // buffer, so nothing is allocated in the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            use nix::mount::{mount, MsFlags};
+            if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                return Err(std::io::Error::last_os_error());
             }
+            mount(
+                None::<&str>,
+                "/",
+                None::<&str>,
+                MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+                None::<&str>,
+            )?;
             mount(
                 Some(&node_c),
                 &at_c,
@@ -124,7 +149,7 @@ async fn a_mount_at_a_non_utf8_path_in_another_namespace_is_a_use() {
     if !can_run() {
         return;
     }
-    let proxy = Proxy::start(&[]);
+    let proxy = start_in_own_namespace();
     let d = LoopDisk::new(proxy.root.path(), 64 * MIB);
     let id = partition_and_format(&proxy.client(), d.number).await;
     let node = partition_node(&d);
@@ -134,7 +159,7 @@ async fn a_mount_at_a_non_utf8_path_in_another_namespace_is_a_use() {
     mount(&mut v, &id, &first).await.unwrap();
 
     let hidden = odd(&proxy.outside, b"hidden-\xff\xfe");
-    let mut other = mount_elsewhere(&node, &hidden, &[&first]);
+    let mut other = mount_elsewhere(&node, &hidden);
     let e = mount(&mut v, &id, &second).await;
     let pid = other.id();
     let _ = other.kill();
@@ -147,15 +172,15 @@ async fn a_mount_at_a_non_utf8_path_in_another_namespace_is_a_use() {
     ] {
         assert!(e.message().contains(&needle), "{needle}: {}", e.message());
     }
-    assert!(!second.exists() || !is_mount_point(&second));
+    assert!(!proxy_mounted(&proxy, &second));
 
     // The other namespace is gone with its process: only our mount inside
     // the roots is left, and a second one there is fine.
     mount(&mut v, &id, &second).await.unwrap();
-    assert!(is_mount_point(&second));
+    assert!(proxy_mounted(&proxy, &second));
     for t in [&second, &first] {
         unmount(&mut v, &id, t).await;
-        assert!(!is_mount_point(t));
+        assert!(!proxy_mounted(&proxy, t));
     }
 }
 
@@ -171,24 +196,7 @@ async fn a_non_utf8_mount_point_in_the_proxys_namespace_is_read() {
         eprintln!("skipping: needs nsenter");
         return;
     };
-    // SAFETY: between fork and exec only system calls are made (unshare,
-    // mount of "/", a static string).
-    let mut proxy = Proxy::start_with(&[], |cmd| unsafe {
-        cmd.pre_exec(|| {
-            use nix::mount::{mount, MsFlags};
-            if libc::unshare(libc::CLONE_NEWNS) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            mount(
-                None::<&str>,
-                "/",
-                None::<&str>,
-                MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-                None::<&str>,
-            )?;
-            Ok(())
-        });
-    });
+    let mut proxy = start_in_own_namespace();
     let d = LoopDisk::new(proxy.root.path(), 64 * MIB);
     let id = partition_and_format(&proxy.client(), d.number).await;
     let pid = proxy.child.as_ref().unwrap().id();
@@ -294,4 +302,107 @@ async fn a_non_utf8_mount_point_in_the_proxys_namespace_is_read() {
     );
     // The namespace, and its mounts, end with the proxy.
     proxy.terminate();
+}
+
+/// Another namespace whose mount table is larger than the scan reads
+/// (10,000 directories with long names bound on themselves: a root and a
+/// mount point of about 3,800 bytes each per line, about 75 MiB of table)
+/// and mounts
+/// the volume after all that: the table is not read to its end, so the
+/// volume counts as used there (never as "no mounts"), and MountVolume
+/// refuses, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mount_table_too_large_to_read_is_a_use() {
+    if !can_run() {
+        return;
+    }
+    use std::ffi::CString;
+    let proxy = start_in_own_namespace();
+    let d = LoopDisk::new(proxy.root.path(), 64 * MIB);
+    let id = partition_and_format(&proxy.client(), d.number).await;
+    let mut v = proxy.client().connect_volume_v1().await.unwrap();
+    let first = proxy.kubelet.join("plugins/x/globalmount");
+    let second = proxy.kubelet.join("pods/p/volumes/x/mount");
+    mount(&mut v, &id, &first).await.unwrap();
+
+    // A mount point of about 3,900 bytes (PATH_MAX is 4,096).
+    let mut deep = proxy.outside.join("flood");
+    for i in 0..15 {
+        deep.push(format!("{i:02}{}", "d".repeat(248)));
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    let leaves: Vec<CString> = (0..10_000)
+        .map(|i| {
+            let name = format!("{i:05}");
+            std::fs::create_dir(deep.join(&name)).unwrap();
+            CString::new(name).unwrap()
+        })
+        .collect();
+    let hidden = proxy.outside.join("hidden");
+    std::fs::create_dir_all(&hidden).unwrap();
+    let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).unwrap();
+    let (deep_c, hidden_c) = (c(&deep), c(&hidden));
+    let node_c = c(&partition_node(&d));
+    let (ext4, root) = (c(Path::new("ext4")), c(Path::new("/")));
+    let mut cmd = Command::new(tool("sleep").unwrap());
+    cmd.arg("120");
+    // SAFETY: between fork and exec only system calls are made, on C
+    // strings built before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            let check = |r: libc::c_int| {
+                if r == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            };
+            let none = std::ptr::null();
+            check(libc::unshare(libc::CLONE_NEWNS))?;
+            check(libc::mount(
+                none,
+                root.as_ptr(),
+                none,
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ))?;
+            check(libc::chdir(deep_c.as_ptr()))?;
+            for leaf in &leaves {
+                check(libc::mount(
+                    leaf.as_ptr(),
+                    leaf.as_ptr(),
+                    none,
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                ))?;
+            }
+            check(libc::mount(
+                node_c.as_ptr(),
+                hidden_c.as_ptr(),
+                ext4.as_ptr(),
+                0,
+                std::ptr::null(),
+            ))
+        });
+    }
+    // spawn returns once the child has exec'd: every mount is in place.
+    let mut flood = cmd.spawn().unwrap();
+    let pid = flood.id();
+    let e = mount(&mut v, &id, &second).await;
+    let _ = flood.kill();
+    let _ = flood.wait();
+    let e = e.unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    for needle in [
+        format!("possibly in use: the mount table of process {pid}"),
+        "larger than 64 MiB".to_string(),
+    ] {
+        assert!(e.message().contains(&needle), "{needle}: {}", e.message());
+    }
+    assert!(!proxy_mounted(&proxy, &second));
+
+    mount(&mut v, &id, &second).await.unwrap();
+    for t in [&second, &first] {
+        unmount(&mut v, &id, t).await;
+    }
 }
