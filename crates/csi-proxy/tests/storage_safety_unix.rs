@@ -11,9 +11,9 @@ use common::{assert_code, Proxy};
 use csi_proxy_api::{disk, volume};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use storage::{can_run, is_mount_point, partition_and_format, tool, LoopDisk, MIB};
+use storage::{can_run, is_mount_point, partition_and_format, partition_node, tool, LoopDisk, MIB};
 use tonic::Code;
 
 fn s(p: &Path) -> String {
@@ -25,14 +25,6 @@ async fn formatted(proxy: &Proxy, size: u64) -> (LoopDisk, String) {
     let d = LoopDisk::new(proxy.root.path(), size);
     let id = partition_and_format(&proxy.client(), d.number).await;
     (d, id)
-}
-
-fn partition_node(d: &LoopDisk) -> PathBuf {
-    [format!("/dev/{}p1", d.name), format!("/dev/{}1", d.name)]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-        .expect("the partition node")
 }
 
 /// A process that holds `node` mounted at `at` in a mount namespace of its

@@ -178,8 +178,7 @@ impl LoopDisk {
         self.cleanup();
     }
 
-    fn mounts_of_this_disk(&self) -> Vec<String> {
-        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    fn mounts_of_this_disk(&self) -> Vec<PathBuf> {
         let mut devs = vec![dev_of(&format!("/sys/block/{}/dev", self.name))];
         if let Ok(rd) = std::fs::read_dir(format!("/sys/block/{}", self.name)) {
             for e in rd.flatten() {
@@ -189,14 +188,11 @@ impl LoopDisk {
                 }
             }
         }
-        let mut out = Vec::new();
-        for line in info.lines() {
-            let f: Vec<&str> = line.split(' ').collect();
-            if f.len() > 4 && devs.iter().any(|d| d == f[2]) {
-                out.push(f[4].replace("\\040", " "));
-            }
-        }
-        out
+        mounts()
+            .into_iter()
+            .filter(|(dev, _)| devs.contains(dev))
+            .map(|(_, at)| at)
+            .collect()
     }
 
     fn cleanup(&mut self) {
@@ -205,10 +201,11 @@ impl LoopDisk {
         }
         self.detached = true;
         for m in self.mounts_of_this_disk().into_iter().rev() {
-            let c = std::ffi::CString::new(m.clone()).unwrap();
+            use std::os::unix::ffi::OsStrExt;
+            let c = std::ffi::CString::new(m.as_os_str().as_bytes()).unwrap();
             // SAFETY: umount2 with a valid C string.
             if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
-                eprintln!("cleanup: umount {m}: {}", std::io::Error::last_os_error());
+                eprintln!("cleanup: umount {m:?}: {}", std::io::Error::last_os_error());
             }
         }
         // Make sure the device is writable again before detaching.
@@ -254,12 +251,52 @@ pub fn diskseq(name: &str) -> u32 {
         .unwrap()
 }
 
+/// This process's mounts, (`major:minor`, mount point), read as bytes
+/// (a mount point need not be UTF-8; the kernel escapes space, tab,
+/// newline and backslash as `\NNN`).
+pub fn mounts() -> Vec<(String, PathBuf)> {
+    use std::os::unix::ffi::OsStringExt;
+    let info = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
+    let unescape = |f: &[u8]| {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < f.len() {
+            let oct = f
+                .get(i + 1..i + 4)
+                .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+            match (f[i], oct) {
+                (b'\\', Some(d)) => {
+                    out.push(d.iter().fold(0u8, |a, c| a.wrapping_mul(8) + (c - b'0')));
+                    i += 4;
+                }
+                (c, _) => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        }
+        PathBuf::from(std::ffi::OsString::from_vec(out))
+    };
+    info.split(|&b| b == b'\n')
+        .filter_map(|l| {
+            let f: Vec<&[u8]> = l.split(|&b| b == b' ').collect();
+            (f.len() > 4).then(|| (String::from_utf8_lossy(f[2]).into_owned(), unescape(f[4])))
+        })
+        .collect()
+}
+
 /// Is `path` a mount point (per /proc/self/mountinfo)?
 pub fn is_mount_point(path: &Path) -> bool {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let p = path.to_str().unwrap();
-    info.lines()
-        .any(|l| l.split(' ').nth(4).map(|m| m.replace("\\040", " ")) == Some(p.to_string()))
+    mounts().iter().any(|(_, at)| at == path)
+}
+
+/// The device node of a disk's first partition.
+pub fn partition_node(d: &LoopDisk) -> PathBuf {
+    [format!("/dev/{}p1", d.name), format!("/dev/{}1", d.name)]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .expect("the partition node")
 }
 
 /// statvfs total bytes of the filesystem at `path`.

@@ -113,10 +113,9 @@ fn resolve(root: &ShareRoot, host: &Host) -> Result<IpAddr> {
 }
 
 fn cifs_mount_at(dir: &Path) -> io::Result<bool> {
-    let d = dir.to_string_lossy();
     Ok(mountinfo::read()?
         .iter()
-        .any(|m| m.mount_point == d && CIFS_TYPES.contains(&m.fs_type.as_str())))
+        .any(|m| m.path() == dir && CIFS_TYPES.contains(&m.fs_type.as_str())))
 }
 
 fn fail(root: &ShareRoot, step: &str, e: io::Error) -> Error {

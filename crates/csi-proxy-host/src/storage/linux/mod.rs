@@ -15,7 +15,7 @@ mod intents;
 mod layout;
 mod locks;
 mod lookup;
-pub(crate) mod mountinfo;
+pub mod mountinfo;
 mod mounts;
 mod rescan;
 mod scan;
@@ -339,7 +339,7 @@ impl LinuxStorage {
                 tools::run("resize2fs", &[node_s], &[])
             }
             "xfs" => match mounted {
-                Some(m) => tools::run("xfs_growfs", &[m.mount_point.as_str()], &[]),
+                Some(m) => tools::run("xfs_growfs", &[m.path()], &[]),
                 None => Err(Error::FailedPrecondition(format!(
                     "the xfs filesystem on {} can only grow while mounted; mount it and resize again",
                     p.name
@@ -572,8 +572,8 @@ impl StorageBackend for LinuxStorage {
         let f = self.locate(volume)?;
         let mounts = Self::mounts()?;
         if let Some(m) = mountinfo::of_device(&mounts, f.part.major, f.part.minor).next() {
-            let (total, free) = sys::fs_bytes(Path::new(m.mount_point.as_str()))
-                .map_err(|e| from_io("statvfs", &m.mount_point, e))?;
+            let (total, free) = sys::fs_bytes(m.path())
+                .map_err(|e| from_io("statvfs", &m.path().to_string_lossy(), e))?;
             return Ok(VolumeStats {
                 total_bytes: total,
                 used_bytes: total.saturating_sub(free),
@@ -603,9 +603,9 @@ impl StorageBackend for LinuxStorage {
     fn flush(&self, volume: &VolumeId) -> Result<()> {
         let f = self.locate(volume)?;
         for m in mountinfo::of_device(&Self::mounts()?, f.part.major, f.part.minor).take(1) {
-            let dir = std::fs::File::open(&m.mount_point)
-                .map_err(|e| from_io("open", &m.mount_point, e))?;
-            sys::syncfs(&OwnedFd::from(dir)).map_err(|e| from_io("syncfs", &m.mount_point, e))?;
+            let shown = m.path().to_string_lossy();
+            let dir = std::fs::File::open(m.path()).map_err(|e| from_io("open", &shown, e))?;
+            sys::syncfs(&OwnedFd::from(dir)).map_err(|e| from_io("syncfs", &shown, e))?;
         }
         let (node, fd) = self.open_part(&f.part, Access::Read)?;
         sys::fsync(&fd).map_err(|e| from_io("fsync", &node.display().to_string(), e))

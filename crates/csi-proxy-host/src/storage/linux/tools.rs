@@ -6,6 +6,7 @@
 //! read-only calls spawn nothing.
 
 use crate::{Error, Result};
+use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,7 +30,10 @@ pub fn find(tool: &str) -> Option<PathBuf> {
 /// Runs `tool` (found in the fixed directories) with `args`, an empty
 /// environment but a fixed PATH and `LC_ALL=C`, no stdin, no shell;
 /// counted in [`spawned`].
-fn spawn(tool: &str, args: &[&str]) -> Result<std::process::Output> {
+fn spawn<A: AsRef<OsStr> + std::fmt::Debug>(
+    tool: &str,
+    args: &[A],
+) -> Result<std::process::Output> {
     let path = find(tool).ok_or_else(|| {
         Error::FailedPrecondition(format!(
             "{tool} is not installed (looked in {})",
@@ -50,8 +54,12 @@ fn spawn(tool: &str, args: &[&str]) -> Result<std::process::Output> {
 
 /// Runs `tool args...`; a non-zero exit is an error carrying its stderr.
 /// `ok_codes` lists other exit codes that mean success (e2fsck: 1 =
-/// errors corrected).
-pub fn run(tool: &str, args: &[&str], ok_codes: &[i32]) -> Result<()> {
+/// errors corrected). An argument need not be UTF-8 (a mount point).
+pub fn run<A: AsRef<OsStr> + std::fmt::Debug>(
+    tool: &str,
+    args: &[A],
+    ok_codes: &[i32],
+) -> Result<()> {
     let out = spawn(tool, args)?;
     let code = out.status.code().unwrap_or(-1);
     if out.status.success() || ok_codes.contains(&code) {
@@ -64,7 +72,10 @@ pub fn run(tool: &str, args: &[&str], ok_codes: &[i32]) -> Result<()> {
     msg.truncate(1000);
     Err(Error::Internal(format!(
         "{tool} {} failed with exit code {code}: {msg}",
-        args.join(" ")
+        args.iter()
+            .map(|a| a.as_ref().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ")
     )))
 }
 
@@ -88,15 +99,15 @@ mod tests {
     #[test]
     fn runs_fixed_argv_and_counts() {
         let before = spawned();
-        run("true", &[], &[]).unwrap();
+        run::<&str>("true", &[], &[]).unwrap();
         let e = run("false", &["x"], &[]).unwrap_err();
         assert!(
             e.to_string().contains("false x failed with exit code 1"),
             "{e}"
         );
-        run("false", &[], &[1]).unwrap();
+        run::<&str>("false", &[], &[1]).unwrap();
         assert!(spawned() >= before + 3);
-        let e = run("no-such-tool-here", &[], &[]).unwrap_err();
+        let e = run::<&str>("no-such-tool-here", &[], &[]).unwrap_err();
         assert!(matches!(e, Error::FailedPrecondition(_)), "{e}");
     }
 }

@@ -27,6 +27,7 @@ pub mod grow;
 pub mod guid;
 pub mod layout;
 pub mod location;
+pub mod mountinfo;
 pub mod msft;
 pub mod multi_sz;
 pub mod nvme;
