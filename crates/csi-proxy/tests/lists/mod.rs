@@ -195,11 +195,12 @@ pub async fn whole_host_agrees(
     r: &Storage<LinuxStorage>,
 ) {
     let mut last = None;
-    for _ in 0..50 {
+    for attempt in 1..=50 {
         let before = fresh(r, None);
         let got = served(d, v, None).await;
         let after = fresh(r, None);
         if got == before && before == after {
+            eprintln!("whole host: agreed at try {attempt}");
             return;
         }
         last = Some((before, got, after));
