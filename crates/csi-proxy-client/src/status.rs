@@ -98,10 +98,20 @@ fn connection_lost(e: &io::Error) -> bool {
     ) {
         return true;
     }
-    // A pipe whose server end closed (std has no kind for this one).
+    // A pipe whose server end closed or is closing, whatever kind std
+    // gives these codes.
     #[cfg(windows)]
-    if e.raw_os_error() == Some(windows_sys::Win32::Foundation::ERROR_PIPE_NOT_CONNECTED as i32) {
-        return true;
+    {
+        use windows_sys::Win32::Foundation::{
+            ERROR_BROKEN_PIPE, ERROR_NO_DATA, ERROR_PIPE_NOT_CONNECTED,
+        };
+        let code = e.raw_os_error();
+        if [ERROR_BROKEN_PIPE, ERROR_NO_DATA, ERROR_PIPE_NOT_CONNECTED]
+            .iter()
+            .any(|c| code == Some(*c as i32))
+        {
+            return true;
+        }
     }
     false
 }
