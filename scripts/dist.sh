@@ -35,7 +35,10 @@ split_pe() {
 
 if want linux; then
     mkdir -p "$out/linux"
-    cargo build --locked --profile dist -p csi-proxy -p csi-proxyctl
+    # Two builds: one would unify features, and the daemon would be built
+    # with the client's (tonic's channel, hyper's HTTP/2 client).
+    cargo build --locked --profile dist -p csi-proxy
+    cargo build --locked --profile dist -p csi-proxyctl
     for b in csi-proxy csi-proxyctl; do
         cp "$target_dir/dist/$b" "$out/linux/$b"
         if [[ -f "$target_dir/dist/$b.dwp" ]]; then
@@ -44,12 +47,14 @@ if want linux; then
     done
 fi
 
-windows_packages=()
-want windows && windows_packages+=(-p csi-proxy -p csi-proxyctl)
-want dll && windows_packages+=(-p csi-proxy-ffi)
-if [[ ${#windows_packages[@]} -gt 0 ]]; then
+windows_builds=()
+want windows && windows_builds+=(csi-proxy csi-proxyctl)
+want dll && windows_builds+=(csi-proxy-ffi)
+if [[ ${#windows_builds[@]} -gt 0 ]]; then
     mkdir -p "$out/windows"
-    cargo build --locked --profile dist-windows --target x86_64-pc-windows-gnu "${windows_packages[@]}"
+    for p in "${windows_builds[@]}"; do
+        cargo build --locked --profile dist-windows --target x86_64-pc-windows-gnu -p "$p"
+    done
     built="$target_dir/x86_64-pc-windows-gnu/dist-windows"
     if want windows; then
         for b in csi-proxy csi-proxyctl; do

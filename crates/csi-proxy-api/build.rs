@@ -1,5 +1,6 @@
 //! Compiles the 23 proto files of the csi-proxy API with protox (no system
-//! `protoc`) and generates the prost messages and tonic clients.
+//! `protoc`) and generates the prost messages and tonic clients (the clients
+//! compiled with the crate's `client` feature only).
 //!
 //! Every group/version is compiled on its own, into its own directory
 //! `OUT_DIR/<group>/<version>/`: several groups share a proto package (disk v1
@@ -50,6 +51,10 @@ const SECRET_MESSAGES: [&str; 3] = [
     "SetMutualChapSecretRequest",
 ];
 
+/// The attribute on every generated client module: compiled with the
+/// crate's `client` feature only.
+const CLIENT_ONLY: &str = "#[cfg(feature = \"client\")]";
+
 fn main() -> Result<(), Box<dyn Error>> {
     println!("cargo:rerun-if-changed=proto");
     println!("cargo:rerun-if-changed=build.rs");
@@ -92,6 +97,8 @@ fn compile_health(proto_root: &Path, out_dir: &Path) -> Result<(), Box<dyn Error
     tonic_prost_build::configure()
         .build_server(false)
         .build_client(true)
+        // The clients are for csi-proxy-client and tests, not the daemon.
+        .client_mod_attribute(".", CLIENT_ONLY)
         .out_dir(&dir)
         .compile_fds(fds)
         .map_err(|e| format!("generating Rust for {rel}: {e}"))?;
@@ -160,6 +167,8 @@ fn compile_one(
         .skip_debug(SECRET_MESSAGES.iter().map(|m| format!(".{version}.{m}")))
         .build_server(false)
         .build_client(true)
+        // The clients are for csi-proxy-client and tests, not the daemon.
+        .client_mod_attribute(".", CLIENT_ONLY)
         .out_dir(&dir)
         .compile_fds(fds)
         .map_err(|e| format!("generating Rust for {rel}: {e}"))?;

@@ -2,7 +2,8 @@
 //! from `proto/<group>/<version>/api.proto`.
 //!
 //! Each group/version has its own module (`disk::v1`, `volume::v1beta3`, ...)
-//! holding the prost messages and a tonic client (`disk::v1::disk_client::DiskClient`).
+//! holding the prost messages and, with the `client` feature, a tonic client
+//! (`disk::v1::disk_client::DiskClient`).
 //! No server code is generated: the server crate dispatches generically.
 //!
 //! [`API_VERSIONS`] describes every group/version: its gRPC service name,

@@ -1,13 +1,18 @@
 //! [`ProxyChannel`]: a tonic channel to one endpoint that sends the client's
 //! default deadline as `grpc-timeout`.
 
+use crate::status::from_error;
 use csi_proxy_api::ApiVersion;
 use http::header::{HeaderName, HeaderValue};
+use http_body_util::BodyExt as _;
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tonic::body::Body;
 use tonic::transport::Channel;
+use tonic::Status;
 use tower::Service;
 
 /// The gRPC deadline header.
@@ -24,6 +29,11 @@ pub(crate) const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeou
 /// `DEADLINE_EXCEEDED`, and tonic gives up on the client side at the same
 /// time (`Cancelled`, "Timeout expired"), whichever comes first. A deadline
 /// set on a single request with `tonic::Request::set_timeout` wins.
+///
+/// Its errors are `tonic::Status` values, and a call the connection lost
+/// (broken pipe, reset, EOF or GOAWAY before the whole answer) fails
+/// `Unavailable`, the code drivers retry, where tonic's channel says
+/// `Unknown` ("transport error").
 #[derive(Clone, Debug)]
 pub struct ProxyChannel {
     channel: Channel,
@@ -83,13 +93,17 @@ impl ProxyChannel {
     }
 }
 
+/// The answer of a call on a [`ProxyChannel`].
+pub type ResponseFuture =
+    Pin<Box<dyn Future<Output = Result<http::Response<Body>, Status>> + Send + 'static>>;
+
 impl Service<http::Request<Body>> for ProxyChannel {
-    type Response = <Channel as Service<http::Request<Body>>>::Response;
-    type Error = <Channel as Service<http::Request<Body>>>::Error;
-    type Future = <Channel as Service<http::Request<Body>>>::Future;
+    type Response = http::Response<Body>;
+    type Error = Status;
+    type Future = ResponseFuture;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Service::<http::Request<Body>>::poll_ready(&mut self.channel, cx)
+        Service::<http::Request<Body>>::poll_ready(&mut self.channel, cx).map_err(from_error)
     }
 
     fn call(&mut self, mut request: http::Request<Body>) -> Self::Future {
@@ -98,7 +112,13 @@ impl Service<http::Request<Body>> for ProxyChannel {
                 request.headers_mut().insert(GRPC_TIMEOUT, value.clone());
             }
         }
-        self.channel.call(request)
+        let call = self.channel.call(request);
+        Box::pin(async move {
+            let response = call.await.map_err(from_error)?;
+            // The connection can also break while the answer's body or
+            // trailers are on the way.
+            Ok(response.map(|body| Body::new(body.map_err(from_error))))
+        })
     }
 }
 

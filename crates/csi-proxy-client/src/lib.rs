@@ -51,9 +51,10 @@ mod channel;
 mod dial;
 mod endpoint;
 mod error;
+mod status;
 mod typed;
 
-pub use channel::{grpc_timeout_value, ProxyChannel};
+pub use channel::{grpc_timeout_value, ProxyChannel, ResponseFuture};
 #[cfg(unix)]
 pub use endpoint::default_socket_dir;
 pub use endpoint::{pipe_path, socket_path, VersionPreference, DEFAULT_PIPE_PREFIX};

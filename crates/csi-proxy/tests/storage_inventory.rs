@@ -2,18 +2,18 @@
 //! over its Unix sockets (and, for the overflow, the real backend
 //! in-process), real loop devices, the kernel's own uevents. Needs root (CI
 //! runs as root); other programs may attach loop devices meanwhile, which
-//! the comparisons allow for.
+//! the comparisons allow for (`lists/mod.rs`).
 //!
 //! "A fresh full scan" is a backend that follows no events, so that every
 //! call of it scans every disk (`LinuxStorage::without_events`).
 #![cfg(target_os = "linux")]
 
 mod common;
+mod lists;
 mod storage;
 
 use common::{assert_code, Proxy};
 use csi_proxy_api::{disk::v1 as dk, volume::v2alpha1 as vl};
-use csi_proxy_client::ProxyChannel;
 use csi_proxy_host::disk::{self as hd, DiskApi};
 use csi_proxy_host::path::{Flavor, PathPolicy};
 use csi_proxy_host::storage::inventory;
@@ -21,169 +21,14 @@ use csi_proxy_host::storage::linux::{FsType, LinuxStorage};
 use csi_proxy_host::storage::parse::gpt;
 use csi_proxy_host::storage::{Storage, VolumeId};
 use csi_proxy_host::volume::{self as hv, VolumeApi};
+use lists::{
+    covered_agrees, reference, whole_host_agrees, Covered, DiskClient, Poller, VolumeClient,
+};
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use storage::{can_run, LoopDisk, MIB};
 use tonic::Code;
-
-type DiskClient = dk::disk_client::DiskClient<ProxyChannel>;
-type VolumeClient = vl::volume_client::VolumeClient<ProxyChannel>;
-
-/// What the list calls say: ids and locations of every disk, and the
-/// volumes of the loop devices named (by kernel name).
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Lists {
-    ids: BTreeMap<u32, (String, String)>,
-    locations: BTreeMap<u32, [String; 4]>,
-    volumes: BTreeMap<String, Result<Vec<String>, Code>>,
-}
-
-/// The disk number of loop device `name` in a location map.
-fn number_of(locations: &BTreeMap<u32, [String; 4]>, name: &str) -> Option<u32> {
-    let lun = name.strip_prefix("loop")?;
-    locations
-        .iter()
-        .find(|(_, l)| l[0] == "loop" && l[3] == lun)
-        .map(|(n, _)| *n)
-}
-
-fn reference(root: &Path) -> Storage<LinuxStorage> {
-    let policy = PathPolicy::new(Flavor::Unix, [root.to_str().unwrap()]).unwrap();
-    Storage::new(policy, LinuxStorage::new(FsType::Ext4).without_events())
-}
-
-/// A fresh full scan of the host.
-fn fresh(r: &Storage<LinuxStorage>, ours: &[String]) -> Lists {
-    let ids = r
-        .list_disk_ids(hd::ListDiskIdsRequest {})
-        .unwrap()
-        .disk_ids
-        .into_iter()
-        .map(|(n, i)| (n, (i.page83, i.serial_number)))
-        .collect();
-    let locations: BTreeMap<u32, [String; 4]> = r
-        .list_disk_locations(hd::ListDiskLocationsRequest {})
-        .unwrap()
-        .disk_locations
-        .into_iter()
-        .map(|(n, l)| (n, [l.adapter, l.bus, l.target, l.lun_id]))
-        .collect();
-    let mut volumes = BTreeMap::new();
-    for name in ours {
-        let v = match number_of(&locations, name) {
-            None => Err(Code::NotFound),
-            Some(n) => r
-                .list_volumes_on_disk(hv::ListVolumesOnDiskRequest {
-                    disk_number: n,
-                    partition_number: 0,
-                })
-                .map(|r| r.volume_ids)
-                .map_err(|_| Code::NotFound),
-        };
-        volumes.insert(name.clone(), v);
-    }
-    Lists {
-        ids,
-        locations,
-        volumes,
-    }
-}
-
-/// The same lists, asked of the proxy.
-async fn served(d: &mut DiskClient, v: &mut VolumeClient, ours: &[String]) -> Lists {
-    let ids = d
-        .list_disk_i_ds(dk::ListDiskIDsRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .disk_i_ds
-        .into_iter()
-        .map(|(n, i)| (n, (i.page83, i.serial_number)))
-        .collect();
-    let locations: BTreeMap<u32, [String; 4]> = d
-        .list_disk_locations(dk::ListDiskLocationsRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .disk_locations
-        .into_iter()
-        .map(|(n, l)| (n, [l.adapter, l.bus, l.target, l.lunid]))
-        .collect();
-    let mut volumes = BTreeMap::new();
-    for name in ours {
-        let r = match number_of(&locations, name) {
-            None => Err(Code::NotFound),
-            Some(n) => v
-                .list_volumes_on_disk(vl::ListVolumesOnDiskRequest {
-                    disk_number: n,
-                    partition_number: 0,
-                })
-                .await
-                .map(|r| r.into_inner().volume_ids)
-                .map_err(|s| s.code()),
-        };
-        volumes.insert(name.clone(), r);
-    }
-    Lists {
-        ids,
-        locations,
-        volumes,
-    }
-}
-
-/// A client that keeps polling the lists and checks every answer taken
-/// while nothing changed (the fresh scans just before and just after the
-/// call agree) against that fresh scan.
-struct Poller {
-    stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<(usize, usize)>,
-}
-
-impl Poller {
-    fn start(proxy: &Proxy, ours: Arc<Mutex<Vec<String>>>) -> Poller {
-        let stop = Arc::new(AtomicBool::new(false));
-        let client = proxy.client();
-        let root = proxy.kubelet.clone();
-        let flag = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            let (mut d, mut v) = rt.block_on(async {
-                (
-                    client.connect_disk_v1().await.unwrap(),
-                    client.connect_volume_v2alpha1().await.unwrap(),
-                )
-            });
-            let r = reference(&root);
-            let (mut checked, mut skipped) = (0, 0);
-            while !flag.load(Ordering::SeqCst) {
-                let names = ours.lock().unwrap().clone();
-                let before = fresh(&r, &names);
-                let got = rt.block_on(served(&mut d, &mut v, &names));
-                let after = fresh(&r, &names);
-                if before == after {
-                    assert_eq!(got, before, "an answer differs from a fresh scan");
-                    checked += 1;
-                } else {
-                    skipped += 1;
-                }
-            }
-            (checked, skipped)
-        });
-        Poller { stop, thread }
-    }
-
-    fn finish(self) -> (usize, usize) {
-        self.stop.store(true, Ordering::SeqCst);
-        self.thread.join().expect("the poller failed")
-    }
-}
 
 async fn ids(d: &mut DiskClient) -> BTreeMap<u32, dk::DiskIDs> {
     d.list_disk_i_ds(dk::ListDiskIDsRequest {})
@@ -232,15 +77,15 @@ async fn every_change_is_in_the_next_answer_while_a_client_polls() {
     let mut d = c.connect_disk_v1().await.unwrap();
     let mut v = c.connect_volume_v2alpha1().await.unwrap();
     let outside = reference(&proxy.kubelet);
-    let ours = Arc::new(Mutex::new(Vec::new()));
-    let poller = Poller::start(&proxy, ours.clone());
+    let covered = Covered::new(&outside);
+    let poller = Poller::start(&proxy, covered.clone());
     let pause = || std::thread::sleep(Duration::from_millis(150));
 
     // Attach: every disk is in the very next answer.
     let mut disks = Vec::new();
     for _ in 0..6 {
         let disk = LoopDisk::new(proxy.root.path(), 64 * MIB);
-        ours.lock().unwrap().push(disk.name.clone());
+        covered.add(disk.number);
         let n = disk.number;
         assert!(
             ids(&mut d).await.contains_key(&n),
@@ -310,6 +155,7 @@ async fn every_change_is_in_the_next_answer_while_a_client_polls() {
     // and once its partitions are registered the volume is on the new one.
     let same_device = disks[1].reattach();
     let n1b = disks[1].number;
+    covered.add(n1b);
     assert_ne!(n1b, n1);
     let listed = ids(&mut d).await;
     assert!(listed.contains_key(&n1b) && !listed.contains_key(&n1));
@@ -334,7 +180,7 @@ async fn every_change_is_in_the_next_answer_while_a_client_polls() {
     disks[3].wait_detached();
     disks[4].wait_detached();
     let extra = LoopDisk::new(proxy.root.path(), 32 * MIB);
-    ours.lock().unwrap().push(extra.name.clone());
+    covered.add(extra.number);
     let listed = ids(&mut d).await;
     assert!(!listed.contains_key(&disks[3].number));
     assert!(!listed.contains_key(&disks[4].number));
@@ -349,10 +195,10 @@ async fn every_change_is_in_the_next_answer_while_a_client_polls() {
         checked >= 3,
         "too few quiet samples: {checked} ({skipped} skipped)"
     );
-    // Still consistent now that everything settled.
-    let names = ours.lock().unwrap().clone();
-    let want = fresh(&outside, &names);
-    assert_eq!(served(&mut d, &mut v, &names).await, want);
+    // Still consistent now that everything settled, and so is the rest of
+    // the host.
+    covered_agrees(&mut d, &mut v, &outside, &covered).await;
+    whole_host_agrees(&mut d, &mut v, &outside).await;
 }
 
 /// A receive queue too small for the events (as after a burst while no
@@ -553,9 +399,12 @@ async fn changes_to_many_disks_at_once_keep_the_inventory_true() {
     let disks: Vec<LoopDisk> = (0..6)
         .map(|_| LoopDisk::new(proxy.root.path(), 64 * MIB))
         .collect();
-    let names: Vec<String> = disks.iter().map(|d| d.name.clone()).collect();
-    let ours = Arc::new(Mutex::new(names.clone()));
-    let poller = Poller::start(&proxy, ours);
+    let outside = reference(&proxy.kubelet);
+    let covered = Covered::new(&outside);
+    for disk in &disks {
+        covered.add(disk.number);
+    }
+    let poller = Poller::start(&proxy, covered.clone());
     let mut all = tokio::task::JoinSet::new();
     for (i, disk) in disks.iter().enumerate() {
         let c = proxy.client();
@@ -608,9 +457,10 @@ async fn changes_to_many_disks_at_once_keep_the_inventory_true() {
     let c = proxy.client();
     let mut d = c.connect_disk_v1().await.unwrap();
     let mut v = c.connect_volume_v2alpha1().await.unwrap();
-    let got = served(&mut d, &mut v, &names).await;
-    assert_eq!(got, fresh(&reference(&proxy.kubelet), &names));
-    for name in &names {
-        assert_eq!(got.volumes[name].as_ref().map(Vec::len), Ok(1), "{name}");
+    let got = covered_agrees(&mut d, &mut v, &outside, &covered).await;
+    for disk in &disks {
+        let n = disk.number;
+        assert_eq!(got.volumes[&n].as_ref().map(Vec::len), Ok(1), "disk {n}");
     }
+    whole_host_agrees(&mut d, &mut v, &outside).await;
 }
