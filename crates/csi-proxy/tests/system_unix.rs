@@ -143,6 +143,17 @@ async fn without_systemd_service_calls_fail_precondition() {
     let (k, m) = code(get(&mut c, "kubelet").await);
     assert_eq!(k, Code::FailedPrecondition, "{m}");
     assert!(m.contains("systemd is not reachable"), "{m}");
+    // Addresses that are not ones (a bad %-escape, no unix: entry): a
+    // clear answer, and the proxy goes on serving.
+    for bad in ["unix:path=/tmp/%aé", "tcp:host=localhost,port=1"] {
+        let p = proxy_on(bad, &[]);
+        let mut c = client(&p).await;
+        for _ in 0..2 {
+            let (k, m) = code(get(&mut c, "kubelet").await);
+            assert_eq!(k, Code::FailedPrecondition, "{bad}: {m}");
+            assert!(m.contains("is not a D-Bus address"), "{bad}: {m}");
+        }
+    }
 }
 
 #[tokio::test]
@@ -238,4 +249,75 @@ async fn services_through_systemd_over_dbus() {
     );
     start(&mut c2, &dep).await.unwrap();
     stop(&mut c2, &dep, false).await.unwrap();
+}
+
+/// Start and stop return once systemd's job for the unit ended (not
+/// before: the state right after is the final one), with its result; a
+/// call made meanwhile answers at once on the same shared connection.
+#[tokio::test]
+async fn start_and_stop_wait_for_the_job_and_report_its_result() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root (a private mount namespace for systemd --user)");
+        return;
+    }
+    let sd = Systemd::start_with_units(&[
+        (
+            "{prefix}-slow",
+            "[Unit]\nDescription=slow to start and stop\n[Service]\nExecStartPre=/bin/sleep 2\nExecStart=/bin/sleep 1000\nExecStop=/bin/sleep 1\n",
+        ),
+        (
+            "{prefix}-fails",
+            "[Service]\nType=oneshot\nExecStartPre=/bin/sleep 1\nExecStart=/bin/false\n",
+        ),
+        (
+            "{prefix}-needs-fails",
+            "[Unit]\nRequires={prefix}-fails.service\nAfter={prefix}-fails.service\n[Service]\nExecStart=/bin/sleep 1000\n",
+        ),
+    ]);
+    let p = proxy_on(&sd.address(), &[]);
+    let mut c = client(&p).await;
+    let slow = sd.unit("slow");
+    let status = |s: sys::GetServiceResponse| sys::ServiceStatus::try_from(s.status).unwrap();
+
+    let t = std::time::Instant::now();
+    let starting = {
+        let mut c2 = client(&p).await;
+        let slow = slow.clone();
+        tokio::spawn(async move { start(&mut c2, &slow).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let s = get(&mut c, &slow).await.unwrap();
+    assert_eq!(status(s), sys::ServiceStatus::StartPending);
+    assert!(
+        t.elapsed() < std::time::Duration::from_millis(1800),
+        "GetService waited for the start: {:?}",
+        t.elapsed()
+    );
+    starting.await.unwrap().unwrap();
+    assert!(t.elapsed() >= std::time::Duration::from_secs(2), "{:?}", t.elapsed());
+    assert_eq!(status(get(&mut c, &slow).await.unwrap()), sys::ServiceStatus::Running);
+
+    let t = std::time::Instant::now();
+    stop(&mut c, &slow, false).await.unwrap();
+    assert!(t.elapsed() >= std::time::Duration::from_secs(1), "{:?}", t.elapsed());
+    assert_eq!(status(get(&mut c, &slow).await.unwrap()), sys::ServiceStatus::Stopped);
+
+    // The job fails after a while: the call waits for it and says so.
+    let t = std::time::Instant::now();
+    let (k, m) = code(start(&mut c, &sd.unit("fails")).await);
+    assert!(t.elapsed() >= std::time::Duration::from_secs(1), "{:?}", t.elapsed());
+    assert_eq!(k, Code::FailedPrecondition, "{m}");
+    assert!(m.contains("ended with \"failed\""), "{m}");
+    assert_eq!(
+        status(get(&mut c, &sd.unit("fails")).await.unwrap()),
+        sys::ServiceStatus::Stopped
+    );
+    // A unit whose requirement fails: its job's result is "dependency".
+    let (k, m) = code(start(&mut c, &sd.unit("needs-fails")).await);
+    assert_eq!(k, Code::FailedPrecondition, "{m}");
+    assert!(m.contains("ended with \"dependency\""), "{m}");
+    // The unit that cannot start at all (ExecStart= does not exist).
+    let (k, m) = code(start(&mut c, &sd.unit("broken")).await);
+    assert_eq!(k, Code::FailedPrecondition, "{m}");
+    assert!(m.contains("ended with \"failed\""), "{m}");
 }
