@@ -294,18 +294,36 @@ async fn start_and_stop_wait_for_the_job_and_report_its_result() {
         t.elapsed()
     );
     starting.await.unwrap().unwrap();
-    assert!(t.elapsed() >= std::time::Duration::from_secs(2), "{:?}", t.elapsed());
-    assert_eq!(status(get(&mut c, &slow).await.unwrap()), sys::ServiceStatus::Running);
+    assert!(
+        t.elapsed() >= std::time::Duration::from_secs(2),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(
+        status(get(&mut c, &slow).await.unwrap()),
+        sys::ServiceStatus::Running
+    );
 
     let t = std::time::Instant::now();
     stop(&mut c, &slow, false).await.unwrap();
-    assert!(t.elapsed() >= std::time::Duration::from_secs(1), "{:?}", t.elapsed());
-    assert_eq!(status(get(&mut c, &slow).await.unwrap()), sys::ServiceStatus::Stopped);
+    assert!(
+        t.elapsed() >= std::time::Duration::from_secs(1),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(
+        status(get(&mut c, &slow).await.unwrap()),
+        sys::ServiceStatus::Stopped
+    );
 
     // The job fails after a while: the call waits for it and says so.
     let t = std::time::Instant::now();
     let (k, m) = code(start(&mut c, &sd.unit("fails")).await);
-    assert!(t.elapsed() >= std::time::Duration::from_secs(1), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() >= std::time::Duration::from_secs(1),
+        "{:?}",
+        t.elapsed()
+    );
     assert_eq!(k, Code::FailedPrecondition, "{m}");
     assert!(m.contains("ended with \"failed\""), "{m}");
     assert_eq!(
@@ -320,4 +338,83 @@ async fn start_and_stop_wait_for_the_job_and_report_its_result() {
     let (k, m) = code(start(&mut c, &sd.unit("broken")).await);
     assert_eq!(k, Code::FailedPrecondition, "{m}");
     assert!(m.contains("ended with \"failed\""), "{m}");
+}
+
+/// The backend itself, called as the server's blocking threads call it.
+mod backend {
+    use super::Systemd;
+    use csi_proxy_host::path::Flavor;
+    use csi_proxy_host::system::linux::LinuxSystem;
+    use csi_proxy_host::system::{ServiceName, ServiceStatus, SystemBackend};
+    use csi_proxy_host::{deadline, Error};
+    use std::time::{Duration, Instant};
+
+    fn name(n: &str) -> ServiceName {
+        ServiceName::parse(n, Flavor::Unix).unwrap()
+    }
+
+    #[test]
+    fn the_shared_connection_is_made_again_after_the_bus_went_away() {
+        let (mut bus, address) = Systemd::bus_only();
+        let sys = LinuxSystem::new().with_bus(&address);
+        let n = name("my-driver");
+        for _ in 0..2 {
+            let e = sys.get_service(&n).unwrap_err();
+            assert!(
+                matches!(&e, Error::FailedPrecondition(m) if m.contains("nothing answers as org.freedesktop.systemd1")),
+                "{e}"
+            );
+            // The kept connection breaks; the next call makes a new one.
+            bus.restart();
+        }
+    }
+
+    #[test]
+    fn a_job_is_waited_for_no_longer_than_the_calls_deadline_or_the_limit() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: needs root (a private mount namespace for systemd --user)");
+            return;
+        }
+        let sd = Systemd::start_with_units(&[(
+            "{prefix}-slower",
+            "[Service]\nExecStartPre=/bin/sleep 3\nExecStart=/bin/sleep 1000\n",
+        )]);
+        let sys = LinuxSystem::new().with_bus(sd.address());
+        let n = name(&sd.unit("slower"));
+        let status = || sys.get_service(&n).unwrap().status;
+
+        // The call's deadline: DeadlineExceeded then, the job goes on.
+        let t = Instant::now();
+        let e =
+            deadline::run(Some(t + Duration::from_secs(1)), || sys.start_service(&n)).unwrap_err();
+        assert!(matches!(e, Error::DeadlineExceeded(_)), "{e}");
+        let took = t.elapsed();
+        assert!(
+            took >= Duration::from_secs(1) && took < Duration::from_millis(2500),
+            "{took:?}"
+        );
+        assert_eq!(status(), ServiceStatus::StartPending);
+        // Started meanwhile: the next start joins the job.
+        sys.start_service(&n).unwrap();
+        assert_eq!(status(), ServiceStatus::Running);
+        sys.stop_service(&n, false, &|_| Ok(())).unwrap();
+
+        // The overall limit.
+        let limited = LinuxSystem::new()
+            .with_bus(sd.address())
+            .with_limit(Duration::from_secs(1));
+        let e = limited.start_service(&n).unwrap_err();
+        assert!(
+            matches!(&e, Error::FailedPrecondition(m) if m.contains("still running after 1 s")),
+            "{e}"
+        );
+        sys.start_service(&n).unwrap();
+        sys.stop_service(&n, false, &|_| Ok(())).unwrap();
+
+        // A caller already gone: nothing is queued.
+        let e = deadline::run(Some(Instant::now()), || sys.start_service(&n)).unwrap_err();
+        assert!(matches!(e, Error::DeadlineExceeded(_)), "{e}");
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(status(), ServiceStatus::Stopped);
+    }
 }

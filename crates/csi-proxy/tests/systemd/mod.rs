@@ -200,6 +200,18 @@ impl Systemd {
 
 pub struct BusOnly(tempfile::TempDir, Child);
 
+impl BusOnly {
+    /// Stop the bus and start a new one at the same address (what a
+    /// restart of the system bus looks like to its clients).
+    pub fn restart(&mut self) {
+        let _ = self.1.kill();
+        let _ = self.1.wait();
+        let sock = self.0.path().join("bus");
+        let _ = std::fs::remove_file(&sock);
+        self.1 = start_bus(self.0.path(), &sock);
+    }
+}
+
 impl Drop for BusOnly {
     fn drop(&mut self) {
         let _ = self.1.kill();

@@ -129,9 +129,11 @@ impl Jobs {
                 std::future::poll_fn(|cx| std::pin::Pin::new(&mut self.stream).poll_next(cx));
             let signal = match tokio::time::timeout_at(deadline, next).await {
                 Err(_) => return Err(until.expired(what, unit)),
-                Ok(None) => return Err(Error::Internal(format!(
+                Ok(None) => {
+                    return Err(Error::Internal(format!(
                     "{what}: the D-Bus connection to systemd closed while its job for {unit} ran"
-                ))),
+                )))
+                }
                 Ok(Some(s)) => s,
             };
             // A signal that does not parse is not one of systemd's.

@@ -8,7 +8,7 @@
 //! - `job`: waiting for a start or stop job's `JobRemoved`, and what its
 //!   result means.
 
-pub mod bus;
+mod bus;
 mod job;
 mod systemd;
 
@@ -20,7 +20,6 @@ use crate::{Error, Result};
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use job::job_result;
 pub use systemd::{service_status, start_type};
 
 /// The systemd-backed System backend: one D-Bus connection shared by all
