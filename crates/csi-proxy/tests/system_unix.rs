@@ -269,6 +269,12 @@ async fn start_and_stop_wait_for_the_job_and_report_its_result() {
             "{prefix}-fails",
             "[Service]\nType=oneshot\nExecStartPre=/bin/sleep 1\nExecStart=/bin/false\n",
         ),
+        ("{prefix}-lead", "[Service]\nExecStart=/bin/sleep 1000\n"),
+        (
+            // Stopped with the lead, in parallel (no ordering), slowly.
+            "{prefix}-follower",
+            "[Unit]\nRequires={prefix}-lead.service\n[Service]\nExecStart=/bin/sleep 1000\nExecStop=/bin/sleep 2\n",
+        ),
         (
             "{prefix}-needs-fails",
             "[Unit]\nRequires={prefix}-fails.service\nAfter={prefix}-fails.service\n[Service]\nExecStart=/bin/sleep 1000\n",
@@ -315,6 +321,29 @@ async fn start_and_stop_wait_for_the_job_and_report_its_result() {
         status(get(&mut c, &slow).await.unwrap()),
         sys::ServiceStatus::Stopped
     );
+
+    // A forced stop waits for the jobs of the dependents it stops too,
+    // also one that ends after the service's own.
+    let (lead, follower) = (sd.unit("lead"), sd.unit("follower"));
+    start(&mut c, &follower).await.unwrap();
+    assert_eq!(
+        status(get(&mut c, &lead).await.unwrap()),
+        sys::ServiceStatus::Running
+    );
+    let t = std::time::Instant::now();
+    stop(&mut c, &lead, true).await.unwrap();
+    assert!(
+        t.elapsed() >= std::time::Duration::from_millis(1500),
+        "{:?}",
+        t.elapsed()
+    );
+    for n in [&lead, &follower] {
+        assert_eq!(
+            status(get(&mut c, n).await.unwrap()),
+            sys::ServiceStatus::Stopped,
+            "{n}"
+        );
+    }
 
     // The job fails after a while: the call waits for it and says so.
     let t = std::time::Instant::now();

@@ -146,9 +146,10 @@ pub struct Link {
     pub manager: ManagerProxy<'static>,
     /// The address it was made to (for messages).
     pub address: String,
-    /// `Manager.Subscribe` was called on this connection (systemd then
-    /// sends `JobRemoved` for every job, also those a transaction adds).
-    pub subscribed: std::sync::atomic::AtomicBool,
+    /// Calls waiting for jobs on this connection: subscribed to systemd's
+    /// signals while there are any (the lock is held across `Subscribe`
+    /// and `Unsubscribe`, so they reach systemd in the order of the count).
+    pub waiters: tokio::sync::Mutex<usize>,
 }
 
 /// The shared connection: made on first use, kept, and made again after a
@@ -263,7 +264,7 @@ async fn open(s: &Socket) -> std::result::Result<Link, String> {
         conn,
         manager,
         address: String::new(),
-        subscribed: Default::default(),
+        waiters: Default::default(),
     })
 }
 

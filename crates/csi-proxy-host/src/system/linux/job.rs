@@ -91,25 +91,40 @@ pub struct Jobs {
 }
 
 impl Jobs {
-    /// Subscribe to `JobRemoved` on `link` (and ask systemd to send its
-    /// signals at all, once per connection).
+    /// Subscribe to `JobRemoved` on `link`, and have systemd send its
+    /// signals while any call waits ([`Jobs::close`] ends that): without
+    /// `Subscribe` it announces a job's end only to the client that queued
+    /// it, not the ends of the jobs its transaction added (a forced stop's
+    /// dependents).
     pub async fn watch(link: &Link, what: &str) -> Result<Jobs> {
-        use std::sync::atomic::Ordering;
         let err = |e| super::systemd::call_error(&link.address, what, e);
         let stream = link.manager.receive_job_removed().await.map_err(err)?;
-        if !link.subscribed.load(Ordering::Acquire) {
+        let mut waiters = link.waiters.lock().await;
+        if *waiters == 0 {
             match link.manager.subscribe().await {
                 Ok(()) => {}
                 Err(e)
                     if super::systemd::remote_name(&e).as_deref() == Some(ALREADY_SUBSCRIBED) => {}
                 Err(e) => return Err(err(e)),
             }
-            link.subscribed.store(true, Ordering::Release);
         }
+        *waiters += 1;
         Ok(Jobs {
             stream,
             ended: HashMap::new(),
         })
+    }
+
+    /// Done waiting: the last call to stop waiting unsubscribes (systemd
+    /// sends no signals for nothing).
+    pub async fn close(self, link: &Link) {
+        let mut waiters = link.waiters.lock().await;
+        *waiters = waiters.saturating_sub(1);
+        if *waiters == 0 {
+            if let Err(e) = link.manager.unsubscribe().await {
+                tracing::debug!("systemd Unsubscribe: {e}");
+            }
+        }
     }
 
     /// Wait until the job at `job` (of `unit`) ended; its result.

@@ -263,28 +263,33 @@ async fn run_job(
     let err = |e| call_error(&link.address, what, e);
     // Subscribed before the job exists: its end cannot be missed.
     let mut jobs = Jobs::watch(link, what).await?;
-    // Mode "replace": a stop takes the units that require this one down in
-    // the same transaction (the dependents, with force).
-    let job = match op {
-        Op::Start => link.manager.start_unit(name.into(), "replace".into()).await,
-        Op::Stop => link.manager.stop_unit(name.into(), "replace".into()).await,
-    }
-    .map_err(err)?;
-    let result = jobs.ended(what, name, job.as_str(), until).await?;
-    job_result(what, name, &result)?;
-    for d in dependents {
-        let u = unit(link, what, d).await?;
-        if u.has_job() {
-            let result = jobs.ended(what, d, &u.job.1, until).await?;
-            job_result(what, d, &result)?;
-        } else if u.status() != ServiceStatus::Stopped {
-            return Err(Error::FailedPrecondition(format!(
-                "{what}: {d} is {}/{} after its stop",
-                u.active_state, u.sub_state
-            )));
+    let r = async {
+        // Mode "replace": a stop takes the units that require this one
+        // down in the same transaction (the dependents, with force).
+        let job = match op {
+            Op::Start => link.manager.start_unit(name.into(), "replace".into()).await,
+            Op::Stop => link.manager.stop_unit(name.into(), "replace".into()).await,
         }
+        .map_err(err)?;
+        let result = jobs.ended(what, name, job.as_str(), until).await?;
+        job_result(what, name, &result)?;
+        for d in dependents {
+            let u = unit(link, what, d).await?;
+            if u.has_job() {
+                let result = jobs.ended(what, d, &u.job.1, until).await?;
+                job_result(what, d, &result)?;
+            } else if u.status() != ServiceStatus::Stopped {
+                return Err(Error::FailedPrecondition(format!(
+                    "{what}: {d} is {}/{} after its stop",
+                    u.active_state, u.sub_state
+                )));
+            }
+        }
+        Ok(())
     }
-    Ok(())
+    .await;
+    jobs.close(link).await;
+    r
 }
 
 /// systemd on a [`Bus`]: the synchronous calls of the backend.
