@@ -12,6 +12,8 @@
 use super::bus::Link;
 use crate::{Error, Result};
 use std::collections::HashMap;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 use zbus::export::futures_core::Stream;
 use zbus_systemd::systemd1::JobRemovedStream;
@@ -84,10 +86,16 @@ impl Until {
 }
 
 /// `JobRemoved` signals, from before a job was queued on.
+///
+/// zbus queues a signal stream's messages up to a bound, and the
+/// connection reads nothing more (no reply either) while a queue is full.
+/// So the stream is read whenever this call waits for anything on the
+/// connection ([`Jobs::meanwhile`]), and only the ends of the jobs asked
+/// for are kept.
 pub struct Jobs {
     stream: JobRemovedStream,
-    /// Ended jobs seen so far: job path → result.
-    ended: HashMap<String, String>,
+    /// The jobs waited for (object path) → their result once ended.
+    wanted: HashMap<String, Option<String>>,
 }
 
 impl Jobs {
@@ -99,9 +107,13 @@ impl Jobs {
     pub async fn watch(link: &Link, what: &str) -> Result<Jobs> {
         let err = |e| super::systemd::call_error(&link.address, what, e);
         let stream = link.manager.receive_job_removed().await.map_err(err)?;
-        let mut waiters = link.waiters.lock().await;
+        let mut jobs = Jobs {
+            stream,
+            wanted: HashMap::new(),
+        };
+        let mut waiters = jobs.meanwhile(link.waiters.lock()).await;
         if *waiters == 0 {
-            match link.manager.subscribe().await {
+            match jobs.meanwhile(link.manager.subscribe()).await {
                 Ok(()) => {}
                 Err(e)
                     if super::systemd::remote_name(&e).as_deref() == Some(ALREADY_SUBSCRIBED) => {}
@@ -109,15 +121,14 @@ impl Jobs {
             }
         }
         *waiters += 1;
-        Ok(Jobs {
-            stream,
-            ended: HashMap::new(),
-        })
+        drop(waiters);
+        Ok(jobs)
     }
 
     /// Done waiting: the last call to stop waiting unsubscribes (systemd
     /// sends no signals for nothing).
     pub async fn close(self, link: &Link) {
+        drop(self.stream);
         let mut waiters = link.waiters.lock().await;
         *waiters = waiters.saturating_sub(1);
         if *waiters == 0 {
@@ -125,6 +136,38 @@ impl Jobs {
                 tracing::debug!("systemd Unsubscribe: {e}");
             }
         }
+    }
+
+    /// Keep the end of the job at `job` when it comes.
+    pub fn want(&mut self, job: &str) {
+        self.wanted.entry(job.to_string()).or_default();
+    }
+
+    fn record(&mut self, signal: &zbus_systemd::systemd1::JobRemoved) {
+        // A signal that does not parse is not one of systemd's.
+        if let Ok(a) = signal.args() {
+            if let Some(slot) = self.wanted.get_mut(a.job.as_str()) {
+                *slot = Some(a.result.to_string());
+            }
+        }
+    }
+
+    /// Await `f` (a call on the same connection) while reading the
+    /// signals that arrive meanwhile.
+    pub async fn meanwhile<T>(&mut self, f: impl std::future::Future<Output = T>) -> T {
+        let mut f = std::pin::pin!(f);
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(r) = f.as_mut().poll(cx) {
+                return Poll::Ready(r);
+            }
+            // The stream's waker is registered again by its last Pending
+            // (a closed stream: the call fails on its own).
+            while let Poll::Ready(Some(s)) = Pin::new(&mut self.stream).poll_next(cx) {
+                self.record(&s);
+            }
+            Poll::Pending
+        })
+        .await
     }
 
     /// Wait until the job at `job` (of `unit`) ended; its result.
@@ -135,26 +178,22 @@ impl Jobs {
         job: &str,
         until: Until,
     ) -> Result<String> {
-        let deadline = tokio::time::Instant::from_std(until.at);
-        loop {
-            if let Some(r) = self.ended.remove(job) {
-                return Ok(r);
+        self.want(job);
+        let wait = std::future::poll_fn(|cx| loop {
+            if let Some(Some(r)) = self.wanted.get(job) {
+                return Poll::Ready(Ok(r.clone()));
             }
-            let next =
-                std::future::poll_fn(|cx| std::pin::Pin::new(&mut self.stream).poll_next(cx));
-            let signal = match tokio::time::timeout_at(deadline, next).await {
-                Err(_) => return Err(until.expired(what, unit)),
-                Ok(None) => {
-                    return Err(Error::Internal(format!(
+            match Pin::new(&mut self.stream).poll_next(cx) {
+                Poll::Ready(Some(s)) => self.record(&s),
+                Poll::Ready(None) => return Poll::Ready(Err(Error::Internal(format!(
                     "{what}: the D-Bus connection to systemd closed while its job for {unit} ran"
-                )))
-                }
-                Ok(Some(s)) => s,
-            };
-            // A signal that does not parse is not one of systemd's.
-            if let Ok(a) = signal.args() {
-                self.ended.insert(a.job.to_string(), a.result.to_string());
+                )))),
+                Poll::Pending => return Poll::Pending,
             }
+        });
+        match tokio::time::timeout_at(tokio::time::Instant::from_std(until.at), wait).await {
+            Ok(r) => r,
+            Err(_) => Err(until.expired(what, unit)),
         }
     }
 }

@@ -267,22 +267,43 @@ async fn run_job(
         // Mode "replace": a stop takes the units that require this one
         // down in the same transaction (the dependents, with force).
         let job = match op {
-            Op::Start => link.manager.start_unit(name.into(), "replace".into()).await,
-            Op::Stop => link.manager.stop_unit(name.into(), "replace".into()).await,
+            Op::Start => {
+                let call = link.manager.start_unit(name.into(), "replace".into());
+                jobs.meanwhile(call).await
+            }
+            Op::Stop => {
+                let call = link.manager.stop_unit(name.into(), "replace".into());
+                jobs.meanwhile(call).await
+            }
         }
         .map_err(err)?;
+        jobs.want(job.as_str());
+        // The transaction is in place once systemd answered: the jobs of
+        // the dependents it stops exist now (or have ended already).
+        let mut theirs = Vec::new();
+        for d in dependents {
+            let u = jobs.meanwhile(unit(link, what, d)).await?;
+            if u.has_job() {
+                jobs.want(&u.job.1);
+                theirs.push((d, Some(u.job.1)));
+            } else {
+                theirs.push((d, None));
+            }
+        }
         let result = jobs.ended(what, name, job.as_str(), until).await?;
         job_result(what, name, &result)?;
-        for d in dependents {
-            let u = unit(link, what, d).await?;
-            if u.has_job() {
-                let result = jobs.ended(what, d, &u.job.1, until).await?;
-                job_result(what, d, &result)?;
-            } else if u.status() != ServiceStatus::Stopped {
-                return Err(Error::FailedPrecondition(format!(
-                    "{what}: {d} is {}/{} after its stop",
-                    u.active_state, u.sub_state
-                )));
+        for (d, job) in theirs {
+            match job {
+                Some(job) => job_result(what, d, &jobs.ended(what, d, &job, until).await?)?,
+                None => {
+                    let u = jobs.meanwhile(unit(link, what, d)).await?;
+                    if u.status() != ServiceStatus::Stopped {
+                        return Err(Error::FailedPrecondition(format!(
+                            "{what}: {d} is {}/{} after its stop",
+                            u.active_state, u.sub_state
+                        )));
+                    }
+                }
             }
         }
         Ok(())
