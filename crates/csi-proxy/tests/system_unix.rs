@@ -446,4 +446,59 @@ mod backend {
         std::thread::sleep(Duration::from_millis(300));
         assert_eq!(status(), ServiceStatus::Stopped);
     }
+
+    /// zbus stops reading the connection while a signal stream's queue
+    /// (64) is full: a call waiting for a job reads its stream whatever
+    /// else it waits for, so hundreds of other jobs ending meanwhile stall
+    /// neither it nor the calls of other threads on the shared connection.
+    #[test]
+    fn many_job_ends_meanwhile_stall_nothing() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: needs root (a private mount namespace for systemd --user)");
+            return;
+        }
+        let sd = Systemd::start_with_units(&[
+            (
+                "{prefix}-slow",
+                "[Service]\nExecStartPre=/bin/sleep 5\nExecStart=/bin/sleep 1000\n",
+            ),
+            (
+                "{prefix}-tick",
+                "[Service]\nType=oneshot\nExecStart=/bin/true\n",
+            ),
+        ]);
+        let sys = std::sync::Arc::new(LinuxSystem::new().with_bus(sd.address()));
+        let slow = name(&sd.unit("slow"));
+        let tick = name(&sd.unit("tick"));
+        let t = Instant::now();
+        let starting = {
+            let (sys, slow) = (sys.clone(), slow.clone());
+            std::thread::spawn(move || sys.start_service(&slow))
+        };
+        while sys.get_service(&slow).unwrap().status != ServiceStatus::StartPending {
+            assert!(
+                t.elapsed() < Duration::from_secs(2),
+                "the start was not queued"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut ticks = 0;
+        while ticks < 100 && t.elapsed() < Duration::from_millis(4500) {
+            let c = Instant::now();
+            sys.start_service(&tick).unwrap();
+            assert_eq!(
+                sys.get_service(&slow).unwrap().status,
+                ServiceStatus::StartPending
+            );
+            assert!(c.elapsed() < Duration::from_secs(1), "{:?}", c.elapsed());
+            ticks += 1;
+        }
+        assert!(ticks > 64, "only {ticks} jobs ended meanwhile");
+        starting.join().unwrap().unwrap();
+        assert_eq!(
+            sys.get_service(&slow).unwrap().status,
+            ServiceStatus::Running
+        );
+        eprintln!("{ticks} other jobs ended while the start waited");
+    }
 }

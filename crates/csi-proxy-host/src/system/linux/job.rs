@@ -185,9 +185,11 @@ impl Jobs {
             }
             match Pin::new(&mut self.stream).poll_next(cx) {
                 Poll::Ready(Some(s)) => self.record(&s),
-                Poll::Ready(None) => return Poll::Ready(Err(Error::Internal(format!(
+                Poll::Ready(None) => {
+                    return Poll::Ready(Err(Error::Internal(format!(
                     "{what}: the D-Bus connection to systemd closed while its job for {unit} ran"
-                )))),
+                ))))
+                }
                 Poll::Pending => return Poll::Pending,
             }
         });
