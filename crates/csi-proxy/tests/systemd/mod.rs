@@ -209,6 +209,11 @@ impl BusOnly {
         let sock = self.0.path().join("bus");
         let _ = std::fs::remove_file(&sock);
         self.1 = start_bus(self.0.path(), &sock);
+        // The socket file exists from bind(2) on; wait for listen(2) too.
+        wait_for(
+            || std::os::unix::net::UnixStream::connect(&sock).is_ok(),
+            "the restarted bus",
+        );
     }
 }
 

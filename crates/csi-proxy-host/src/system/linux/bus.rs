@@ -2,13 +2,16 @@
 //! shared by every call and made again after it broke.
 //!
 //! Host calls are synchronous and run on the server's blocking threads, so
-//! each one runs its D-Bus exchange inside [`zbus::block_on`]: the Tokio
-//! runtime zbus keeps for the process (one thread's scheduler, driven by
-//! whichever caller is inside it; the others poll their own futures), which
-//! owns the connection's socket reader. It is never the daemon's runtime, so
-//! no call waits on a runtime thread the daemon needs, and the connection
-//! outlives any runtime of the caller's. A host call must not be made from
-//! inside an async task (Tokio refuses to block there).
+//! each one runs its D-Bus exchange to completion with `block_on` of a
+//! Tokio runtime of this module's own: one worker thread
+//! (`csi-proxy-dbus`) that reads every connection's socket and runs zbus's
+//! tasks whether or not a call is under way, while each caller polls its
+//! own future on its own thread. It is never the daemon's runtime, so no
+//! call waits on a thread the daemon needs, and the connection outlives
+//! any runtime of the caller's. (zbus's own `block_on` shares one
+//! single-threaded scheduler among all callers, which stalled calls for
+//! the whole method timeout when several ran at once.) A host call must
+//! not be made from inside an async task (Tokio refuses to block there).
 //!
 //! The address is `$DBUS_SYSTEM_BUS_ADDRESS` when set (the standard
 //! override), else `unix:path=/run/dbus/system_bus_socket`. Its
@@ -22,7 +25,7 @@ use crate::{Error, Result};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use zbus_systemd::systemd1::ManagerProxy;
 
@@ -174,7 +177,7 @@ impl Bus {
     /// nonsense) on a kept connection, the connection is dropped and `f`
     /// runs once more on a new one.
     pub fn run<T>(&self, f: impl AsyncFn(&Link) -> Result<T>) -> Result<T> {
-        zbus::block_on(async {
+        runtime()?.block_on(async {
             let kept = self
                 .kept
                 .lock()
@@ -242,6 +245,24 @@ impl Bus {
             "systemd is not reachable: cannot connect to the D-Bus system bus at {address}: {last}"
         )))
     }
+}
+
+/// The runtime the connections live on (made on first use).
+fn runtime() -> Result<&'static tokio::runtime::Runtime> {
+    static RUNTIME: OnceLock<std::result::Result<tokio::runtime::Runtime, String>> =
+        OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("csi-proxy-dbus")
+                .enable_io()
+                .enable_time()
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| Error::Internal(format!("cannot start the D-Bus client's thread: {e}")))
 }
 
 /// Connect to one socket, authenticate, say Hello.
