@@ -8,10 +8,11 @@
 //! tasks whether or not a call is under way, while each caller polls its
 //! own future on its own thread. It is never the daemon's runtime, so no
 //! call waits on a thread the daemon needs, and the connection outlives
-//! any runtime of the caller's. (zbus's own `block_on` shares one
-//! single-threaded scheduler among all callers, which stalled calls for
-//! the whole method timeout when several ran at once.) A host call must
-//! not be made from inside an async task (Tokio refuses to block there).
+//! any runtime of the caller's. (zbus's own `block_on` runs connections on
+//! one single-threaded scheduler that only works while some caller is
+//! inside it: between calls nothing would read the socket.) A host call
+//! must not be made from inside an async task (Tokio refuses to block
+//! there).
 //!
 //! The address is `$DBUS_SYSTEM_BUS_ADDRESS` when set (the standard
 //! override), else `unix:path=/run/dbus/system_bus_socket`. Its

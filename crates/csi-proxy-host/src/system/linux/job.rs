@@ -185,9 +185,10 @@ impl Jobs {
             }
             match Pin::new(&mut self.stream).poll_next(cx) {
                 Poll::Ready(Some(s)) => self.record(&s),
+                // (Which of the two: the retry on a new connection says.)
                 Poll::Ready(None) => {
                     return Poll::Ready(Err(Error::Internal(format!(
-                    "{what}: the D-Bus connection to systemd closed while its job for {unit} ran"
+                    "{what}: the D-Bus connection closed, or systemd left the bus, while its job for {unit} ran"
                 ))))
                 }
                 Poll::Pending => return Poll::Pending,
