@@ -11,8 +11,16 @@ use std::time::{Duration, Instant};
 
 const SYSTEMD: &str = "/lib/systemd/systemd";
 
+/// One manager per test process at a time: they all run in the cgroup of
+/// the test process, and one shutting down was seen to take another one
+/// off its bus with it (parallel tests failing with "no owner of
+/// org.freedesktop.systemd1").
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A private bus with a systemd user manager on it.
 pub struct Systemd {
+    /// Held until the manager is gone (fields drop after `Drop::drop`).
+    _one: std::sync::MutexGuard<'static, ()>,
     dir: tempfile::TempDir,
     dbus: Child,
     systemd: Child,
@@ -48,6 +56,7 @@ impl Systemd {
             Path::new(SYSTEMD).exists(),
             "{SYSTEMD} is missing: scripts/setup.sh installs systemd"
         );
+        let one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let run = dir.path().join("run");
         let units = dir.path().join("conf/systemd/user");
@@ -102,6 +111,7 @@ impl Systemd {
             .spawn()
             .expect("unshare");
         let s = Systemd {
+            _one: one,
             dir,
             dbus,
             systemd,
@@ -219,6 +229,23 @@ impl Systemd {
 }
 
 pub struct BusOnly(tempfile::TempDir, Child);
+
+impl BusOnly {
+    /// Stop the bus and start a new one at the same address (what a
+    /// restart of the system bus looks like to its clients).
+    pub fn restart(&mut self) {
+        let _ = self.1.kill();
+        let _ = self.1.wait();
+        let sock = self.0.path().join("bus");
+        let _ = std::fs::remove_file(&sock);
+        self.1 = start_bus(self.0.path(), &sock);
+        // The socket file exists from bind(2) on; wait for listen(2) too.
+        wait_for(
+            || std::os::unix::net::UnixStream::connect(&sock).is_ok(),
+            "the restarted bus",
+        );
+    }
+}
 
 impl Drop for BusOnly {
     fn drop(&mut self) {

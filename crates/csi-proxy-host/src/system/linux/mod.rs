@@ -1,9 +1,15 @@
 //! The Linux System backend: services are systemd units, reached through
-//! systemd's D-Bus API (`org.freedesktop.systemd1` on the system bus; no
-//! `systemctl` is spawned), and the BIOS serial is the SMBIOS system serial
-//! the kernel exposes in `/sys/class/dmi/id/product_serial`.
+//! systemd's D-Bus API (`org.freedesktop.systemd1` on the system bus, with
+//! zbus; no `systemctl` is spawned), and the BIOS serial is the SMBIOS
+//! system serial the kernel exposes in `/sys/class/dmi/id/product_serial`.
+//!
+//! - `bus`: the bus address and the one shared connection.
+//! - `systemd`: unit properties, errors, the calls of the backend.
+//! - `job`: waiting for a start or stop job's `JobRemoved`, and what its
+//!   result means.
 
-pub mod dbus;
+mod bus;
+mod job;
 mod systemd;
 
 use super::plan::Plan;
@@ -16,26 +22,23 @@ use std::time::Duration;
 
 pub use systemd::{service_status, start_type};
 
-/// The systemd-backed System backend. One idle D-Bus connection is kept
-/// for the next call (a call that finds it taken opens its own).
+/// The systemd-backed System backend: one D-Bus connection shared by all
+/// calls ([`bus::Bus`]).
 #[derive(Debug)]
 pub struct LinuxSystem {
     /// Where the DMI attributes are (`/sys/class/dmi/id`).
     dmi_dir: PathBuf,
-    /// The bus address; `None`: the system bus of the environment.
-    bus: Option<String>,
+    bus: bus::Bus,
     /// Overall limit of StartService/StopService.
     limit: Duration,
-    idle: std::sync::Mutex<Option<systemd::Systemd>>,
 }
 
 impl Default for LinuxSystem {
     fn default() -> Self {
         LinuxSystem {
             dmi_dir: PathBuf::from("/sys/class/dmi/id"),
-            bus: None,
+            bus: bus::Bus::new(None),
             limit: super::wait::DEFAULT_LIMIT,
-            idle: std::sync::Mutex::new(None),
         }
     }
 }
@@ -53,7 +56,7 @@ impl LinuxSystem {
 
     /// Talk to the bus at `address` instead of the system bus.
     pub fn with_bus(mut self, address: impl Into<String>) -> Self {
-        self.bus = Some(address.into());
+        self.bus = bus::Bus::new(Some(address.into()));
         self
     }
 
@@ -63,29 +66,8 @@ impl LinuxSystem {
         self
     }
 
-    fn systemd(&self) -> Result<systemd::Systemd> {
-        let address = self.bus.clone().unwrap_or_else(dbus::system_bus_address);
-        systemd::Systemd::connect(&address)
-    }
-
-    /// Run `f` on the idle connection (or a new one) and keep the
-    /// connection for the next call. A kept connection that broke (systemd
-    /// or the bus restarted) is replaced and `f` run once more.
-    fn with<T>(&self, f: impl Fn(&mut systemd::Systemd) -> Result<T>) -> Result<T> {
-        let kept = self.idle.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let (mut conn, reused) = match kept {
-            Some(c) => (c, true),
-            None => (self.systemd()?, false),
-        };
-        let mut r = f(&mut conn);
-        if reused && matches!(r, Err(Error::Internal(_))) {
-            conn = self.systemd()?;
-            r = f(&mut conn);
-        }
-        if !matches!(r, Err(Error::Internal(_))) {
-            *self.idle.lock().unwrap_or_else(|p| p.into_inner()) = Some(conn);
-        }
-        r
+    fn systemd(&self) -> systemd::Systemd<'_> {
+        systemd::Systemd(&self.bus)
     }
 }
 
@@ -120,23 +102,23 @@ impl SystemBackend for LinuxSystem {
     }
 
     fn get_service(&self, name: &ServiceName) -> Result<GetServiceResponse> {
-        self.with(|s| s.get_service(name))
+        self.systemd().get_service(name)
     }
 
     fn start_service(&self, name: &ServiceName) -> Result<()> {
-        self.with(|s| s.start(name, self.limit))
+        self.systemd().start(name, self.limit)
     }
 
     fn stop_service(&self, name: &ServiceName, force: bool, guard: DependentGuard) -> Result<()> {
-        self.with(|s| s.stop(name, force, self.limit, guard))
+        self.systemd().stop(name, force, self.limit, guard)
     }
 
     fn dependencies(&self, name: &str) -> Result<Vec<String>> {
-        self.with(|s| s.dependencies(name))
+        self.systemd().dependencies(name)
     }
 
     fn plan(&self, name: &ServiceName, op: Op) -> Result<Plan> {
-        self.with(|s| s.plan(name, op))
+        self.systemd().plan(name, op)
     }
 }
 

@@ -1,26 +1,21 @@
 //! Services as systemd units over systemd's D-Bus API (`LoadUnit`,
 //! `Properties.GetAll`, `StartUnit`, `StopUnit` of
-//! `org.freedesktop.systemd1`), and the mapping of unit states onto the
-//! Windows service model of the API.
+//! `org.freedesktop.systemd1`, through zbus and zbus_systemd), and the
+//! mapping of unit states onto the Windows service model of the API.
 
-use super::dbus::{CallError, Connection, Value};
+use super::bus::{Bus, Link};
+use super::job::{job_result, Jobs, Until};
 use crate::system::plan::{self, Plan, UnitDeps};
 use crate::system::protect::Op;
 use crate::system::validate::ServiceName;
-use crate::system::wait::{wait_for, Progress};
 use crate::system::{DependentGuard, GetServiceResponse, ServiceStatus, StartType};
 use crate::{Error, Result};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use zbus::{DBusError, DeserializeDict, OwnedObjectPath, Type};
 
 const DEST: &str = "org.freedesktop.systemd1";
-const MANAGER_PATH: &str = "/org/freedesktop/systemd1";
-const MANAGER: &str = "org.freedesktop.systemd1.Manager";
 const UNIT: &str = "org.freedesktop.systemd1.Unit";
 const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
-/// How long one D-Bus round trip may take.
-const CALL_TIMEOUT: Duration = Duration::from_secs(10);
-/// Polling interval while a start or stop job runs.
-const POLL: Duration = Duration::from_millis(25);
 
 /// `ActiveState` → the API's service status.
 pub fn service_status(active_state: &str) -> ServiceStatus {
@@ -44,6 +39,35 @@ pub fn start_type(unit_file_state: &str) -> StartType {
         "masked" | "masked-runtime" => StartType::Disabled,
         _ => StartType::Manual,
     }
+}
+
+/// The unit properties the API needs, as `Properties.GetAll` gives them
+/// (any other property is skipped).
+#[derive(Debug, Default, DeserializeDict, Type)]
+#[zbus(signature = "a{sv}", rename_all = "PascalCase")]
+struct Properties {
+    id: Option<String>,
+    description: Option<String>,
+    load_state: Option<String>,
+    active_state: Option<String>,
+    sub_state: Option<String>,
+    unit_file_state: Option<String>,
+    names: Option<Vec<String>>,
+    required_by: Option<Vec<String>>,
+    requisite_of: Option<Vec<String>>,
+    bound_by: Option<Vec<String>>,
+    consists_of: Option<Vec<String>>,
+    propagates_stop_to: Option<Vec<String>>,
+    requires: Option<Vec<String>>,
+    requisite: Option<Vec<String>>,
+    binds_to: Option<Vec<String>>,
+    wants: Option<Vec<String>>,
+    upholds: Option<Vec<String>>,
+    conflicts: Option<Vec<String>>,
+    conflicted_by: Option<Vec<String>>,
+    on_success: Option<Vec<String>>,
+    on_failure: Option<Vec<String>>,
+    job: Option<(u32, OwnedObjectPath)>,
 }
 
 /// The unit properties the API needs.
@@ -70,61 +94,57 @@ pub struct UnitState {
     /// Units started when this one stops or fails (OnSuccess=,
     /// OnFailure=).
     pub triggers: Vec<String>,
-    /// Id of the pending job (0: none).
-    pub job: u32,
+    /// Id and object path of the pending job (0: none).
+    pub job: (u32, String),
 }
 
-impl UnitState {
-    /// From the `a{sv}` of `Properties.GetAll`.
-    pub fn from_properties(props: &Value) -> UnitState {
-        fn add(to: &mut Vec<String>, v: &Value) {
-            for d in v.as_strings() {
+impl From<Properties> for UnitState {
+    fn from(p: Properties) -> UnitState {
+        fn all(lists: Vec<Option<Vec<String>>>) -> Vec<String> {
+            let mut to: Vec<String> = Vec::new();
+            for d in lists.into_iter().flatten().flatten() {
                 if !to.contains(&d) {
                     to.push(d);
                 }
             }
+            to
         }
-        let mut u = UnitState::default();
-        let Value::Array(entries) = props else {
-            return u;
-        };
-        for e in entries {
-            let Value::Entry(k, v) = e else { continue };
-            let Some(k) = k.as_str() else { continue };
-            let s = || v.as_str().unwrap_or_default().to_string();
-            match k {
-                "Id" => u.id = s(),
-                "Description" => u.description = s(),
-                "LoadState" => u.load_state = s(),
-                "ActiveState" => u.active_state = s(),
-                "SubState" => u.sub_state = s(),
-                "UnitFileState" => u.unit_file_state = s(),
-                "Names" => add(&mut u.names, v),
-                "RequiredBy" | "RequisiteOf" | "BoundBy" | "ConsistsOf" | "PropagatesStopTo" => {
-                    add(&mut u.dependents, v)
-                }
-                "Requires" | "Requisite" | "BindsTo" | "Wants" => {
-                    add(&mut u.dependencies, v);
-                    add(&mut u.pulls, v);
-                }
-                "Upholds" => add(&mut u.pulls, v),
-                "Conflicts" | "ConflictedBy" => add(&mut u.conflicts, v),
-                "OnSuccess" | "OnFailure" => add(&mut u.triggers, v),
-                "Job" => {
-                    if let Value::Struct(f) = v.inner() {
-                        if let Some(Value::U32(id)) = f.first() {
-                            u.job = *id;
-                        }
-                    }
-                }
-                _ => {}
-            }
+        let needs = [&p.requires, &p.requisite, &p.binds_to, &p.wants];
+        let needs: Vec<_> = needs.into_iter().cloned().collect();
+        UnitState {
+            id: p.id.unwrap_or_default(),
+            description: p.description.unwrap_or_default(),
+            load_state: p.load_state.unwrap_or_default(),
+            active_state: p.active_state.unwrap_or_default(),
+            sub_state: p.sub_state.unwrap_or_default(),
+            unit_file_state: p.unit_file_state.unwrap_or_default(),
+            names: all(vec![p.names]),
+            dependents: all(vec![
+                p.required_by,
+                p.requisite_of,
+                p.bound_by,
+                p.consists_of,
+                p.propagates_stop_to,
+            ]),
+            dependencies: all(needs.clone()),
+            pulls: all(needs.into_iter().chain([p.upholds]).collect()),
+            conflicts: all(vec![p.conflicts, p.conflicted_by]),
+            triggers: all(vec![p.on_success, p.on_failure]),
+            job: p
+                .job
+                .map(|(id, path)| (id, path.to_string()))
+                .unwrap_or_default(),
         }
-        u
     }
+}
 
+impl UnitState {
     fn status(&self) -> ServiceStatus {
         service_status(&self.active_state)
+    }
+
+    fn has_job(&self) -> bool {
+        self.job.0 != 0
     }
 
     /// The unit for [`plan::plan`]: its id first among its names.
@@ -140,7 +160,7 @@ impl UnitState {
         }
         UnitDeps {
             names,
-            active: self.job != 0 || !matches!(self.active_state.as_str(), "inactive" | "failed"),
+            active: self.has_job() || !matches!(self.active_state.as_str(), "inactive" | "failed"),
             stops: self.dependents,
             pulls: self.pulls,
             conflicts: self.conflicts,
@@ -153,105 +173,156 @@ impl UnitState {
     }
 }
 
-/// One connection to systemd.
-#[derive(Debug)]
-pub struct Systemd {
-    conn: Connection,
-    address: String,
+/// The name and message of a D-Bus error reply.
+pub fn remote_name(e: &zbus::Error) -> Option<String> {
+    remote(e).map(|(name, _)| name)
 }
 
-/// A D-Bus failure as a host error.
-fn call_error(address: &str, what: &str, e: CallError) -> Error {
+fn remote(e: &zbus::Error) -> Option<(String, String)> {
     match e {
-        CallError::Remote { name, message } => match name.as_str() {
-            n if n.starts_with("org.freedesktop.DBus.Error.Spawn.") => Error::FailedPrecondition(format!(
-                "{what}: systemd is not reachable: the bus at {address} could not start org.freedesktop.systemd1 ({name}: {message})"
-            )),
-            "org.freedesktop.DBus.Error.ServiceUnknown"
-            | "org.freedesktop.DBus.Error.NameHasNoOwner"
-            | "org.freedesktop.DBus.Error.NoServer"
-            | "org.freedesktop.DBus.Error.Disconnected" => Error::FailedPrecondition(format!(
-                "{what}: systemd is not reachable: nothing answers as org.freedesktop.systemd1 on the D-Bus bus at {address} ({name}: {message})"
-            )),
-            "org.freedesktop.systemd1.NoSuchUnit" => {
-                Error::NotFound(format!("{what}: {message}"))
-            }
-            "org.freedesktop.DBus.Error.AccessDenied"
-            | "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired" => {
-                Error::PermissionDenied(format!("{what}: {name}: {message}"))
-            }
-            _ => Error::FailedPrecondition(format!("{what}: {name}: {message}")),
-        },
-        CallError::Io(e) => Error::Internal(format!(
-            "{what}: the D-Bus connection to systemd at {address} failed: {e}"
+        zbus::Error::MethodError(name, message, _) => {
+            Some((name.to_string(), message.clone().unwrap_or_default()))
+        }
+        zbus::Error::FDO(f) => Some((
+            f.name().to_string(),
+            f.description().unwrap_or_default().to_string(),
         )),
-        CallError::Protocol(m) => Error::Internal(format!("{what}: {m}")),
+        _ => None,
     }
 }
 
-impl Systemd {
-    /// Connect to the bus at `address`; a bus that cannot be reached is
-    /// `FailedPrecondition`.
-    pub fn connect(address: &str) -> Result<Systemd> {
-        let conn = Connection::open(address, CALL_TIMEOUT).map_err(|e| match e {
-            CallError::Io(io) => Error::FailedPrecondition(format!(
-                "systemd is not reachable: cannot connect to the D-Bus system bus at {address}: {io}"
+/// A D-Bus failure as a host error. A broken connection (or an answer
+/// that is not what systemd sends) is `Internal`: the shared connection
+/// is made again ([`Bus::run`]).
+pub fn call_error(address: &str, what: &str, e: zbus::Error) -> Error {
+    let Some((name, message)) = remote(&e) else {
+        return match e {
+            zbus::Error::InputOutput(io) => Error::Internal(format!(
+                "{what}: the D-Bus connection to systemd at {address} failed: {io}"
             )),
-            other => call_error(address, "connect to the D-Bus system bus", other),
-        })?;
-        Ok(Systemd {
-            conn,
-            address: address.to_string(),
-        })
-    }
+            other => Error::Internal(format!("{what}: D-Bus: {other}")),
+        };
+    };
+    remote_error(address, what, &name, &message)
+}
 
-    fn call(
-        &mut self,
-        what: &str,
-        path: &str,
-        interface: &str,
-        member: &str,
-        sig: &str,
-        args: &[Value],
-    ) -> Result<Vec<Value>> {
-        self.conn
-            .call(DEST, path, interface, member, sig, args)
-            .map_err(|e| call_error(&self.address, what, e))
-    }
-
-    /// The state of `unit` (loaded if needed).
-    pub fn unit(&mut self, what: &str, unit: &str) -> Result<UnitState> {
-        let reply = self.call(
-            what,
-            MANAGER_PATH,
-            MANAGER,
-            "LoadUnit",
-            "s",
-            &[Value::Str(unit.into())],
-        )?;
-        let path = reply
-            .first()
-            .and_then(|v| v.as_str())
-            .ok_or_else(|| Error::Internal(format!("{what}: LoadUnit returned no object path")))?
-            .to_string();
-        let props = self.call(
-            what,
-            &path,
-            PROPERTIES,
-            "GetAll",
-            "s",
-            &[Value::Str(UNIT.into())],
-        )?;
-        let state = UnitState::from_properties(props.first().unwrap_or(&Value::Array(vec![])));
-        if state.load_state.is_empty() {
-            return Err(Error::Internal(format!(
-                "{what}: systemd returned no LoadState for {unit}"
-            )));
+/// A D-Bus error reply (`name`, its message) as a host error.
+fn remote_error(address: &str, what: &str, name: &str, message: &str) -> Error {
+    match name {
+        n if n.starts_with("org.freedesktop.DBus.Error.Spawn.") => Error::FailedPrecondition(format!(
+            "{what}: systemd is not reachable: the bus at {address} could not start org.freedesktop.systemd1 ({name}: {message})"
+        )),
+        "org.freedesktop.DBus.Error.ServiceUnknown"
+        | "org.freedesktop.DBus.Error.NameHasNoOwner"
+        | "org.freedesktop.DBus.Error.NoServer"
+        | "org.freedesktop.DBus.Error.Disconnected" => Error::FailedPrecondition(format!(
+            "{what}: systemd is not reachable: nothing answers as org.freedesktop.systemd1 on the D-Bus bus at {address} ({name}: {message})"
+        )),
+        "org.freedesktop.systemd1.NoSuchUnit" => Error::NotFound(format!("{what}: {message}")),
+        "org.freedesktop.DBus.Error.AccessDenied"
+        | "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired" => {
+            Error::PermissionDenied(format!("{what}: {name}: {message}"))
         }
-        Ok(state)
+        _ => Error::FailedPrecondition(format!("{what}: {name}: {message}")),
+    }
+}
+
+/// The state of `unit` (loaded if needed).
+async fn unit(link: &Link, what: &str, unit: &str) -> Result<UnitState> {
+    let err = |e| call_error(&link.address, what, e);
+    let path = link
+        .manager
+        .load_unit(unit.to_string())
+        .await
+        .map_err(err)?;
+    let reply = link
+        .conn
+        .call_method(Some(DEST), &path, Some(PROPERTIES), "GetAll", &(UNIT,))
+        .await
+        .map_err(err)?;
+    let props: Properties = reply.body().deserialize().map_err(err)?;
+    let state = UnitState::from(props);
+    if state.load_state.is_empty() {
+        return Err(Error::Internal(format!(
+            "{what}: systemd returned no LoadState for {unit}"
+        )));
+    }
+    Ok(state)
+}
+
+/// Queue a start or stop of `name` and wait for the job's end, then (a
+/// stop) for the jobs of the `dependents` it stops too.
+async fn run_job(
+    link: &Link,
+    what: &str,
+    name: &str,
+    op: Op,
+    dependents: &[String],
+    until: Until,
+) -> Result<()> {
+    let err = |e| call_error(&link.address, what, e);
+    // Subscribed before the job exists: its end cannot be missed.
+    let mut jobs = Jobs::watch(link, what).await?;
+    let r = async {
+        // Mode "replace": a stop takes the units that require this one
+        // down in the same transaction (the dependents, with force).
+        let job = match op {
+            Op::Start => {
+                let call = link.manager.start_unit(name.into(), "replace".into());
+                jobs.meanwhile(call).await
+            }
+            Op::Stop => {
+                let call = link.manager.stop_unit(name.into(), "replace".into());
+                jobs.meanwhile(call).await
+            }
+        }
+        .map_err(err)?;
+        jobs.want(job.as_str());
+        // The transaction is in place once systemd answered: the jobs of
+        // the dependents it stops exist now (or have ended already).
+        let mut theirs = Vec::new();
+        for d in dependents {
+            let u = jobs.meanwhile(unit(link, what, d)).await?;
+            if u.has_job() {
+                jobs.want(&u.job.1);
+                theirs.push((d, Some(u.job.1)));
+            } else {
+                theirs.push((d, None));
+            }
+        }
+        let result = jobs.ended(what, name, job.as_str(), until).await?;
+        job_result(what, name, &result)?;
+        for (d, job) in theirs {
+            match job {
+                Some(job) => job_result(what, d, &jobs.ended(what, d, &job, until).await?)?,
+                None => {
+                    let u = jobs.meanwhile(unit(link, what, d)).await?;
+                    if u.status() != ServiceStatus::Stopped {
+                        return Err(Error::FailedPrecondition(format!(
+                            "{what}: {d} is {}/{} after its stop",
+                            u.active_state, u.sub_state
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+    .await;
+    jobs.close(link).await;
+    r
+}
+
+/// systemd on a [`Bus`]: the synchronous calls of the backend.
+pub struct Systemd<'a>(pub &'a Bus);
+
+impl Systemd<'_> {
+    /// The state of `unit` (loaded if needed).
+    pub fn unit(&self, what: &str, name: &str) -> Result<UnitState> {
+        self.0.run(async |link| unit(link, what, name).await)
     }
 
-    fn existing(&mut self, what: &str, name: &ServiceName) -> Result<UnitState> {
+    fn existing(&self, what: &str, name: &ServiceName) -> Result<UnitState> {
         let u = self.unit(what, name.os_name())?;
         if !u.exists() {
             return Err(Error::NotFound(format!(
@@ -263,7 +334,7 @@ impl Systemd {
         Ok(u)
     }
 
-    pub fn get_service(&mut self, name: &ServiceName) -> Result<GetServiceResponse> {
+    pub fn get_service(&self, name: &ServiceName) -> Result<GetServiceResponse> {
         let u = self.existing("get service", name)?;
         let display_name = if u.description.is_empty() {
             u.id.clone()
@@ -277,29 +348,30 @@ impl Systemd {
         })
     }
 
-    pub fn start(&mut self, name: &ServiceName, limit: Duration) -> Result<()> {
+    /// The job's wait bound; nothing is queued once the caller is gone.
+    fn until(what: &str, limit: Duration) -> Result<Until> {
+        if crate::deadline::passed() {
+            return Err(Error::DeadlineExceeded(format!(
+                "{what}: the call's deadline passed before anything was asked of systemd"
+            )));
+        }
+        Ok(Until::new(limit, crate::deadline::current()))
+    }
+
+    pub fn start(&self, name: &ServiceName, limit: Duration) -> Result<()> {
         let what = format!("start service {}", name.as_str());
         let u = self.existing(&what, name)?;
         if u.status() == ServiceStatus::Running {
             return Ok(());
         }
-        self.call(
-            &what,
-            MANAGER_PATH,
-            MANAGER,
-            "StartUnit",
-            "ss",
-            &[
-                Value::Str(name.os_name().into()),
-                Value::Str("replace".into()),
-            ],
-        )?;
-        self.wait(&what, name.os_name(), ServiceStatus::Running, limit)
+        let until = Self::until(&what, limit)?;
+        self.0
+            .run(async |link| run_job(link, &what, name.os_name(), Op::Start, &[], until).await)
     }
 
     /// What starting or stopping `name` would do ([`plan::plan`]), every
     /// unit by its id and all its names; `NotFound` when it does not exist.
-    pub fn plan(&mut self, name: &ServiceName, op: Op) -> Result<Plan> {
+    pub fn plan(&self, name: &ServiceName, op: Op) -> Result<Plan> {
         let what = format!(
             "{} service {}",
             match op {
@@ -320,7 +392,7 @@ impl Systemd {
 
     /// The services `unit` needs (`.service` units only); `NotFound` when
     /// it does not exist.
-    pub fn dependencies(&mut self, unit: &str) -> Result<Vec<String>> {
+    pub fn dependencies(&self, unit: &str) -> Result<Vec<String>> {
         let what = format!("read the dependencies of {unit}");
         let u = self.unit(&what, unit)?;
         if !u.exists() {
@@ -333,7 +405,7 @@ impl Systemd {
     }
 
     pub fn stop(
-        &mut self,
+        &self,
         name: &ServiceName,
         force: bool,
         limit: Duration,
@@ -341,7 +413,7 @@ impl Systemd {
     ) -> Result<()> {
         let what = format!("stop service {}", name.as_str());
         let u = self.existing(&what, name)?;
-        if u.status() == ServiceStatus::Stopped && u.job == 0 {
+        if u.status() == ServiceStatus::Stopped && !u.has_job() {
             return Ok(());
         }
         let mut running = Vec::new();
@@ -360,66 +432,9 @@ impl Systemd {
         for d in &running {
             guard(d)?;
         }
-        // Mode "replace": systemd stops the units that require this one in
-        // the same transaction (the dependents, with force).
-        self.call(
-            &what,
-            MANAGER_PATH,
-            MANAGER,
-            "StopUnit",
-            "ss",
-            &[
-                Value::Str(name.os_name().into()),
-                Value::Str("replace".into()),
-            ],
-        )?;
-        self.wait(&what, name.os_name(), ServiceStatus::Stopped, limit)?;
-        for d in running {
-            self.wait(&what, &d, ServiceStatus::Stopped, limit)?;
-        }
-        Ok(())
-    }
-
-    /// Wait until `unit` is in `target` and has no job left.
-    fn wait(
-        &mut self,
-        what: &str,
-        unit: &str,
-        target: ServiceStatus,
-        limit: Duration,
-    ) -> Result<()> {
-        let pending = match target {
-            ServiceStatus::Running => ServiceStatus::StartPending,
-            _ => ServiceStatus::StopPending,
-        };
-        let start = Instant::now();
-        let mut polls = 0u32;
-        wait_for(
-            what,
-            target,
-            pending,
-            limit,
-            || {
-                let u = self.unit(what, unit)?;
-                polls += 1;
-                // A queued or running job means "on its way", whatever the
-                // state shows now; without a job the state is final.
-                let state = if u.job == 0 { u.status() } else { pending };
-                if state != target && state != pending {
-                    return Err(Error::FailedPrecondition(format!(
-                        "{what}: {unit} is {}/{} after its job finished",
-                        u.active_state, u.sub_state
-                    )));
-                }
-                Ok(Progress {
-                    state,
-                    checkpoint: polls,
-                    wait_hint_ms: 0,
-                })
-            },
-            || start.elapsed(),
-            |_| std::thread::sleep(POLL),
-        )
+        let until = Self::until(&what, limit)?;
+        self.0
+            .run(async |link| run_job(link, &what, name.os_name(), Op::Stop, &running, until).await)
     }
 }
 
@@ -459,78 +474,97 @@ mod tests {
         }
     }
 
+    /// What `Properties.GetAll` would answer, in `endian` byte order.
+    fn get_all(endian: zbus::wire::Endian) -> Properties {
+        use std::collections::HashMap;
+        use zbus::wire::{serialized::Context, to_bytes, Variant};
+        let list = |l: &[&str]| Variant::from(l.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let job = (
+            12u32,
+            OwnedObjectPath::try_from("/org/freedesktop/systemd1/job/12").unwrap(),
+        );
+        let props: HashMap<&str, Variant<'_>> = HashMap::from([
+            ("Id", Variant::from("a.service")),
+            ("Description", Variant::from("The A")),
+            ("LoadState", Variant::from("loaded")),
+            ("ActiveState", Variant::from("active")),
+            ("SubState", Variant::from("running")),
+            ("UnitFileState", Variant::from("enabled")),
+            ("RequiredBy", list(&["b.service"])),
+            ("BoundBy", list(&["b.service", "c.service"])),
+            ("ConsistsOf", list(&[])),
+            ("Wants", list(&["w.service"])),
+            ("Upholds", list(&["u.service"])),
+            ("Job", Variant::from(zbus::wire::Structure::from(job))),
+            ("Names", list(&["a.service", "alias.service"])),
+            // Properties the API does not read, of other types.
+            ("CPUWeight", Variant::from(100u64)),
+            (
+                "Conditions",
+                Variant::from(Vec::<(String, bool, bool, String, i32)>::new()),
+            ),
+            ("Transient", Variant::from(false)),
+        ]);
+        let data = to_bytes(Context::new(endian, 0), &props).unwrap();
+        data.deserialize::<Properties>().unwrap().0
+    }
+
     #[test]
     fn properties_are_read_from_get_all() {
-        let e = |k: &str, v: Value| {
-            Value::Entry(
-                Box::new(Value::Str(k.into())),
-                Box::new(Value::Variant(Box::new(v))),
-            )
-        };
-        let props = Value::Array(vec![
-            e("Id", Value::Str("a.service".into())),
-            e("Description", Value::Str("The A".into())),
-            e("LoadState", Value::Str("loaded".into())),
-            e("ActiveState", Value::Str("active".into())),
-            e("SubState", Value::Str("running".into())),
-            e("UnitFileState", Value::Str("enabled".into())),
-            e(
-                "RequiredBy",
-                Value::Array(vec![Value::Str("b.service".into())]),
-            ),
-            e(
-                "BoundBy",
-                Value::Array(vec![
-                    Value::Str("b.service".into()),
-                    Value::Str("c.service".into()),
-                ]),
-            ),
-            e("ConsistsOf", Value::Array(vec![])),
-            e(
-                "Job",
-                Value::Struct(vec![
-                    Value::U32(12),
-                    Value::Path("/org/freedesktop/systemd1/job/12".into()),
-                ]),
-            ),
-            e("Names", Value::Array(vec![Value::Str("a.service".into())])),
-        ]);
-        let u = UnitState::from_properties(&props);
-        assert_eq!(u.id, "a.service");
-        assert_eq!(u.description, "The A");
-        assert_eq!(
-            u.dependents,
-            vec!["b.service".to_string(), "c.service".to_string()]
-        );
-        assert_eq!(u.job, 12);
-        assert_eq!(u.status(), ServiceStatus::Running);
-        assert!(u.exists());
+        for endian in [zbus::wire::Endian::Little, zbus::wire::Endian::Big] {
+            let u = UnitState::from(get_all(endian));
+            assert_eq!(u.id, "a.service");
+            assert_eq!(u.description, "The A");
+            assert_eq!(u.names, ["a.service", "alias.service"]);
+            assert_eq!(u.dependents, ["b.service", "c.service"]);
+            assert_eq!(u.dependencies, ["w.service"]);
+            assert_eq!(u.pulls, ["w.service", "u.service"]);
+            assert_eq!(u.job, (12, "/org/freedesktop/systemd1/job/12".to_string()));
+            assert_eq!(u.status(), ServiceStatus::Running);
+            assert_eq!(start_type(&u.unit_file_state), StartType::Automatic);
+            assert!(u.exists() && u.has_job());
+            let d = u.deps("alias.service");
+            assert_eq!(d.names, ["a.service", "alias.service"]);
+            assert!(d.active);
+        }
     }
 
     #[test]
     fn dbus_errors_map_to_kinds() {
-        let r = |name: &str| CallError::Remote {
-            name: name.into(),
-            message: "m".into(),
-        };
-        let addr = "unix:path=/x";
+        let r = |name: &str| remote_error("unix:path=/x", "w", name, "m");
         assert!(
-            matches!(call_error(addr, "w", r("org.freedesktop.DBus.Error.ServiceUnknown")), Error::FailedPrecondition(m) if m.contains("systemd is not reachable"))
+            matches!(r("org.freedesktop.DBus.Error.ServiceUnknown"), Error::FailedPrecondition(m) if m.contains("systemd is not reachable"))
+        );
+        assert!(
+            matches!(r("org.freedesktop.DBus.Error.Spawn.ChildExited"), Error::FailedPrecondition(m) if m.contains("could not start"))
         );
         assert!(matches!(
-            call_error(addr, "w", r("org.freedesktop.systemd1.NoSuchUnit")),
+            r("org.freedesktop.systemd1.NoSuchUnit"),
             Error::NotFound(_)
         ));
         assert!(matches!(
-            call_error(addr, "w", r("org.freedesktop.DBus.Error.AccessDenied")),
+            r("org.freedesktop.DBus.Error.AccessDenied"),
             Error::PermissionDenied(_)
         ));
         assert!(matches!(
-            call_error(addr, "w", r("org.freedesktop.systemd1.UnitMasked")),
+            r("org.freedesktop.systemd1.UnitMasked"),
             Error::FailedPrecondition(_)
         ));
+        // What zbus reports: error replies, and a broken connection.
+        let fdo = zbus::Error::FDO(Box::new(zbus::fdo::Error::AccessDenied("no".into())));
+        assert_eq!(
+            remote_name(&fdo).as_deref(),
+            Some("org.freedesktop.DBus.Error.AccessDenied")
+        );
+        assert!(
+            matches!(call_error("a", "w", fdo), Error::PermissionDenied(m) if m.contains("no"))
+        );
+        let io = zbus::Error::InputOutput(std::sync::Arc::new(std::io::Error::from(
+            std::io::ErrorKind::BrokenPipe,
+        )));
+        assert!(matches!(call_error("a", "w", io), Error::Internal(_)));
         assert!(matches!(
-            call_error(addr, "w", CallError::Protocol("x".into())),
+            call_error("a", "w", zbus::Error::InvalidReply),
             Error::Internal(_)
         ));
     }
