@@ -1,10 +1,10 @@
 //! [`ProxyChannel`]: a tonic channel to one endpoint that sends the client's
 //! default deadline as `grpc-timeout`.
 
-use crate::status::from_error;
+use crate::status::{from_error, never_sent};
 use csi_proxy_api::ApiVersion;
 use http::header::{HeaderName, HeaderValue};
-use http_body_util::BodyExt as _;
+use http_body_util::{BodyExt as _, Full};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -33,7 +33,9 @@ pub(crate) const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeou
 /// Its errors are `tonic::Status` values, and a call the connection lost
 /// (broken pipe, reset, EOF or GOAWAY before the whole answer) fails
 /// `Unavailable`, the code drivers retry, where tonic's channel says
-/// `Unknown` ("transport error").
+/// `Unknown` ("transport error"). A call the server never received (still
+/// queued when its connection closed, or refused with `REFUSED_STREAM`, as a
+/// restarting proxy does) is sent once more on a new connection first.
 #[derive(Clone, Debug)]
 pub struct ProxyChannel {
     channel: Channel,
@@ -112,9 +114,32 @@ impl Service<http::Request<Body>> for ProxyChannel {
                 request.headers_mut().insert(GRPC_TIMEOUT, value.clone());
             }
         }
-        let call = self.channel.call(request);
+        // The handle poll_ready made ready goes with the call; a clone
+        // takes its place for the next one.
+        let fresh = self.channel.clone();
+        let mut channel = std::mem::replace(&mut self.channel, fresh);
         Box::pin(async move {
-            let response = call.await.map_err(from_error)?;
+            // A unary request is one small message: kept, so a call the
+            // transport never sent can go again.
+            let (parts, body) = request.into_parts();
+            let bytes = body.collect().await.map_err(from_error)?.to_bytes();
+            let build = |bytes: bytes::Bytes| {
+                http::Request::from_parts(parts.clone(), Body::new(Full::new(bytes)))
+            };
+            let response = match channel.call(build(bytes.clone())).await {
+                // Sent nowhere (the connection closed with the request
+                // still queued, or the server refused the stream before
+                // reading it, as one does at a GOAWAY when it restarts):
+                // once more, on a new connection, as grpc-go does.
+                Err(e) if never_sent(&e) => {
+                    let ready = tower::ServiceExt::ready(&mut channel)
+                        .await
+                        .map_err(from_error)?;
+                    ready.call(build(bytes)).await
+                }
+                other => other,
+            };
+            let response = response.map_err(from_error)?;
             // The connection can also break while the answer's body or
             // trailers are on the way.
             Ok(response.map(|body| Body::new(body.map_err(from_error))))

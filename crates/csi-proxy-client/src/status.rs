@@ -35,6 +35,29 @@ pub(crate) fn from_error(err: impl Into<BoxError>) -> Status {
     mapped
 }
 
+/// Whether `err`'s source chain shows a request the server never received:
+/// hyper cancelled it while it was still queued (its connection closed
+/// first), or the server refused its stream (`REFUSED_STREAM`, which HTTP/2
+/// defines as "not processed"). Such a call is safe to send again, whatever
+/// it does.
+pub(crate) fn never_sent(err: &(dyn StdError + 'static)) -> bool {
+    let mut next = Some(err);
+    while let Some(e) = next {
+        if let Some(h) = e.downcast_ref::<hyper::Error>() {
+            if h.is_canceled() {
+                return true;
+            }
+        }
+        if let Some(h2) = e.downcast_ref::<h2::Error>() {
+            if h2.is_remote() && h2.reason() == Some(h2::Reason::REFUSED_STREAM) {
+                return true;
+            }
+        }
+        next = e.source();
+    }
+    false
+}
+
 /// The code of a transport failure found in `err`'s source chain, with the
 /// error that shows it; `None` when the chain holds none (or the call's own
 /// deadline ended it, which stays tonic's `Cancelled`).

@@ -120,6 +120,25 @@ async fn call_is_unavailable(mut c: FilesystemClient<ProxyChannel>, how: Break) 
     }
 }
 
+/// RST_STREAM on stream 1: REFUSED_STREAM (the server did not process it).
+const REFUSED: [u8; 13] = [0, 0, 4, 3, 0, 0, 0, 0, 1, 0, 0, 0, 7];
+
+/// A whole answer on stream 1: the response headers, a DATA frame holding
+/// `PathExistsResponse { exists: true }` and the trailers `grpc-status: 0`
+/// (a literal with a new name) ending the stream.
+fn path_exists_answer() -> Vec<u8> {
+    let mut out = response_headers();
+    let message = [0u8, 0, 0, 0, 2, 0x08, 0x01];
+    out.extend_from_slice(&[0, 0, message.len() as u8, 0, 0, 0, 0, 0, 1]);
+    out.extend_from_slice(&message);
+    let mut block = vec![0x00, 11];
+    block.extend_from_slice(b"grpc-status");
+    block.extend_from_slice(&[1, b'0']);
+    out.extend_from_slice(&[0, 0, block.len() as u8, 1, 0x4 | 0x1, 0, 0, 0, 1]);
+    out.extend_from_slice(&block);
+    out
+}
+
 #[cfg(unix)]
 mod unix {
     use super::*;
@@ -146,6 +165,51 @@ mod unix {
             let c = client.connect_filesystem_v1().await.unwrap();
             call_is_unavailable(c, how).await;
         }
+    }
+
+    /// A call the server refused unread (REFUSED_STREAM, as a restarting
+    /// server does) is sent again once on a new connection and answered;
+    /// the caller sees only the answer.
+    #[tokio::test]
+    async fn a_refused_call_is_sent_again_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let listener = UnixListener::bind(dir.path().join("csi-proxy-filesystem-v1.sock")).unwrap();
+        let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = calls.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = listener.accept().await.unwrap();
+                let n = seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    if read_until_call(&mut s).await.is_err() {
+                        return;
+                    }
+                    let _ = s.write_all(&SETTINGS).await;
+                    if n == 0 {
+                        let _ = s.write_all(&REFUSED).await;
+                        let _ = s.write_all(&GOAWAY).await;
+                    } else {
+                        let _ = s.write_all(&path_exists_answer()).await;
+                    }
+                    let _ = s.flush().await;
+                    let mut rest = Vec::new();
+                    let _ = tokio::time::timeout(Duration::from_secs(2), s.read_to_end(&mut rest))
+                        .await;
+                });
+            }
+        });
+        let client = Client::builder()
+            .socket_dir(dir.path())
+            .timeout(Duration::from_secs(20))
+            .build()
+            .unwrap();
+        let mut c = client.connect_filesystem_v1().await.unwrap();
+        let answer = c
+            .path_exists(PathExistsRequest { path: "/x".into() })
+            .await
+            .unwrap();
+        assert!(answer.get_ref().exists);
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 }
 
