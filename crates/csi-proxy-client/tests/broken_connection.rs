@@ -121,11 +121,13 @@ async fn call_is_unavailable(mut c: FilesystemClient<ProxyChannel>, how: Break) 
 }
 
 /// RST_STREAM on stream 1: REFUSED_STREAM (the server did not process it).
+#[cfg(unix)]
 const REFUSED: [u8; 13] = [0, 0, 4, 3, 0, 0, 0, 0, 1, 0, 0, 0, 7];
 
 /// A whole answer on stream 1: the response headers, a DATA frame holding
 /// `PathExistsResponse { exists: true }` and the trailers `grpc-status: 0`
 /// (a literal with a new name) ending the stream.
+#[cfg(unix)]
 fn path_exists_answer() -> Vec<u8> {
     let mut out = response_headers();
     let message = [0u8, 0, 0, 0, 2, 0x08, 0x01];
