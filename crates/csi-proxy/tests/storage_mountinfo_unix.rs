@@ -21,7 +21,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use storage::{can_run, partition_and_format, partition_node, tool, LoopDisk, MIB};
+use storage::{
+    can_run, mount_in_another_namespace, mounted_in, partition_and_format, partition_node,
+    private_mount_namespace, tool, LoopDisk, MIB,
+};
 use tonic::Code;
 
 fn s(p: &Path) -> String {
@@ -33,84 +36,18 @@ fn odd(dir: &Path, name: &[u8]) -> PathBuf {
     dir.join(OsStr::from_bytes(name))
 }
 
-/// Does the mount table of process `pid` have a mount at `at`? (Read as
-/// bytes: `at` has no byte the kernel escapes.)
-fn mounted_in(pid: u32, at: &Path) -> bool {
-    let info = std::fs::read(format!("/proc/{pid}/mountinfo")).unwrap_or_default();
-    info.split(|&b| b == b'\n')
-        .any(|l| l.split(|&b| b == b' ').nth(4) == Some(at.as_os_str().as_bytes()))
-}
-
 /// The proxy, in a private mount namespace of its own.
 fn start_in_own_namespace() -> Proxy {
     // SAFETY: between fork and exec only system calls are made (unshare,
     // mount of "/", a static string).
     Proxy::start_with(&[], |cmd| unsafe {
-        cmd.pre_exec(|| {
-            use nix::mount::{mount, MsFlags};
-            if libc::unshare(libc::CLONE_NEWNS) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            mount(
-                None::<&str>,
-                "/",
-                None::<&str>,
-                MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-                None::<&str>,
-            )?;
-            Ok(())
-        });
+        cmd.pre_exec(private_mount_namespace);
     })
 }
 
 /// Is `at` a mount point in the proxy's namespace?
 fn proxy_mounted(proxy: &Proxy, at: &Path) -> bool {
     mounted_in(proxy.child.as_ref().unwrap().id(), at)
-}
-
-/// A process that holds `node` mounted at `at` in a mount namespace of its
-/// own (a private copy of this test's, where the proxy's mounts are not).
-fn mount_elsewhere(node: &Path, at: &Path) -> std::process::Child {
-    std::fs::create_dir_all(at).unwrap();
-    let (node_c, at_c) = (node.to_path_buf(), at.to_path_buf());
-    let mut cmd = Command::new(tool("sleep").unwrap());
-    cmd.arg("120");
-    // SAFETY: between fork and exec only system calls are made (unshare,
-    // mount); nix passes these short paths through a stack
-    // buffer, so nothing is allocated in the child.
-    unsafe {
-        cmd.pre_exec(move || {
-            use nix::mount::{mount, MsFlags};
-            if libc::unshare(libc::CLONE_NEWNS) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            mount(
-                None::<&str>,
-                "/",
-                None::<&str>,
-                MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-                None::<&str>,
-            )?;
-            mount(
-                Some(&node_c),
-                &at_c,
-                Some("ext4"),
-                MsFlags::empty(),
-                None::<&str>,
-            )?;
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().unwrap();
-    for _ in 0..200 {
-        if mounted_in(child.id(), at) {
-            return child;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("the other namespace never mounted {at:?}");
 }
 
 async fn mount(
@@ -159,7 +96,7 @@ async fn a_mount_at_a_non_utf8_path_in_another_namespace_is_a_use() {
     mount(&mut v, &id, &first).await.unwrap();
 
     let hidden = odd(&proxy.outside, b"hidden-\xff\xfe");
-    let mut other = mount_elsewhere(&node, &hidden);
+    let mut other = mount_in_another_namespace(&node, &hidden);
     let e = mount(&mut v, &id, &second).await;
     let pid = other.id();
     let _ = other.kill();
@@ -343,7 +280,7 @@ async fn a_mount_table_too_large_to_read_is_a_use() {
     let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).unwrap();
     let (deep_c, hidden_c) = (c(&deep), c(&hidden));
     let node_c = c(&partition_node(&d));
-    let (ext4, root) = (c(Path::new("ext4")), c(Path::new("/")));
+    let ext4 = c(Path::new("ext4"));
     let mut cmd = Command::new(tool("sleep").unwrap());
     cmd.arg("120");
     // SAFETY: between fork and exec only system calls are made, on C
@@ -358,14 +295,7 @@ async fn a_mount_table_too_large_to_read_is_a_use() {
                 }
             };
             let none = std::ptr::null();
-            check(libc::unshare(libc::CLONE_NEWNS))?;
-            check(libc::mount(
-                none,
-                root.as_ptr(),
-                none,
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            ))?;
+            private_mount_namespace()?;
             check(libc::chdir(deep_c.as_ptr()))?;
             for leaf in &leaves {
                 check(libc::mount(

@@ -10,10 +10,12 @@ mod storage;
 use common::{assert_code, Proxy};
 use csi_proxy_api::{disk, volume};
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
-use storage::{can_run, is_mount_point, partition_and_format, partition_node, tool, LoopDisk, MIB};
+use storage::{
+    can_run, is_mount_point, mount_in_another_namespace, partition_and_format, partition_node,
+    tool, LoopDisk, MIB,
+};
 use tonic::Code;
 
 fn s(p: &Path) -> String {
@@ -25,58 +27,6 @@ async fn formatted(proxy: &Proxy, size: u64) -> (LoopDisk, String) {
     let d = LoopDisk::new(proxy.root.path(), size);
     let id = partition_and_format(&proxy.client(), d.number).await;
     (d, id)
-}
-
-/// A process that holds `node` mounted at `at` in a mount namespace of its
-/// own (the proxy cannot see that mount in its own mount table).
-fn mount_in_another_namespace(node: &Path, at: &Path) -> std::process::Child {
-    std::fs::create_dir_all(at).unwrap();
-    let want = s(at);
-    let (node, at) = (node.to_path_buf(), at.to_path_buf());
-    let mut cmd = Command::new(tool("sleep").or_else(|| Some("/bin/sleep".into())).unwrap());
-    cmd.arg("120");
-    // SAFETY: between fork and exec only system calls are made (unshare,
-    // mount); nix passes these short paths through a stack buffer, so
-    // nothing is allocated in the child.
-    unsafe {
-        cmd.pre_exec(move || {
-            use nix::mount::{mount, MsFlags};
-            if libc::unshare(libc::CLONE_NEWNS) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            mount(
-                None::<&str>,
-                "/",
-                None::<&str>,
-                MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-                None::<&str>,
-            )?;
-            mount(
-                Some(&node),
-                &at,
-                Some("ext4"),
-                MsFlags::empty(),
-                None::<&str>,
-            )?;
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().unwrap();
-    // Wait until the mount exists in the child's namespace.
-    for _ in 0..200 {
-        let info =
-            std::fs::read_to_string(format!("/proc/{}/mountinfo", child.id())).unwrap_or_default();
-        if info
-            .lines()
-            .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
-        {
-            return child;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("the other namespace never mounted {want}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

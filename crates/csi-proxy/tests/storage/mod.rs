@@ -251,12 +251,17 @@ pub fn diskseq(name: &str) -> u32 {
         .unwrap()
 }
 
-/// This process's mounts, (`major:minor`, mount point), read as bytes
-/// (a mount point need not be UTF-8; the kernel escapes space, tab,
-/// newline and backslash as `\NNN`).
+/// This process's mounts, (`major:minor`, mount point).
 pub fn mounts() -> Vec<(String, PathBuf)> {
+    mounts_of("self")
+}
+
+/// The mounts of process `pid` (a number or `self`), (`major:minor`,
+/// mount point), read as bytes (a mount point need not be UTF-8; the
+/// kernel escapes space, tab, newline and backslash as `\NNN`).
+pub fn mounts_of(pid: &str) -> Vec<(String, PathBuf)> {
     use std::os::unix::ffi::OsStringExt;
-    let info = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
+    let info = std::fs::read(format!("/proc/{pid}/mountinfo")).unwrap_or_default();
     let unescape = |f: &[u8]| {
         let mut out = Vec::new();
         let mut i = 0;
@@ -288,6 +293,67 @@ pub fn mounts() -> Vec<(String, PathBuf)> {
 /// Is `path` a mount point (per /proc/self/mountinfo)?
 pub fn is_mount_point(path: &Path) -> bool {
     mounts().iter().any(|(_, at)| at == path)
+}
+
+/// Does the mount table of process `pid` have a mount at `at`?
+pub fn mounted_in(pid: u32, at: &Path) -> bool {
+    mounts_of(&pid.to_string()).iter().any(|(_, m)| m == at)
+}
+
+/// For `pre_exec`: moves the child into a mount namespace of its own, a
+/// private copy of the parent's (mounts made on either side stay there).
+/// Only system calls, nothing allocated.
+pub fn private_mount_namespace() -> std::io::Result<()> {
+    use nix::mount::{mount, MsFlags};
+    // SAFETY: unshare takes no pointers.
+    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )?;
+    Ok(())
+}
+
+/// A process that holds `node` (ext4) mounted at `at` in a mount namespace
+/// of its own (a private copy of this test's, where the proxy cannot see
+/// that mount), once the mount is there.
+pub fn mount_in_another_namespace(node: &Path, at: &Path) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    std::fs::create_dir_all(at).unwrap();
+    let (node_c, at_c) = (node.to_path_buf(), at.to_path_buf());
+    let mut cmd = Command::new(tool("sleep").unwrap_or_else(|| "/bin/sleep".into()));
+    cmd.arg("120");
+    // SAFETY: between fork and exec only system calls are made (unshare,
+    // mount); nix passes these short paths through a stack buffer, so
+    // nothing is allocated in the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            private_mount_namespace()?;
+            nix::mount::mount(
+                Some(&node_c),
+                &at_c,
+                Some("ext4"),
+                nix::mount::MsFlags::empty(),
+                None::<&str>,
+            )?;
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    for _ in 0..200 {
+        if mounted_in(child.id(), at) {
+            return child;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("the other namespace never mounted {at:?}");
 }
 
 /// The device node of a disk's first partition.
