@@ -56,26 +56,17 @@ impl FakeStorage {
 
     /// Adds a raw, online disk of `size` bytes.
     pub fn add_disk(&self, number: u32, size: u64, page83: &str) {
-        let mut s = self.lock();
-        s.disks.insert(
-            number,
-            FakeDisk {
-                size,
-                online: true,
-                location: Some(DiskLocation {
-                    adapter: "0".into(),
-                    bus: "0".into(),
-                    target: number.to_string(),
-                    lun_id: "0".into(),
-                }),
-                ids: DiskIds {
-                    page83: page83.into(),
-                    serial_number: format!("serial-{number}"),
-                },
-                initialized: false,
-                partitions: Vec::new(),
-            },
-        );
+        let location = DiskLocation {
+            adapter: "0".into(),
+            bus: "0".into(),
+            target: number.to_string(),
+            lun_id: "0".into(),
+        };
+        let ids = DiskIds {
+            page83: page83.into(),
+            serial_number: format!("serial-{number}"),
+        };
+        self.insert_raw_disk(number, size, Some(location), ids);
     }
 
     /// Adds a raw, online NVMe namespace as the Windows backend reports it:
@@ -89,22 +80,33 @@ impl FakeStorage {
         ids: NamespaceIds,
         controller_serial: &str,
     ) {
-        let mut s = self.lock();
-        s.disks.insert(
+        let location = address.nvme_location().map(|l| DiskLocation {
+            adapter: l.adapter,
+            bus: l.bus,
+            target: l.target,
+            lun_id: l.lun_id,
+        });
+        let ids = DiskIds {
+            page83: ids.page83().unwrap_or_default(),
+            serial_number: controller_serial.into(),
+        };
+        self.insert_raw_disk(number, size, location, ids);
+    }
+
+    fn insert_raw_disk(
+        &self,
+        number: u32,
+        size: u64,
+        location: Option<DiskLocation>,
+        ids: DiskIds,
+    ) {
+        self.lock().disks.insert(
             number,
             FakeDisk {
                 size,
                 online: true,
-                location: address.nvme_location().map(|l| DiskLocation {
-                    adapter: l.adapter,
-                    bus: l.bus,
-                    target: l.target,
-                    lun_id: l.lun_id,
-                }),
-                ids: DiskIds {
-                    page83: ids.page83().unwrap_or_default(),
-                    serial_number: controller_serial.into(),
-                },
+                location,
+                ids,
                 initialized: false,
                 partitions: Vec::new(),
             },
