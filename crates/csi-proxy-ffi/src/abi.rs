@@ -50,7 +50,7 @@ pub struct CsiProxyOptions {
     pub working_dirs: CsiProxyStrList,
     /// `-volume-fs-type` (Linux; empty: ext4).
     pub volume_fs_type: CsiProxyStr,
-    /// `-allowed-services` (empty: all).
+    /// `-allowed-services` (empty: the OS's default list; `*`: all).
     pub allowed_services: CsiProxyStrList,
     /// `-protected-services`.
     pub protected_services: CsiProxyStrList,

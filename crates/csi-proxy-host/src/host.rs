@@ -35,7 +35,9 @@ pub struct HostOptions {
     /// `ext2`, `xfs`). Windows always formats NTFS.
     pub volume_fs_type: String,
     /// Services StartService/StopService may act on (`-allowed-services`;
-    /// empty: all, as upstream).
+    /// empty: the default list of the OS,
+    /// [`crate::system::validate::DEFAULT_LINUX`] / `DEFAULT_WINDOWS`; `*`:
+    /// every service).
     pub allowed_services: Vec<String>,
     /// Create SMB global mappings with RequirePrivacy (SMB encryption;
     /// `-require-privacy`, default true).

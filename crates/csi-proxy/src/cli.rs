@@ -82,8 +82,11 @@ pub struct Cli {
           default_missing_value = "true", value_parser = parse_go_bool)]
     pub require_privacy: bool,
 
-    /// Services the System API may start and stop (comma-separated,
-    /// repeatable); none given: every service, as upstream.
+    /// Services the System API may start and stop, compared after the
+    /// service manager resolved aliases and display names (comma-separated,
+    /// repeatable); none given: the storage services (Windows MSiSCSI;
+    /// Linux iscsid, open-iscsi, multipathd); * allows every service, as
+    /// upstream. Protected services, drivers and other unit types never.
     #[arg(long = "allowed-services", value_name = "NAMES", action = ArgAction::Append,
           value_delimiter = ',')]
     pub allowed_services: Vec<String>,

@@ -283,6 +283,19 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
     .context(
         "invalid -volume-fs-type, -allowed-services, -protected-services, -unprotect-services or -service-name",
     )?;
+    let allowed = csi_proxy_host::system::ServicePolicy::allow_only(
+        names(&cli.allowed_services),
+        csi_proxy_host::path::Flavor::NATIVE,
+    )?;
+    match allowed.names() {
+        None => tracing::warn!(
+            "-allowed-services=*: StartService and StopService may act on every service that is not protected"
+        ),
+        Some(n) => tracing::info!(
+            services = n.collect::<Vec<_>>().join(","),
+            "StartService and StopService act only on these services (-allowed-services)"
+        ),
+    }
     let unprotected = names(&cli.unprotect_services);
     if !unprotected.is_empty() {
         tracing::warn!(

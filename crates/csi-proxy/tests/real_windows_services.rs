@@ -308,7 +308,7 @@ fn stop_service_finds_running_dependents_of_a_chain() {
         &[("base", &[]), ("mid", &["base"]), ("top", &["mid"])],
     );
     let (base, mid, top) = (t.name("base"), t.name("mid"), t.name("top"));
-    let p = pipes::Proxy::start_unique("rwchain", "system", &["-v=10"]);
+    let p = pipes::Proxy::start_unique("rwchain", "system", &["-v=10", "-allowed-services=*"]);
     block_on(async {
         let mut c = SysClient::new(p.channel(Group::System, "v1alpha1").await);
         for n in [base, mid, top] {
@@ -354,7 +354,7 @@ fn a_chain_or_a_display_name_never_reaches_a_protected_service() {
     );
     let (base, mid, top) = (t.name("base"), t.name("mid"), t.name("top"));
     let protect = format!("-protected-services={top}");
-    let p = pipes::Proxy::start_unique("rwguard", "system", &[&protect]);
+    let p = pipes::Proxy::start_unique("rwguard", "system", &[&protect, "-allowed-services=*"]);
     block_on(async {
         let mut c = SysClient::new(p.channel(Group::System, "v1alpha1").await);
         for n in [base, mid, top] {
@@ -391,7 +391,7 @@ fn protected_windows_services_are_refused_and_keep_running() {
         "SamSs",
         "Schedule",
     ];
-    let p = pipes::Proxy::start_unique("rwprot", "system", &[]);
+    let p = pipes::Proxy::start_unique("rwprot", "system", &["-allowed-services=*"]);
     let (before, after) = block_on(async {
         let mut c = SysClient::new(p.channel(Group::System, "v1alpha1").await);
         let mut before = Vec::new();

@@ -28,7 +28,7 @@ fn three(tag: &str) -> Throwaway {
 
 #[tokio::test]
 async fn system_over_named_pipes() {
-    let p = pipes::Proxy::start_unique("system", "system", &["-v=10"]);
+    let p = pipes::Proxy::start_unique("system", "system", &["-v=10", "-allowed-services=*"]);
     let mut c = SysClient::new(p.channel(Group::System, "v1alpha1").await);
 
     // The BIOS serial from Win32_BIOS (wine fills it from the host's
@@ -102,7 +102,12 @@ async fn protected_services_over_named_pipes() {
     let p = pipes::Proxy::start_unique(
         "sysprot",
         "system",
-        &[&own, &extra, "-unprotect-services=CalicoConfd"],
+        &[
+            &own,
+            &extra,
+            "-unprotect-services=CalicoConfd",
+            "-allowed-services=*",
+        ],
     );
     let mut c = SysClient::new(p.channel(Group::System, "v1alpha1").await);
 
@@ -150,7 +155,7 @@ async fn protected_services_over_named_pipes() {
     // A forced stop that would stop a protected dependent: refused, and
     // nothing stopped.
     let guard = format!("-protected-services={}", dep);
-    let p2 = pipes::Proxy::start_unique("sysprot2", "system", &[&guard]);
+    let p2 = pipes::Proxy::start_unique("sysprot2", "system", &[&guard, "-allowed-services=*"]);
     let mut c2 = SysClient::new(p2.channel(Group::System, "v1alpha1").await);
     let e = stop(&mut c2, base, true).await.unwrap_err();
     assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");

@@ -26,9 +26,15 @@ type Client = SystemClient<csi_proxy_client::ProxyChannel>;
 
 const NO_BUS: &str = "unix:path=/nonexistent/csi-proxy-test-bus";
 
+/// A proxy on `bus`; unless `extra` sets `-allowed-services`, every
+/// service is allowed (`*`): these tests act on throwaway units.
 fn proxy_on(bus: &str, extra: &[&str]) -> Proxy {
     let bus = bus.to_string();
-    Proxy::start_with(extra, move |c| {
+    let mut args = extra.to_vec();
+    if !extra.iter().any(|a| a.starts_with("-allowed-services")) {
+        args.push("-allowed-services=*");
+    }
+    Proxy::start_with(&args, move |c| {
         c.env("DBUS_SYSTEM_BUS_ADDRESS", &bus);
     })
 }
@@ -376,26 +382,29 @@ async fn the_proxys_own_unit_and_what_it_needs_are_protected() {
     };
     let procs = CString::new(cg.unit.join("cgroup.procs").to_str().unwrap()).unwrap();
     let bus = sd.address();
-    let p = Proxy::start_with(&["-service-name=my-node-agent"], move |cmd| {
-        cmd.env("DBUS_SYSTEM_BUS_ADDRESS", &bus);
-        // SAFETY: between fork and exec only open(2), write(2) and
-        // close(2) on a path made before the fork.
-        unsafe {
-            cmd.pre_exec(move || {
-                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                let ok = libc::write(fd, b"0\n".as_ptr().cast(), 2) == 2;
-                libc::close(fd);
-                if ok {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::last_os_error())
-                }
-            });
-        }
-    });
+    let p = Proxy::start_with(
+        &["-service-name=my-node-agent", "-allowed-services=*"],
+        move |cmd| {
+            cmd.env("DBUS_SYSTEM_BUS_ADDRESS", &bus);
+            // SAFETY: between fork and exec only open(2), write(2) and
+            // close(2) on a path made before the fork.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                    if fd < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    let ok = libc::write(fd, b"0\n".as_ptr().cast(), 2) == 2;
+                    libc::close(fd);
+                    if ok {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        },
+    );
     let mut c = client(&p).await;
     start(&mut c, &own).await.unwrap();
     assert_eq!(state(&mut c, &needed).await, RUNNING);

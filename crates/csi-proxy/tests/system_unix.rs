@@ -16,9 +16,15 @@ use csi_proxy_api::system::v1alpha1::{self as sys, system_client::SystemClient};
 use systemd::Systemd;
 use tonic::Code;
 
+/// A proxy on `bus`; unless `extra` sets `-allowed-services`, every
+/// service is allowed (`*`): these tests act on throwaway units.
 fn proxy_on(bus: &str, extra: &[&str]) -> Proxy {
     let bus = bus.to_string();
-    Proxy::start_with(extra, move |c| {
+    let mut args = extra.to_vec();
+    if !extra.iter().any(|a| a.starts_with("-allowed-services")) {
+        args.push("-allowed-services=*");
+    }
+    Proxy::start_with(&args, move |c| {
         c.env("DBUS_SYSTEM_BUS_ADDRESS", &bus);
     })
 }

@@ -152,24 +152,38 @@ impl<B: SystemBackend> System<B> {
         Ok(())
     }
 
-    /// Protection (by name, before any lookup of `name`), then the
-    /// allow-list, then everything the start or stop would do (the
-    /// service's resolved names and the units started or stopped with it,
-    /// [`Protection::check_plan`]; without `force` a stop that would stop
-    /// running units is `FailedPrecondition`), then the iSCSI session guard.
+    /// Protection (by name, before any lookup of `name`); then what the
+    /// service manager says the start or stop would do ([`Plan`]): the
+    /// service it resolves to must be on the allow-list
+    /// (`-allowed-services`) and be a service (no driver, no other unit
+    /// type); no unit of the plan may be protected
+    /// ([`Protection::check_plan`]) or carry an action of the manager's own
+    /// ([`Plan::refuse_actions`]); without `force` a stop that would stop
+    /// running units is `FailedPrecondition`; then the iSCSI session guard.
     fn admit(&self, name: &ServiceName, op: Op, force: bool) -> Result<()> {
         let verdict = self.protection().check(name, op)?;
         self.read_dependencies()?;
         self.protection().check(name, op)?;
-        self.policy.check(
-            name,
-            match op {
-                Op::Start => "start",
-                Op::Stop => "stop",
-            },
-        )?;
-        let plan = self.backend.plan(name, op)?;
+        let plan = match self.backend.plan(name, op) {
+            Ok(p) => p,
+            // A name that is neither on the list nor known: the list's
+            // refusal, as for every other service not on it.
+            Err(Error::NotFound(_)) if !self.policy.allows(name.os_name()) => {
+                return Err(self.policy.refusal(name, op.verb(), ""))
+            }
+            Err(e) => return Err(e),
+        };
+        let resolved = plan.target.first().map_or(name.os_name(), String::as_str);
+        self.policy.check(name, resolved, op.verb())?;
+        if let Some(why) = &plan.not_a_service {
+            return Err(Error::PermissionDenied(format!(
+                "{} service {}: refused, {why}: StartService and StopService act on services only",
+                op.verb(),
+                crate::path::shown(name.as_str())
+            )));
+        }
         let planned = self.protection().check_plan(name, &plan, op)?;
+        plan.refuse_actions(name.as_str(), op)?;
         if op == Op::Stop && !force {
             let running: Vec<&str> = plan
                 .stopped

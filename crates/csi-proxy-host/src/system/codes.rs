@@ -9,6 +9,8 @@ pub const ALREADY_RUNNING: i32 = 1056;
 pub const NOT_ACTIVE: i32 = 1062;
 /// `ERROR_SERVICE_CANNOT_ACCEPT_CTRL`: the service is starting or stopping.
 pub const CANNOT_ACCEPT_CTRL: i32 = 1061;
+/// `ERROR_SERVICE_DOES_NOT_EXIST`.
+pub const DOES_NOT_EXIST: i32 = 1060;
 /// `ERROR_DEPENDENT_SERVICES_RUNNING`.
 pub const DEPENDENT_SERVICES_RUNNING: i32 = 1051;
 
@@ -19,7 +21,7 @@ pub fn service_error(code: i32, op: &str, name: &str, os_text: &str) -> Option<E
     let msg = |what: &str| format!("{op} service {name:?}: {what} ({os_text})");
     Some(match code {
         // SERVICE_DOES_NOT_EXIST, INVALID_NAME-like "no such service"
-        1060 => Error::NotFound(msg("the service does not exist")),
+        DOES_NOT_EXIST => Error::NotFound(msg("the service does not exist")),
         // ACCESS_DENIED
         5 => Error::PermissionDenied(msg("access denied")),
         // SERVICE_DISABLED

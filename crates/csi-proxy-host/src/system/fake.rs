@@ -159,8 +159,7 @@ impl SystemBackend for RecordingSystem {
                     .filter(|(_, x)| x.dependents.iter().any(|d| d == n))
                     .map(|(k, _)| k.clone())
                     .collect(),
-                conflicts: Vec::new(),
-                triggers: Vec::new(),
+                ..UnitDeps::default()
             })
         })
     }

@@ -20,6 +20,7 @@ pub mod fake;
 pub mod linux;
 pub mod plan;
 pub mod protect;
+pub mod scm_rules;
 pub mod validate;
 pub mod wait;
 #[cfg(windows)]

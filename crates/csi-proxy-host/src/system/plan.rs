@@ -1,22 +1,35 @@
 //! What a start or stop would do beyond the service named: the units the
-//! service manager stops or starts with it, found by walking its
+//! service manager starts, stops or triggers with it, found by walking its
 //! dependency graph before anything is asked of it. Platform-neutral: each
 //! backend answers one unit at a time ([`UnitDeps`]), the walk is here.
 //!
-//! - **Stop**: every unit stopped with the service, transitively (systemd:
-//!   the units that have `Requires=`, `Requisite=`, `BindsTo=` or
-//!   `PartOf=` on it, and those it names in `PropagatesStopTo=`; Windows:
-//!   the dependent services); and the units the manager starts when any of
-//!   those goes down (systemd `OnSuccess=`, `OnFailure=`), taken as starts
-//!   (below; of the units they stop through a conflict, the running ones).
-//! - **Start**: every unit started with it, transitively (systemd:
-//!   `Requires=`, `Requisite=`, `Wants=`, `BindsTo=`, `Upholds=`; Windows:
-//!   the services it depends on), and every unit any of those conflicts
-//!   with (`Conflicts=` both ways) together with what stops with that one.
+//! One walk to a fixed point, over three steps:
+//!
+//! - **start** a unit: what it pulls in is started (systemd `Requires=`,
+//!   `Requisite=`, `Wants=`, `BindsTo=`, `Upholds=`; Windows the services
+//!   it depends on, `+Group` entries expanded to the group's members);
+//!   what it conflicts with is stopped (`Conflicts=` both ways); and, when
+//!   it is not running yet (or is the service asked for), what the manager
+//!   starts once it ends or fails (`OnSuccess=`, `OnFailure=`) is started.
+//! - **stop** a unit: what stops with it is stopped (the units that have
+//!   `Requires=`, `Requisite=`, `BindsTo=` or `PartOf=` on it, those it
+//!   names in `PropagatesStopTo=`; Windows the dependent services); what it
+//!   pulls in is stopped if that unit has `StopWhenUnneeded=yes`; and what
+//!   it triggers (`OnSuccess=`, `OnFailure=`) is started.
+//! - A stop reached through a conflict changes only running units: such a
+//!   unit that is not running is walked on (what stops with it may run)
+//!   but not recorded, and triggers nothing.
+//!
+//! Every unit carries the actions the manager itself takes for it
+//! (systemd `SuccessAction=`, `FailureAction=`, `StartLimitAction=`,
+//! `JobTimeoutAction=`; Windows failure actions that reboot or run a
+//! command): [`Plan::refuse_actions`] refuses a plan that changes a unit
+//! with one.
 
 use super::protect::Op;
+use crate::path::shown;
 use crate::{Error, Result};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 /// Most units one plan may take in: beyond it the call is refused
 /// (`FailedPrecondition`) rather than half-checked.
@@ -38,13 +51,25 @@ pub struct UnitDeps {
     pub conflicts: Vec<String>,
     /// Units the manager starts when this one stops or fails.
     pub triggers: Vec<String>,
+    /// Stopped by the manager once no unit that pulls it in runs
+    /// (`StopWhenUnneeded=yes`).
+    pub stop_when_unneeded: bool,
+    /// What the manager itself does on this unit's success, failure, start
+    /// limit or job timeout, for every such setting that is not `none`
+    /// (`"SuccessAction=exit"`, `"failure action: reboot"`).
+    pub actions: Vec<String>,
+    /// Why the unit is not a service StartService/StopService may act on
+    /// (a driver, another unit type); `None` for a service.
+    pub not_a_service: Option<String>,
 }
 
-/// A unit a plan touches: its names and whether it is active.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A unit a plan touches: its names, whether it is active, and the
+/// manager's own actions for it (see [`UnitDeps::actions`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Unit {
     pub names: Vec<String>,
     pub active: bool,
+    pub actions: Vec<String>,
 }
 
 /// What a start or stop of one service would do.
@@ -52,144 +77,189 @@ pub struct Unit {
 pub struct Plan {
     /// The service itself, by every name it has (its id first).
     pub target: Vec<String>,
-    /// Units started with it (not the service itself): for a stop, the
-    /// units started when the stopped ones go down.
+    /// The manager's own actions for the service itself.
+    pub target_actions: Vec<String>,
+    /// Why the service itself is not one the API may act on.
+    pub not_a_service: Option<String>,
+    /// Units started with it (not the service itself), including those
+    /// the manager starts when a unit of the plan ends or fails.
     pub started: Vec<Unit>,
     /// Units stopped with it (not the service itself).
     pub stopped: Vec<Unit>,
 }
 
+impl Plan {
+    /// `PermissionDenied` when the plan changes a unit for which the
+    /// manager itself takes an action (exit, reboot, power off, run a
+    /// command...): the service asked for, every unit started that is not
+    /// running yet, and every unit stopped (for a start, the running ones).
+    pub fn refuse_actions(&self, asked: &str, op: Op) -> Result<()> {
+        let refuse = |unit: &str, actions: &[String], how: &str| {
+            Error::PermissionDenied(format!(
+                "{} service {}: refused, {how} {} ({}): a unit for which the service manager itself exits, reboots, powers off or runs a command is never started or stopped through csi-proxy",
+                op.verb(),
+                shown(asked),
+                shown(unit),
+                actions.join(", ")
+            ))
+        };
+        if !self.target_actions.is_empty() {
+            let name = self.target.first().map_or(asked, String::as_str);
+            return Err(refuse(
+                name,
+                &self.target_actions,
+                "the service manager has actions set for",
+            ));
+        }
+        for u in self.started.iter().filter(|u| !u.active) {
+            if !u.actions.is_empty() {
+                return Err(refuse(&u.names[0], &u.actions, "it would start"));
+            }
+        }
+        for u in &self.stopped {
+            if op == Op::Start && !u.active {
+                continue;
+            }
+            if !u.actions.is_empty() {
+                return Err(refuse(&u.names[0], &u.actions, "it would stop"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    Start,
+    /// `must_run`: reached through a conflict (only a running unit changes).
+    Stop {
+        must_run: bool,
+    },
+    /// Stopped only if the unit has `StopWhenUnneeded=yes`.
+    StopIfUnneeded {
+        must_run: bool,
+    },
+}
+
 /// Walk the graph from `root` for `op`, asking `unit` for each unit once.
-pub fn plan(root: &str, op: Op, mut unit: impl FnMut(&str) -> Result<UnitDeps>) -> Result<Plan> {
-    let mut seen = Seen::default();
-    let first = unit(root)?;
-    seen.insert(root, &first);
+pub fn plan(root: &str, op: Op, unit: impl FnMut(&str) -> Result<UnitDeps>) -> Result<Plan> {
+    let mut w = Walk {
+        unit,
+        units: Vec::new(),
+        index: HashMap::new(),
+        started: Vec::new(),
+        stopped: HashMap::new(),
+    };
+    let first = w.get(root)?;
     let mut p = Plan {
-        target: first.names.clone(),
+        target: w.units[first].names.clone(),
+        target_actions: w.units[first].actions.clone(),
+        not_a_service: w.units[first].not_a_service.clone(),
         ..Plan::default()
     };
-    match op {
-        Op::Stop => {
-            let mut queue: VecDeque<String> = first.stops.iter().cloned().collect();
-            let mut stopped: Vec<(Unit, UnitDeps)> = Vec::new();
-            walk(&mut queue, &mut seen, &mut unit, |u| &u.stops, &mut stopped)?;
-            let mut triggered: VecDeque<String> = first.triggers.iter().cloned().collect();
-            for (u, deps) in stopped {
-                triggered.extend(deps.triggers);
-                p.stopped.push(u);
+    let mut queue: VecDeque<(String, Step)> = VecDeque::new();
+    queue.push_back((
+        root.to_string(),
+        match op {
+            Op::Start => Step::Start,
+            Op::Stop => Step::Stop { must_run: false },
+        },
+    ));
+    while let Some((name, step)) = queue.pop_front() {
+        let i = w.get(&name)?;
+        let is_root = i == first;
+        let u = &w.units[i];
+        let entry = Unit {
+            names: u.names.clone(),
+            active: u.active,
+            actions: u.actions.clone(),
+        };
+        let mut next = Vec::new();
+        match step {
+            Step::Start => {
+                if w.started.contains(&i) {
+                    continue;
+                }
+                w.started.push(i);
+                next.extend(u.pulls.iter().map(|n| (n.clone(), Step::Start)));
+                next.extend(
+                    u.conflicts
+                        .iter()
+                        .map(|n| (n.clone(), Step::Stop { must_run: true })),
+                );
+                // Starting what runs already triggers nothing.
+                if is_root || !u.active {
+                    next.extend(u.triggers.iter().map(|n| (n.clone(), Step::Start)));
+                }
+                if !is_root {
+                    p.started.push(entry);
+                }
             }
-            // What the manager starts as they go down is a start of its own.
-            starts(
-                &mut triggered,
-                VecDeque::new(),
-                true,
-                &mut seen,
-                &mut unit,
-                &mut p,
-            )?;
+            Step::Stop { must_run } | Step::StopIfUnneeded { must_run } => {
+                if matches!(step, Step::StopIfUnneeded { .. }) && !u.stop_when_unneeded {
+                    continue;
+                }
+                // Walked once, or twice when first reached through a
+                // conflict and then as a plain stop.
+                match w.stopped.get(&i) {
+                    Some(&seen_must_run) if seen_must_run <= must_run => continue,
+                    _ => {}
+                }
+                let recorded_before = w.stopped.get(&i).is_some_and(|m| !*m || u.active);
+                w.stopped.insert(i, must_run);
+                let changes = !must_run || u.active;
+                next.extend(u.stops.iter().map(|n| (n.clone(), Step::Stop { must_run })));
+                next.extend(
+                    u.pulls
+                        .iter()
+                        .map(|n| (n.clone(), Step::StopIfUnneeded { must_run })),
+                );
+                if changes {
+                    next.extend(u.triggers.iter().map(|n| (n.clone(), Step::Start)));
+                    if !is_root && !recorded_before {
+                        p.stopped.push(entry);
+                    }
+                }
+            }
         }
-        Op::Start => {
-            let mut queue: VecDeque<String> = first.pulls.iter().cloned().collect();
-            let conflicts: VecDeque<String> = first.conflicts.iter().cloned().collect();
-            starts(&mut queue, conflicts, false, &mut seen, &mut unit, &mut p)?;
-        }
+        queue.extend(next);
     }
     Ok(p)
 }
 
-/// The units `queue` names and what they pull in, as started; the units
-/// any of them (or `conflicts`) conflicts with, with what stops with
-/// those, as stopped (`only_running`: the running ones only).
-fn starts(
-    queue: &mut VecDeque<String>,
-    mut conflicts: VecDeque<String>,
-    only_running: bool,
-    seen: &mut Seen,
-    unit: &mut impl FnMut(&str) -> Result<UnitDeps>,
-    p: &mut Plan,
-) -> Result<()> {
-    let mut started: Vec<(Unit, UnitDeps)> = Vec::new();
-    walk(queue, seen, unit, |u| &u.pulls, &mut started)?;
-    for (u, deps) in started {
-        conflicts.extend(deps.conflicts);
-        p.started.push(u);
-    }
-    // What conflicts is stopped, with everything that stops with it.
-    let mut stopped: Vec<Unit> = Vec::new();
-    walk(&mut conflicts, seen, unit, |u| &u.stops, &mut stopped)?;
-    p.stopped
-        .extend(stopped.into_iter().filter(|u| u.active || !only_running));
-    Ok(())
+struct Walk<F> {
+    unit: F,
+    /// Every unit asked for once.
+    units: Vec<UnitDeps>,
+    /// Every name (asked and reported) → its unit.
+    index: HashMap<String, usize>,
+    started: Vec<usize>,
+    /// Unit → whether it was walked as a stop through a conflict only.
+    stopped: HashMap<usize, bool>,
 }
 
-/// Units already taken in, by every name (a unit reached through an
-/// alias is the same unit).
-#[derive(Default)]
-struct Seen {
-    names: BTreeSet<String>,
-    count: usize,
-}
-
-impl Seen {
-    fn contains(&self, name: &str) -> bool {
-        self.names.contains(name)
-    }
-
-    fn insert(&mut self, asked: &str, u: &UnitDeps) {
-        self.count += 1;
-        self.names.insert(asked.to_string());
-        self.names.extend(u.names.iter().cloned());
-    }
-}
-
-trait Collect {
-    fn collect(&mut self, u: Unit, deps: UnitDeps);
-}
-
-impl Collect for Vec<Unit> {
-    fn collect(&mut self, u: Unit, _: UnitDeps) {
-        self.push(u);
-    }
-}
-
-impl Collect for Vec<(Unit, UnitDeps)> {
-    fn collect(&mut self, u: Unit, deps: UnitDeps) {
-        self.push((u, deps));
-    }
-}
-
-fn walk(
-    queue: &mut VecDeque<String>,
-    seen: &mut Seen,
-    unit: &mut impl FnMut(&str) -> Result<UnitDeps>,
-    next: impl Fn(&UnitDeps) -> &Vec<String>,
-    out: &mut impl Collect,
-) -> Result<()> {
-    while let Some(name) = queue.pop_front() {
-        if seen.contains(&name) {
-            continue;
+impl<F: FnMut(&str) -> Result<UnitDeps>> Walk<F> {
+    fn get(&mut self, name: &str) -> Result<usize> {
+        if let Some(&i) = self.index.get(name) {
+            return Ok(i);
         }
-        if seen.count >= MAX_UNITS {
+        if self.units.len() >= MAX_UNITS {
             return Err(Error::FailedPrecondition(format!(
                 "the service manager's dependency graph from this service reaches more than {MAX_UNITS} units: refused rather than checked in part"
             )));
         }
-        let deps = unit(&name)?;
-        seen.insert(&name, &deps);
-        queue.extend(next(&deps).iter().filter(|n| !seen.contains(n)).cloned());
-        let mut names = deps.names.clone();
-        if names.is_empty() {
-            names.push(name);
+        let mut u = (self.unit)(name)?;
+        if u.names.is_empty() {
+            u.names.push(name.to_string());
         }
-        out.collect(
-            Unit {
-                names,
-                active: deps.active,
-            },
-            deps,
-        );
+        let i = self.units.len();
+        self.index.insert(name.to_string(), i);
+        for n in &u.names {
+            self.index.entry(n.clone()).or_insert(i);
+        }
+        self.units.push(u);
+        Ok(i)
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -219,7 +289,7 @@ mod tests {
                 stops: v(stops),
                 pulls: v(pulls),
                 conflicts: v(conflicts),
-                triggers: Vec::new(),
+                ..UnitDeps::default()
             };
             for n in names {
                 g.insert(n, u.clone());
@@ -324,5 +394,117 @@ mod tests {
         })
         .unwrap_err();
         assert!(matches!(e, Error::Internal(_)));
+    }
+
+    /// The cases measured on a private `systemd --user`, as graphs.
+    #[test]
+    fn starts_trigger_what_their_units_start_on_success_or_failure() {
+        let mut g = graph(&[
+            ("oneshot", &[], false, &[], &[], &[]),
+            ("systemd-exit", &[], false, &[], &[], &[]),
+        ]);
+        g.get_mut("oneshot").unwrap().triggers = vec!["systemd-exit".into()];
+        let p = plan("oneshot", Op::Start, ask(&g)).unwrap();
+        assert_eq!(ids(&p.started), ["systemd-exit"]);
+        // A unit already running triggers nothing when pulled in again.
+        let mut g = graph(&[
+            ("x", &[], false, &[], &["running"], &[]),
+            ("running", &[], true, &[], &[], &[]),
+        ]);
+        g.get_mut("running").unwrap().triggers = vec!["emergency".into()];
+        let p = plan("x", Op::Start, ask(&g)).unwrap();
+        assert_eq!(ids(&p.started), ["running"]);
+    }
+
+    #[test]
+    fn a_conflict_stops_a_running_unit_and_starts_what_it_triggers() {
+        let mut g = graph(&[
+            ("x", &[], false, &[], &[], &["y", "idle"]),
+            ("y", &[], true, &[], &[], &[]),
+            ("idle", &[], false, &["idle-dependent"], &[], &[]),
+            ("idle-dependent", &[], true, &[], &[], &[]),
+        ]);
+        g.get_mut("y").unwrap().triggers = vec!["systemd-exit".into()];
+        g.get_mut("idle").unwrap().triggers = vec!["never".into()];
+        let p = plan("x", Op::Start, ask(&g)).unwrap();
+        // idle is not running: not recorded, triggers nothing; what stops
+        // with it and runs is recorded.
+        assert_eq!(ids(&p.stopped), ["y", "idle-dependent"]);
+        assert_eq!(ids(&p.started), ["systemd-exit"]);
+    }
+
+    #[test]
+    fn a_stop_takes_down_what_is_no_longer_needed() {
+        let mut g = graph(&[
+            ("w", &[], true, &[], &["kubelet", "plain"], &[]),
+            ("kubelet", &[], true, &[], &[], &[]),
+            ("plain", &[], true, &[], &[], &[]),
+        ]);
+        g.get_mut("kubelet").unwrap().stop_when_unneeded = true;
+        let p = plan("w", Op::Stop, ask(&g)).unwrap();
+        assert_eq!(ids(&p.stopped), ["kubelet"]);
+        // Not for a start.
+        let p = plan("w", Op::Start, ask(&g)).unwrap();
+        assert!(p.stopped.is_empty());
+    }
+
+    #[test]
+    fn a_unit_first_reached_through_a_conflict_is_recorded_when_a_stop_reaches_it() {
+        let mut g = graph(&[
+            ("a", &[], true, &["b"], &[], &[]),
+            ("b", &[], true, &["idle"], &[], &[]),
+            ("idle", &[], false, &[], &[], &[]),
+            ("t", &[], false, &[], &[], &["idle"]),
+        ]);
+        g.get_mut("a").unwrap().triggers = vec!["t".into()];
+        let p = plan("a", Op::Stop, ask(&g)).unwrap();
+        assert_eq!(ids(&p.stopped), ["b", "idle"]);
+    }
+
+    #[test]
+    fn actions_of_every_unit_that_changes_are_refused() {
+        let mut g = graph(&[
+            (
+                "x",
+                &[],
+                false,
+                &["dep"],
+                &["pulled", "running"],
+                &["c", "idle"],
+            ),
+            ("dep", &[], false, &[], &[], &[]),
+            ("pulled", &[], false, &[], &[], &[]),
+            ("running", &[], true, &[], &[], &[]),
+            ("c", &[], true, &[], &[], &[]),
+            ("idle", &[], false, &[], &[], &[]),
+        ]);
+        let act = |g: &mut BTreeMap<String, UnitDeps>, n: &str| {
+            g.get_mut(n).unwrap().actions = vec!["SuccessAction=exit".into()];
+        };
+        let refused = |g: &BTreeMap<String, UnitDeps>, op: Op| {
+            plan("x", op, ask(g)).unwrap().refuse_actions("x", op)
+        };
+        refused(&g, Op::Start).unwrap();
+        refused(&g, Op::Stop).unwrap();
+        // What does not change state carries no risk: a running unit
+        // pulled in again, a stopped one in conflict.
+        act(&mut g, "running");
+        act(&mut g, "idle");
+        refused(&g, Op::Start).unwrap();
+        for (unit, op, how) in [
+            ("x", Op::Start, "has actions set for"),
+            ("pulled", Op::Start, "would start"),
+            ("c", Op::Start, "would stop"),
+            ("dep", Op::Stop, "would stop"),
+        ] {
+            let mut g = g.clone();
+            act(&mut g, unit);
+            let e = refused(&g, op).unwrap_err();
+            let m = e.to_string();
+            assert!(matches!(e, Error::PermissionDenied(_)), "{unit}: {m}");
+            assert!(m.contains(how) && m.contains(unit), "{unit}: {m}");
+            assert!(m.contains("SuccessAction=exit"), "{m}");
+            assert!(m.starts_with(&format!("{} service", op.verb())), "{m}");
+        }
     }
 }

@@ -43,7 +43,8 @@ pub enum Op {
 }
 
 impl Op {
-    fn verb(self) -> &'static str {
+    /// The verb of messages ("start", "stop").
+    pub fn verb(self) -> &'static str {
         match self {
             Op::Start => "start",
             Op::Stop => "stop",
@@ -301,12 +302,18 @@ impl Protection {
             for n in &u.names {
                 if self.flavor == Flavor::Unix && ends_the_manager(n) {
                     return Err(Error::PermissionDenied(format!(
-                        "start service {shown_asked}: refused, it would start {}, which shuts down, reboots, suspends or isolates the node's service manager: such units are protected, never started through csi-proxy",
+                        "{} service {shown_asked}: refused, it would start {}, which shuts down, reboots, suspends or isolates the node's service manager: such units are protected, never started through csi-proxy",
+                        op.verb(),
                         shown(n)
                     )));
                 }
-                self.check_unit(n, Op::Start, |m| {
-                    format!("{m} (starting {shown_asked} would start it too)")
+                self.check_unit(n, Op::Start, |m| match op {
+                    Op::Start => format!("{m} (starting {shown_asked} would start it too)"),
+                    // The refusal names the stop asked for first.
+                    Op::Stop => format!(
+                        "stop service {shown_asked}: refused, the service manager would start {} when it stops: {m}",
+                        shown(n)
+                    ),
                 })?;
             }
         }

@@ -165,41 +165,86 @@ fn unit_name(name: &str) -> Result<String> {
     Ok(unit)
 }
 
-/// Which services StartService and StopService may act on: all (the
-/// default, as upstream), or only those on an allow-list
-/// (`-allowed-services`). Windows compares names case-insensitively, as the
-/// SCM does; Linux compares unit names exactly.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The services node plugins need StartService/StopService for, the
+/// default of `-allowed-services` on Windows: the iSCSI initiator (the one
+/// service csi-proxy's own iSCSI tests start; no public CSI driver calls
+/// the System API's Start/Stop, see docs/security.md).
+pub const DEFAULT_WINDOWS: &[&str] = &["MSiSCSI"];
+/// The default of `-allowed-services` on Linux: the iSCSI daemon under its
+/// two packaging names, and the multipath daemon.
+pub const DEFAULT_LINUX: &[&str] = &["iscsid", "open-iscsi", "multipathd"];
+
+/// Which services StartService and StopService may act on
+/// (`-allowed-services`): a list (by default [`DEFAULT_WINDOWS`] or
+/// [`DEFAULT_LINUX`]), or every service (`*`). A name is compared after the
+/// service manager resolved it (the systemd unit id, the Windows service
+/// key name), so an alias or display name reaches no other service.
+/// Windows compares names case-insensitively, as the SCM does; Linux
+/// compares unit names exactly. Protection and the plan are checked
+/// whatever the list says.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServicePolicy {
+    /// `None`: every service.
     allowed: Option<BTreeSet<String>>,
-    flavor: Option<Flavor>,
+    flavor: Flavor,
+}
+
+impl Default for ServicePolicy {
+    fn default() -> Self {
+        ServicePolicy::default_for(Flavor::NATIVE)
+    }
 }
 
 impl ServicePolicy {
-    /// Every service may be started and stopped.
+    /// Every service may be started and stopped (`-allowed-services=*`).
     pub fn allow_all() -> ServicePolicy {
-        ServicePolicy::default()
+        ServicePolicy {
+            allowed: None,
+            flavor: Flavor::NATIVE,
+        }
+    }
+
+    /// The default list of `flavor`.
+    pub fn default_for(flavor: Flavor) -> ServicePolicy {
+        let defaults = match flavor {
+            Flavor::Windows => DEFAULT_WINDOWS,
+            Flavor::Unix => DEFAULT_LINUX,
+        };
+        ServicePolicy::allow_only(defaults, flavor).expect("the default list is valid")
     }
 
     /// Only the services in `names` (each must be a valid name for
-    /// `flavor`). An empty list allows all.
+    /// `flavor`); `*` among them allows every service; an empty list is
+    /// the default list of `flavor`.
     pub fn allow_only<I, S>(names: I, flavor: Flavor) -> Result<ServicePolicy>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
         let mut set = BTreeSet::new();
+        let mut all = false;
         for n in names {
-            let n = ServiceName::parse(n.as_ref(), flavor)
+            let n = n.as_ref().trim();
+            if n == "*" {
+                all = true;
+                continue;
+            }
+            let n = ServiceName::parse(n, flavor)
                 .map_err(|e| Error::InvalidArgument(format!("-allowed-services: {e}")))?;
-            set.insert(key(&n, flavor));
+            set.insert(key(n.os_name(), flavor));
+        }
+        if all {
+            return Ok(ServicePolicy {
+                allowed: None,
+                flavor,
+            });
         }
         if set.is_empty() {
-            return Ok(ServicePolicy::allow_all());
+            return Ok(ServicePolicy::default_for(flavor));
         }
         Ok(ServicePolicy {
             allowed: Some(set),
-            flavor: Some(flavor),
+            flavor,
         })
     }
 
@@ -208,24 +253,52 @@ impl ServicePolicy {
         self.allowed.is_none()
     }
 
-    /// `PermissionDenied` unless `name` may be started or stopped.
-    pub fn check(&self, name: &ServiceName, what: &str) -> Result<()> {
-        match (&self.allowed, self.flavor) {
-            (Some(set), Some(flavor)) if !set.contains(&key(name, flavor)) => {
-                Err(Error::PermissionDenied(format!(
-                    "{what} service {}: not in this csi-proxy's -allowed-services list",
-                    crate::path::shown(name.as_str())
-                )))
-            }
-            _ => Ok(()),
+    /// The names allowed (OS names as compared), `None` for every service.
+    pub fn names(&self) -> Option<impl Iterator<Item = &str>> {
+        self.allowed.as_ref().map(|s| s.iter().map(String::as_str))
+    }
+
+    /// Is the service the manager resolved to `resolved` (a unit id, a
+    /// service key name) on the list?
+    pub fn allows(&self, resolved: &str) -> bool {
+        match &self.allowed {
+            None => true,
+            Some(set) => set.contains(&key(resolved, self.flavor)),
         }
+    }
+
+    /// `PermissionDenied` naming the flag unless the service `asked`
+    /// resolved to (`resolved`: the systemd unit id, the Windows key
+    /// name) may be started or stopped (`what`).
+    pub fn check(&self, asked: &ServiceName, resolved: &str, what: &str) -> Result<()> {
+        if self.allows(resolved) {
+            return Ok(());
+        }
+        let is = if key(resolved, self.flavor) == key(asked.os_name(), self.flavor) {
+            String::new()
+        } else {
+            format!(" (it is {})", crate::path::shown(resolved))
+        };
+        Err(self.refusal(asked, what, &is))
+    }
+
+    /// The refusal of a name that is not on the list (also for one the
+    /// service manager does not know).
+    pub fn refusal(&self, asked: &ServiceName, what: &str, detail: &str) -> Error {
+        Error::PermissionDenied(format!(
+            "{what} service {}{detail}: not in this csi-proxy's -allowed-services list; an operator adds services with -allowed-services (docs/security.md)",
+            crate::path::shown(asked.as_str())
+        ))
     }
 }
 
-fn key(name: &ServiceName, flavor: Flavor) -> String {
+/// Comparison key: Windows names without case, Linux unit names exactly
+/// (`<name>.service`).
+fn key(os_name: &str, flavor: Flavor) -> String {
     match flavor {
-        Flavor::Windows => name.os_name().to_ascii_lowercase(),
-        Flavor::Unix => name.os_name().to_string(),
+        Flavor::Windows => os_name.to_ascii_lowercase(),
+        Flavor::Unix if os_name.ends_with(".service") => os_name.to_string(),
+        Flavor::Unix => format!("{os_name}.service"),
     }
 }
 
@@ -350,25 +423,47 @@ mod tests {
 
     #[test]
     fn allow_list() {
-        let all = ServicePolicy::allow_all();
+        let all = ServicePolicy::allow_only(["*"], Flavor::Windows).unwrap();
         let w = |n| ServiceName::parse(n, Flavor::Windows).unwrap();
         let u = |n| ServiceName::parse(n, Flavor::Unix).unwrap();
         assert!(all.allows_all());
-        all.check(&w("anything"), "start").unwrap();
+        all.check(&w("anything"), "anything", "start").unwrap();
         let p = ServicePolicy::allow_only(["W32Time", "csi-node"], Flavor::Windows).unwrap();
-        p.check(&w("w32time"), "start").unwrap();
-        p.check(&w("CSI-NODE"), "stop").unwrap();
-        let e = p.check(&w("wuauserv"), "stop").unwrap_err();
+        p.check(&w("w32time"), "W32Time", "start").unwrap();
+        p.check(&w("CSI-NODE"), "csi-node", "stop").unwrap();
+        let e = p.check(&w("wuauserv"), "wuauserv", "stop").unwrap_err();
         assert!(matches!(e, Error::PermissionDenied(_)), "{e}");
         assert!(e.to_string().contains("-allowed-services"), "{e}");
+        assert!(e.to_string().starts_with("stop service"), "{e}");
+        // A display name or alias counts for what it resolves to, both ways.
+        p.check(&w("Windows Time"), "W32Time", "start").unwrap();
+        let e = p.check(&w("W32Time"), "EvilSvc", "start").unwrap_err();
+        assert!(e.to_string().contains("EvilSvc"), "{e}");
         let p = ServicePolicy::allow_only(["kubelet"], Flavor::Unix).unwrap();
-        p.check(&u("kubelet.service"), "start").unwrap();
-        assert!(p.check(&u("Kubelet"), "start").is_err());
+        p.check(&u("kubelet.service"), "kubelet.service", "start")
+            .unwrap();
+        assert!(p.check(&u("Kubelet"), "Kubelet.service", "start").is_err());
+        assert!(p.check(&u("kubelet"), "other.service", "start").is_err());
         assert!(ServicePolicy::allow_only(["a;b"], Flavor::Unix).is_err());
-        assert!(
-            ServicePolicy::allow_only(Vec::<String>::new(), Flavor::Unix)
-                .unwrap()
-                .allows_all()
-        );
+    }
+
+    #[test]
+    fn the_default_list_is_the_storage_services_of_each_os() {
+        let d = ServicePolicy::allow_only(Vec::<String>::new(), Flavor::Unix).unwrap();
+        assert!(!d.allows_all());
+        for n in ["iscsid.service", "open-iscsi.service", "multipathd.service"] {
+            assert!(d.allows(n), "{n}");
+        }
+        for n in ["kubelet.service", "sshd.service", "iscsid.socket"] {
+            assert!(!d.allows(n), "{n}");
+        }
+        let d = ServicePolicy::allow_only(Vec::<String>::new(), Flavor::Windows).unwrap();
+        assert!(d.allows("msiscsi") && d.allows("MSiSCSI"));
+        assert!(!d.allows("W32Time") && !d.allows("winhid"));
+        assert_eq!(d.names().unwrap().collect::<Vec<_>>(), ["msiscsi"]);
+        // `*` anywhere allows all.
+        assert!(ServicePolicy::allow_only(["a", "*"], Flavor::Unix)
+            .unwrap()
+            .allows_all());
     }
 }

@@ -68,7 +68,22 @@ struct Properties {
     on_success: Option<Vec<String>>,
     on_failure: Option<Vec<String>>,
     job: Option<(u32, OwnedObjectPath)>,
+    stop_when_unneeded: Option<bool>,
+    success_action: Option<String>,
+    failure_action: Option<String>,
+    start_limit_action: Option<String>,
+    job_timeout_action: Option<String>,
 }
+
+/// The unit settings that make the manager itself act (exit, reboot,
+/// power off...) when the unit succeeds, fails, hits its start limit or
+/// its job times out.
+const ACTIONS: [&str; 4] = [
+    "SuccessAction",
+    "FailureAction",
+    "StartLimitAction",
+    "JobTimeoutAction",
+];
 
 /// The unit properties the API needs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -96,6 +111,10 @@ pub struct UnitState {
     pub triggers: Vec<String>,
     /// Id and object path of the pending job (0: none).
     pub job: (u32, String),
+    /// `StopWhenUnneeded=yes`.
+    pub stop_when_unneeded: bool,
+    /// Every setting of [`ACTIONS`] that is not `none`, as `Name=value`.
+    pub actions: Vec<String>,
 }
 
 impl From<Properties> for UnitState {
@@ -109,6 +128,19 @@ impl From<Properties> for UnitState {
             }
             to
         }
+        let actions = [
+            &p.success_action,
+            &p.failure_action,
+            &p.start_limit_action,
+            &p.job_timeout_action,
+        ]
+        .into_iter()
+        .zip(ACTIONS)
+        .filter_map(|(v, name)| match v.as_deref() {
+            None | Some("") | Some("none") => None,
+            Some(v) => Some(format!("{name}={v}")),
+        })
+        .collect();
         let needs = [&p.requires, &p.requisite, &p.binds_to, &p.wants];
         let needs: Vec<_> = needs.into_iter().cloned().collect();
         UnitState {
@@ -134,6 +166,8 @@ impl From<Properties> for UnitState {
                 .job
                 .map(|(id, path)| (id, path.to_string()))
                 .unwrap_or_default(),
+            stop_when_unneeded: p.stop_when_unneeded.unwrap_or(false),
+            actions,
         }
     }
 }
@@ -165,6 +199,10 @@ impl UnitState {
             pulls: self.pulls,
             conflicts: self.conflicts,
             triggers: self.triggers,
+            stop_when_unneeded: self.stop_when_unneeded,
+            actions: self.actions,
+            not_a_service: (!self.id.ends_with(".service"))
+                .then(|| format!("{} is not a service unit", self.id)),
         }
     }
 
@@ -497,6 +535,10 @@ mod tests {
             ("Upholds", list(&["u.service"])),
             ("Job", Variant::from(zbus::wire::Structure::from(job))),
             ("Names", list(&["a.service", "alias.service"])),
+            ("StopWhenUnneeded", Variant::from(true)),
+            ("SuccessAction", Variant::from("exit")),
+            ("FailureAction", Variant::from("none")),
+            ("JobTimeoutAction", Variant::from("reboot-force")),
             // Properties the API does not read, of other types.
             ("CPUWeight", Variant::from(100u64)),
             (
@@ -526,6 +568,12 @@ mod tests {
             let d = u.deps("alias.service");
             assert_eq!(d.names, ["a.service", "alias.service"]);
             assert!(d.active);
+            assert!(d.stop_when_unneeded);
+            assert_eq!(
+                d.actions,
+                ["SuccessAction=exit", "JobTimeoutAction=reboot-force"]
+            );
+            assert_eq!(d.not_a_service, None);
         }
     }
 

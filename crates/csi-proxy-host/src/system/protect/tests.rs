@@ -284,6 +284,7 @@ fn unit(names: &[&str], active: bool) -> crate::system::plan::Unit {
     crate::system::plan::Unit {
         names: names.iter().map(|s| s.to_string()).collect(),
         active,
+        actions: Vec::new(),
     }
 }
 

@@ -9,6 +9,7 @@ mod tests;
 use super::codes;
 use super::plan::{self, Plan, Unit, UnitDeps};
 use super::protect::Op;
+use super::scm_rules;
 use super::validate::ServiceName;
 use super::wait::{wait_for, Progress, DEFAULT_LIMIT};
 use super::{DependentGuard, GetServiceResponse, ServiceStatus, SystemBackend};
@@ -305,26 +306,26 @@ impl SystemBackend for WindowsSystem {
 
     /// The service key names the name may stand for (the name itself, and
     /// the key name `GetServiceKeyNameW` gives for it as a display name;
-    /// the SCM compares names without case), then for a stop every
-    /// service depending on either (`EnumDependentServicesW` with
+    /// the SCM compares names without case; those that open first), its
+    /// type (a driver is no service) and failure actions, then for a stop
+    /// every service depending on either (`EnumDependentServicesW` with
     /// `SERVICE_STATE_ALL`: dependents of dependents included; wine lists
     /// none, so the dependency scan then), for a start every service
-    /// either depends on, transitively (the SCM starts them first).
+    /// either depends on, transitively, `+Group` entries expanded to the
+    /// group's members (the SCM starts them first); each with its failure
+    /// actions.
     fn plan(&self, name: &ServiceName, op: Op) -> Result<Plan> {
-        let verb = match op {
-            Op::Start => "start",
-            Op::Stop => "stop",
-        };
+        let verb = op.verb();
         let manager = scm::open_manager().map_err(|e| errors::win32("OpenSCManagerW", "", e))?;
-        let mut target = vec![name.os_name().to_string()];
+        let mut candidates = vec![name.os_name().to_string()];
         if let Ok(key) = scm::key_name(&manager, name.os_name()) {
             if !key.is_empty() && !key.eq_ignore_ascii_case(name.os_name()) {
-                target.push(key);
+                candidates.push(key);
             }
         }
         let mut found = Vec::new();
         let mut first_err = None;
-        for key in &target {
+        for key in &candidates {
             match scm::open_service(
                 &manager,
                 key,
@@ -340,11 +341,24 @@ impl SystemBackend for WindowsSystem {
             let e = first_err.unwrap_or_else(|| io::Error::other("no service"));
             return Err(scm_err(verb, name.as_str(), e));
         }
+        // The names that open first: the first is the service acted on.
+        let mut target: Vec<String> = found.iter().map(|(k, _)| k.clone()).collect();
+        for c in candidates {
+            if !target.iter().any(|t| t.eq_ignore_ascii_case(&c)) {
+                target.push(c);
+            }
+        }
         let mut p = Plan {
             target,
             ..Plan::default()
         };
-        for (key, svc) in found {
+        let mut groups = Groups::default();
+        for (i, (key, svc)) in found.into_iter().enumerate() {
+            let cfg = scm::full_config(&svc).map_err(|e| scm_err(verb, name.as_str(), e))?;
+            if i == 0 {
+                p.not_a_service = scm_rules::not_a_service(cfg.service_type);
+            }
+            p.target_actions.extend(node_actions(&manager, &key)?);
             match op {
                 Op::Stop => {
                     let listed =
@@ -360,15 +374,18 @@ impl SystemBackend for WindowsSystem {
                             })
                             .collect()
                     };
-                    p.stopped
-                        .extend(stopped.into_iter().map(|(d, active)| Unit {
+                    for (d, active) in stopped {
+                        let actions = node_actions(&manager, &d)?;
+                        p.stopped.push(Unit {
                             names: vec![d],
                             active,
-                        }));
+                            actions,
+                        });
+                    }
                 }
                 Op::Start => {
                     let started = plan::plan(&key, Op::Start, |n| {
-                        let pulls = match self.dependencies(n) {
+                        let pulls = match dependencies_of(&manager, n, &mut groups) {
                             Ok(d) => d,
                             Err(Error::NotFound(_)) => Vec::new(),
                             Err(e) => return Err(e),
@@ -376,10 +393,9 @@ impl SystemBackend for WindowsSystem {
                         Ok(UnitDeps {
                             names: vec![n.to_string()],
                             active: is_running(&manager, n),
-                            stops: Vec::new(),
                             pulls,
-                            conflicts: Vec::new(),
-                            triggers: Vec::new(),
+                            actions: node_actions(&manager, n)?,
+                            ..UnitDeps::default()
                         })
                     })?;
                     p.started.extend(started.started);
@@ -390,17 +406,92 @@ impl SystemBackend for WindowsSystem {
     }
 
     fn dependencies(&self, name: &str) -> Result<Vec<String>> {
-        let svc = open(name, SERVICE_QUERY_CONFIG, "read the dependencies of")?;
-        let (_, _, mut deps) =
-            scm::config(&svc).map_err(|e| scm_err("read the dependencies of", name, e))?;
-        // Wine's QueryServiceConfigW leaves lpDependencies empty.
-        for r in scm::registry_dependencies(name) {
-            if !deps.iter().any(|d| d.eq_ignore_ascii_case(&r)) {
-                deps.push(r);
+        let manager = scm::open_manager().map_err(|e| errors::win32("OpenSCManagerW", "", e))?;
+        dependencies_of(&manager, name, &mut Groups::default())
+    }
+}
+
+/// The failure actions of `name` that act on the node (a reboot, a
+/// command; [`scm_rules::node_actions`]); none for a service that is gone.
+fn node_actions(manager: &scm::Handle, name: &str) -> Result<Vec<String>> {
+    let what = "read the failure actions of";
+    let svc = match scm::open_service(manager, name, SERVICE_QUERY_CONFIG) {
+        Ok(s) => s,
+        Err(e) if e.raw_os_error() == Some(codes::DOES_NOT_EXIST) => return Ok(Vec::new()),
+        Err(e) => return Err(scm_err(what, name, e)),
+    };
+    let types = scm::failure_actions(&svc, name).map_err(|e| scm_err(what, name, e))?;
+    Ok(scm_rules::node_actions(&types))
+}
+
+/// The members of load-order groups, read once per plan.
+#[derive(Default)]
+struct Groups {
+    /// Every service and driver with its group (`None`: not read yet).
+    all: Option<Vec<(String, String)>>,
+}
+
+impl Groups {
+    /// The services and drivers in `group` (compared without case).
+    fn members(&mut self, manager: &scm::Handle, group: &str) -> Result<Vec<String>> {
+        if self.all.is_none() {
+            let names = scm::all_services_and_drivers(manager)
+                .map_err(|e| errors::win32("EnumServicesStatusExW", "", e))?;
+            let mut all = Vec::new();
+            for n in names {
+                let mut g = scm::open_service(manager, &n, SERVICE_QUERY_CONFIG)
+                    .and_then(|h| scm::full_config(&h))
+                    .map(|c| c.group)
+                    .unwrap_or_default();
+                if g.is_empty() {
+                    // Wine keeps the group in the registry only.
+                    g = scm::registry_group(&n);
+                }
+                if !g.is_empty() {
+                    all.push((n, g));
+                }
             }
+            self.all = Some(all);
         }
-        // `+Group` entries name load-order groups, not services.
-        deps.retain(|d| !d.starts_with('+'));
-        Ok(deps)
+        Ok(self
+            .all
+            .iter()
+            .flatten()
+            .filter(|(_, g)| g.eq_ignore_ascii_case(group))
+            .map(|(n, _)| n.clone())
+            .collect())
+    }
+}
+
+/// The services `name` depends on directly: its service dependencies and
+/// the members of the load-order groups it depends on (`+Group`: the SCM
+/// starts every member), from `QueryServiceConfigW` and the registry
+/// (wine's `QueryServiceConfigW` leaves `lpDependencies` empty).
+fn dependencies_of(manager: &scm::Handle, name: &str, groups: &mut Groups) -> Result<Vec<String>> {
+    let what = "read the dependencies of";
+    let svc = scm::open_service(manager, name, SERVICE_QUERY_CONFIG)
+        .map_err(|e| scm_err(what, name, e))?;
+    let mut deps = scm::full_config(&svc)
+        .map_err(|e| scm_err(what, name, e))?
+        .dependencies;
+    for r in scm::registry_dependencies(name)
+        .into_iter()
+        .chain(scm::registry_group_dependencies(name))
+    {
+        if !deps.iter().any(|d| d.eq_ignore_ascii_case(&r)) {
+            deps.push(r);
+        }
+    }
+    let mut failed = None;
+    let out = scm_rules::expand_groups(&deps, |g| match groups.members(manager, g) {
+        Ok(m) => m,
+        Err(e) => {
+            failed.get_or_insert(e);
+            Vec::new()
+        }
+    });
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(out),
     }
 }

@@ -6,11 +6,12 @@ use std::io;
 use std::ptr;
 use windows_sys::Win32::System::Services::{
     CloseServiceHandle, ControlService, EnumDependentServicesW, EnumServicesStatusExW,
-    GetServiceKeyNameW, OpenSCManagerW, OpenServiceW, QueryServiceConfigW, QueryServiceStatusEx,
-    StartServiceW, ENUM_SERVICE_STATUSW, ENUM_SERVICE_STATUS_PROCESSW, QUERY_SERVICE_CONFIGW,
-    SC_ENUM_PROCESS_INFO, SC_HANDLE, SC_MANAGER_CONNECT, SC_MANAGER_ENUMERATE_SERVICE,
-    SC_STATUS_PROCESS_INFO, SERVICE_ACTIVE, SERVICE_CONTROL_STOP, SERVICE_STATE_ALL,
-    SERVICE_STATUS, SERVICE_STATUS_PROCESS, SERVICE_WIN32,
+    GetServiceKeyNameW, OpenSCManagerW, OpenServiceW, QueryServiceConfig2W, QueryServiceConfigW,
+    QueryServiceStatusEx, StartServiceW, ENUM_SERVICE_STATUSW, ENUM_SERVICE_STATUS_PROCESSW,
+    QUERY_SERVICE_CONFIGW, SC_ENUM_PROCESS_INFO, SC_HANDLE, SC_MANAGER_CONNECT,
+    SC_MANAGER_ENUMERATE_SERVICE, SC_STATUS_PROCESS_INFO, SERVICE_ACTIVE,
+    SERVICE_CONFIG_FAILURE_ACTIONS, SERVICE_CONTROL_STOP, SERVICE_DRIVER, SERVICE_FAILURE_ACTIONSW,
+    SERVICE_STATE_ALL, SERVICE_STATUS, SERVICE_STATUS_PROCESS, SERVICE_WIN32,
 };
 
 /// An open SCM or service handle.
@@ -73,9 +74,34 @@ pub fn open_service(scm: &Handle, name: &str, access: u32) -> io::Result<Handle>
     Ok(Handle(h))
 }
 
+/// What `QueryServiceConfigW` says of a service.
+#[derive(Clone, Debug, Default)]
+pub struct Config {
+    /// `dwServiceType`.
+    pub service_type: u32,
+    /// `dwStartType`.
+    pub start_type: u32,
+    pub display_name: String,
+    /// `lpDependencies`, load-order groups as `+Group`.
+    pub dependencies: Vec<String>,
+    /// `lpLoadOrderGroup`.
+    pub group: String,
+}
+
 /// `dwStartType`, the display name and the services it depends on (group
 /// dependencies, `+group`, left out).
 pub fn config(svc: &Handle) -> io::Result<(u32, String, Vec<String>)> {
+    let c = full_config(svc)?;
+    let deps = c
+        .dependencies
+        .into_iter()
+        .filter(|d| !d.starts_with('+'))
+        .collect();
+    Ok((c.start_type, c.display_name, deps))
+}
+
+/// The service's whole configuration ([`Config`]).
+pub fn full_config(svc: &Handle) -> io::Result<Config> {
     let mut needed = 0u32;
     // SAFETY: a null buffer of size 0 asks for the size needed.
     let ok = unsafe { QueryServiceConfigW(svc.0, ptr::null_mut(), 0, &mut needed) };
@@ -105,25 +131,99 @@ pub fn config(svc: &Handle) -> io::Result<(u32, String, Vec<String>)> {
                     break;
                 }
                 p = p.add(s.encode_utf16().count() + 1);
-                if !s.starts_with('+') {
-                    deps.push(s);
-                }
+                deps.push(s);
             }
         }
-        Ok(((*cfg).dwStartType, from_wide((*cfg).lpDisplayName), deps))
+        Ok(Config {
+            service_type: (*cfg).dwServiceType,
+            start_type: (*cfg).dwStartType,
+            display_name: from_wide((*cfg).lpDisplayName),
+            dependencies: deps,
+            group: from_wide((*cfg).lpLoadOrderGroup),
+        })
     }
 }
 
-/// The services `name` depends on as the SCM stores them in the registry
-/// (`HKLM\SYSTEM\CurrentControlSet\Services\<name>\DependOnService`);
-/// wine's QueryServiceConfigW leaves `lpDependencies` empty, so the scan
-/// reads both.
-pub fn registry_dependencies(name: &str) -> Vec<String> {
+/// The failure action types (`SC_ACTION.Type`) of a service
+/// (`QueryServiceConfig2W(SERVICE_CONFIG_FAILURE_ACTIONS)`), followed by
+/// those of the `FailureActions` value the SCM keeps in the registry (wine
+/// answers the call but keeps only the value).
+pub fn failure_actions(svc: &Handle, name: &str) -> io::Result<Vec<u32>> {
+    let mut types = Vec::new();
+    let mut needed = 0u32;
+    // SAFETY: a null buffer of size 0 asks for the size needed.
+    let ok = unsafe {
+        QueryServiceConfig2W(
+            svc.0,
+            SERVICE_CONFIG_FAILURE_ACTIONS,
+            ptr::null_mut(),
+            0,
+            &mut needed,
+        )
+    };
+    let e = io::Error::last_os_error();
+    if ok == 0 && e.raw_os_error() == Some(122) {
+        let mut buf = vec![0u64; (needed as usize).div_ceil(8).max(8)];
+        let size = (buf.len() * 8) as u32;
+        // SAFETY: `buf` is writable for `size` bytes and aligned for
+        // SERVICE_FAILURE_ACTIONSW.
+        if unsafe {
+            QueryServiceConfig2W(
+                svc.0,
+                SERVICE_CONFIG_FAILURE_ACTIONS,
+                buf.as_mut_ptr().cast(),
+                size,
+                &mut needed,
+            )
+        } == 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        let fa = buf.as_ptr() as *const SERVICE_FAILURE_ACTIONSW;
+        // SAFETY: the call filled the structure; lpsaActions, when not
+        // null, points at cActions SC_ACTION entries inside `buf`.
+        unsafe {
+            let list = (*fa).lpsaActions;
+            if !list.is_null() {
+                for i in 0..(*fa).cActions as usize {
+                    types.push((*list.add(i)).Type as u32);
+                }
+            }
+        }
+    } else if ok == 0 && e.raw_os_error() != Some(124) {
+        // 124 ERROR_INVALID_LEVEL: a manager that does not keep them.
+        return Err(e);
+    }
+    if let Some(v) = registry_value(name, "FailureActions", RegType::Binary) {
+        let bytes: Vec<u8> = v.iter().flat_map(|w| w.to_le_bytes()).collect();
+        types.extend(crate::system::scm_rules::parse_failure_actions_value(
+            &bytes,
+        ));
+    }
+    Ok(types)
+}
+
+#[derive(Clone, Copy)]
+enum RegType {
+    MultiSz,
+    Sz,
+    Binary,
+}
+
+/// A value of `HKLM\SYSTEM\CurrentControlSet\Services\<name>` (as
+/// UTF-16 units; binary values as bytes paired into units, an odd last
+/// byte dropped), `None` when absent or of another type.
+fn registry_value(name: &str, value: &str, ty: RegType) -> Option<Vec<u16>> {
     use windows_sys::Win32::System::Registry::{
-        RegGetValueW, HKEY_LOCAL_MACHINE, RRF_RT_REG_MULTI_SZ,
+        RegGetValueW, HKEY_LOCAL_MACHINE, RRF_RT_REG_BINARY, RRF_RT_REG_MULTI_SZ, RRF_RT_REG_SZ,
     };
     let key = wide(&format!(r"SYSTEM\CurrentControlSet\Services\{name}"));
-    let value = wide("DependOnService");
+    let value = wide(value);
+    let flags = match ty {
+        RegType::MultiSz => RRF_RT_REG_MULTI_SZ,
+        RegType::Sz => RRF_RT_REG_SZ,
+        RegType::Binary => RRF_RT_REG_BINARY,
+    };
     let mut buf = vec![0u16; 4096];
     let mut size = (buf.len() * 2) as u32;
     // SAFETY: key and value names are NUL-terminated; `buf` is writable for
@@ -133,25 +233,69 @@ pub fn registry_dependencies(name: &str) -> Vec<String> {
             HKEY_LOCAL_MACHINE,
             key.as_ptr(),
             value.as_ptr(),
-            RRF_RT_REG_MULTI_SZ,
+            flags,
             ptr::null_mut(),
             buf.as_mut_ptr() as *mut _,
             &mut size,
         )
     };
     if r != 0 {
-        return Vec::new();
+        return None;
     }
     buf.truncate(size as usize / 2);
-    buf.split(|c| *c == 0)
-        .map(String::from_utf16_lossy)
-        .take_while(|s| !s.is_empty())
-        .filter(|s| !s.starts_with('+'))
-        .collect()
+    Some(buf)
+}
+
+/// The load-order group of a service as the registry keeps it (`Group`);
+/// empty when it has none.
+pub fn registry_group(name: &str) -> String {
+    registry_value(name, "Group", RegType::Sz)
+        .map(|b| String::from_utf16_lossy(b.split(|c| *c == 0).next().unwrap_or(&[])))
+        .unwrap_or_default()
+}
+
+/// The groups a service depends on as the registry keeps them
+/// (`DependOnGroup`), each as `+Group`.
+pub fn registry_group_dependencies(name: &str) -> Vec<String> {
+    registry_value(name, "DependOnGroup", RegType::MultiSz)
+        .map(|buf| {
+            buf.split(|c| *c == 0)
+                .map(String::from_utf16_lossy)
+                .take_while(|s| !s.is_empty())
+                .map(|g| format!("+{g}"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The names of every service of any type, Win32 services and drivers
+/// (load-order groups hold both).
+pub fn all_services_and_drivers(scm: &Handle) -> io::Result<Vec<String>> {
+    enumerate(scm, SERVICE_WIN32 | SERVICE_DRIVER)
+}
+
+/// The services `name` depends on as the SCM stores them in the registry
+/// (`HKLM\SYSTEM\CurrentControlSet\Services\<name>\DependOnService`);
+/// wine's QueryServiceConfigW leaves `lpDependencies` empty, so the scan
+/// reads both.
+pub fn registry_dependencies(name: &str) -> Vec<String> {
+    registry_value(name, "DependOnService", RegType::MultiSz)
+        .map(|buf| {
+            buf.split(|c| *c == 0)
+                .map(String::from_utf16_lossy)
+                .take_while(|s| !s.is_empty())
+                .filter(|s| !s.starts_with('+'))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The names of every Win32 service.
 pub fn all_services(scm: &Handle) -> io::Result<Vec<String>> {
+    enumerate(scm, SERVICE_WIN32)
+}
+
+fn enumerate(scm: &Handle, types: u32) -> io::Result<Vec<String>> {
     let mut out = Vec::new();
     let mut resume = 0u32;
     loop {
@@ -165,7 +309,7 @@ pub fn all_services(scm: &Handle) -> io::Result<Vec<String>> {
             EnumServicesStatusExW(
                 scm.0,
                 SC_ENUM_PROCESS_INFO,
-                SERVICE_WIN32,
+                types,
                 windows_sys::Win32::System::Services::SERVICE_STATE_ALL,
                 buf.as_mut_ptr() as *mut u8,
                 size,
@@ -319,6 +463,17 @@ pub mod testing {
     };
 
     pub fn create(name: &str, binary: &str, depends_on: &[&str]) -> io::Result<Handle> {
+        create_with(name, binary, depends_on, None, SERVICE_WIN32_OWN_PROCESS)
+    }
+
+    /// [`create`] in a load-order group, of a service type.
+    pub fn create_with(
+        name: &str,
+        binary: &str,
+        depends_on: &[&str],
+        group: Option<&str>,
+        service_type: u32,
+    ) -> io::Result<Handle> {
         // SAFETY: null names mean the local active database.
         let scm = unsafe { OpenSCManagerW(ptr::null(), ptr::null(), SC_MANAGER_ALL_ACCESS) };
         if scm.is_null() {
@@ -327,6 +482,7 @@ pub mod testing {
         let scm = Handle(scm);
         let n = wide(name);
         let b = wide(binary);
+        let g = group.map(wide);
         let mut deps: Vec<u16> = Vec::new();
         for d in depends_on {
             deps.extend(d.encode_utf16());
@@ -341,11 +497,11 @@ pub mod testing {
                 n.as_ptr(),
                 n.as_ptr(),
                 SERVICE_ALL_ACCESS,
-                SERVICE_WIN32_OWN_PROCESS,
+                service_type,
                 SERVICE_DEMAND_START,
                 SERVICE_ERROR_NORMAL,
                 b.as_ptr(),
-                ptr::null(),
+                g.as_ref().map_or(ptr::null(), |g| g.as_ptr()),
                 ptr::null_mut(),
                 deps.as_ptr(),
                 ptr::null(),
@@ -356,6 +512,64 @@ pub mod testing {
             return Err(io::Error::last_os_error());
         }
         Ok(Handle(h))
+    }
+
+    /// Sets the failure actions of a service (`types`, each after 1 s)
+    /// through `ChangeServiceConfig2W`; `false` when the manager refused.
+    pub fn set_failure_actions(h: &Handle, types: &[i32]) -> bool {
+        use windows_sys::Win32::System::Services::{ChangeServiceConfig2W, SC_ACTION};
+        let mut actions: Vec<SC_ACTION> = types
+            .iter()
+            .map(|t| SC_ACTION {
+                Type: *t,
+                Delay: 1000,
+            })
+            .collect();
+        let mut command = wide("cmd.exe /c exit 0");
+        let fa = SERVICE_FAILURE_ACTIONSW {
+            dwResetPeriod: 86400,
+            lpRebootMsg: ptr::null_mut(),
+            lpCommand: command.as_mut_ptr(),
+            cActions: actions.len() as u32,
+            lpsaActions: actions.as_mut_ptr(),
+        };
+        // SAFETY: `fa` and what it points to are alive for the call.
+        unsafe {
+            ChangeServiceConfig2W(
+                h.0,
+                SERVICE_CONFIG_FAILURE_ACTIONS,
+                &fa as *const _ as *const core::ffi::c_void,
+            ) != 0
+        }
+    }
+
+    /// Writes a service's `FailureActions` registry value as the SCM
+    /// keeps it (`types`, each after 1 s).
+    pub fn write_failure_actions_value(name: &str, types: &[u32]) -> bool {
+        use windows_sys::Win32::System::Registry::{
+            RegSetKeyValueW, HKEY_LOCAL_MACHINE, REG_BINARY,
+        };
+        let mut v: Vec<u8> = Vec::new();
+        for w in [86400u32, 0, 0, types.len() as u32, 0] {
+            v.extend(w.to_le_bytes());
+        }
+        for t in types {
+            v.extend(t.to_le_bytes());
+            v.extend(1000u32.to_le_bytes());
+        }
+        let key = wide(&format!(r"SYSTEM\CurrentControlSet\Services\{name}"));
+        let value = wide("FailureActions");
+        // SAFETY: names NUL-terminated, `v` alive and `v.len()` bytes long.
+        unsafe {
+            RegSetKeyValueW(
+                HKEY_LOCAL_MACHINE,
+                key.as_ptr(),
+                value.as_ptr(),
+                REG_BINARY,
+                v.as_ptr().cast(),
+                v.len() as u32,
+            ) == 0
+        }
     }
 
     pub fn delete(h: &Handle) {

@@ -1,0 +1,341 @@
+//! The allow-list of the System API (`-allowed-services`) and the plan
+//! checks behind it, over the real binary's System socket and a private
+//! `systemd --user` (`tests/systemd`).
+//!
+//! Every case measured against the previous design is here, each on a
+//! fresh manager and each twice: with the unit on the allow-list (the plan
+//! refuses it) and with the default list (the list refuses it). Each
+//! checks that the manager still runs and that nothing changed state.
+#![cfg(target_os = "linux")]
+
+mod common;
+mod systemd;
+
+use common::Proxy;
+use csi_proxy_api::system::v1alpha1::{self as sys, system_client::SystemClient};
+use systemd::Systemd;
+use tonic::Code;
+
+type Client = SystemClient<csi_proxy_client::ProxyChannel>;
+
+fn proxy_on(sd: &Systemd, extra: &[&str]) -> Proxy {
+    let bus = sd.address();
+    Proxy::start_with(extra, move |c| {
+        c.env("DBUS_SYSTEM_BUS_ADDRESS", &bus);
+    })
+}
+
+async fn client(p: &Proxy) -> Client {
+    SystemClient::new(p.channel("system-v1alpha1").await)
+}
+
+async fn start(c: &mut Client, name: &str) -> Result<(), tonic::Status> {
+    c.start_service(sys::StartServiceRequest { name: name.into() })
+        .await
+        .map(|_| ())
+}
+
+async fn stop(c: &mut Client, name: &str) -> Result<(), tonic::Status> {
+    c.stop_service(sys::StopServiceRequest {
+        name: name.into(),
+        force: false,
+    })
+    .await
+    .map(|_| ())
+}
+
+const RUNNING: i32 = sys::ServiceStatus::Running as i32;
+const STOPPED: i32 = sys::ServiceStatus::Stopped as i32;
+
+async fn state(c: &mut Client, name: &str) -> i32 {
+    c.get_service(sys::GetServiceRequest { name: name.into() })
+        .await
+        .unwrap_or_else(|e| panic!("get {name}: {e}"))
+        .into_inner()
+        .status
+}
+
+fn need_root() -> bool {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root (a private mount namespace for systemd --user)");
+        return false;
+    }
+    true
+}
+
+/// The manager still answers on its bus.
+fn alive(sd: &Systemd) -> bool {
+    std::process::Command::new("busctl")
+        .arg(format!("--address={}", sd.address()))
+        .args(["status", "org.freedesktop.systemd1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Call {
+    Start,
+    Stop,
+}
+
+/// One measured case: its units, what is started before the call (by the
+/// manager itself), the call, and the units whose state must not change.
+struct Case {
+    what: &'static str,
+    units: &'static [(&'static str, &'static str)],
+    running: &'static [&'static str],
+    call: Call,
+    target: &'static str,
+    unchanged: &'static [&'static str],
+}
+
+const SLEEP: &str = "[Service]\nExecStart=/bin/sleep 1000\n";
+
+const CASES: &[Case] = &[
+    Case {
+        what: "a oneshot unit with OnSuccess=systemd-exit.service",
+        units: &[(
+            "{prefix}-x",
+            "[Unit]\nOnSuccess=systemd-exit.service\n[Service]\nType=oneshot\nExecStart=/bin/true\n",
+        )],
+        running: &[],
+        call: Call::Start,
+        target: "x",
+        unchanged: &[],
+    },
+    Case {
+        what: "a failing unit with OnFailure=systemd-exit.service",
+        units: &[(
+            "{prefix}-x",
+            "[Unit]\nOnFailure=systemd-exit.service\n[Service]\nType=oneshot\nExecStart=/bin/false\n",
+        )],
+        running: &[],
+        call: Call::Start,
+        target: "x",
+        unchanged: &[],
+    },
+    Case {
+        what: "the stop of a running unit with SuccessAction=exit",
+        units: &[(
+            "{prefix}-x",
+            "[Unit]\nSuccessAction=exit\n[Service]\nExecStart=/bin/sleep 1000\n",
+        )],
+        running: &["x"],
+        call: Call::Stop,
+        target: "x",
+        unchanged: &["x"],
+    },
+    Case {
+        what: "a failing unit with FailureAction=exit",
+        units: &[(
+            "{prefix}-x",
+            "[Unit]\nFailureAction=exit\n[Service]\nType=oneshot\nExecStart=/bin/false\n",
+        )],
+        running: &[],
+        call: Call::Start,
+        target: "x",
+        unchanged: &[],
+    },
+    Case {
+        what: "a unit in conflict with a running one whose OnSuccess= is systemd-exit",
+        units: &[
+            (
+                "{prefix}-x",
+                "[Unit]\nConflicts={prefix}-y.service\n[Service]\nExecStart=/bin/sleep 1000\n",
+            ),
+            (
+                "{prefix}-y",
+                "[Unit]\nOnSuccess=systemd-exit.service\n[Service]\nExecStart=/bin/sleep 1000\n",
+            ),
+        ],
+        running: &["y"],
+        call: Call::Start,
+        target: "x",
+        unchanged: &["x", "y"],
+    },
+    Case {
+        what: "the stop of the only unit that wants a protected kubelet with StopWhenUnneeded=yes",
+        units: &[
+            (
+                "kubelet",
+                "[Unit]\nStopWhenUnneeded=yes\n[Service]\nExecStart=/bin/sleep 1000\n",
+            ),
+            (
+                "{prefix}-x",
+                "[Unit]\nWants=kubelet.service\n[Service]\nExecStart=/bin/sleep 1000\n",
+            ),
+        ],
+        running: &["x"],
+        call: Call::Stop,
+        target: "x",
+        unchanged: &["x", "kubelet"],
+    },
+    Case {
+        what: "the stop of a running unit whose OnSuccess= is systemd-exit",
+        units: &[(
+            "{prefix}-x",
+            "[Unit]\nOnSuccess=systemd-exit.service\n[Service]\nExecStart=/bin/sleep 1000\n",
+        )],
+        running: &["x"],
+        call: Call::Stop,
+        target: "x",
+        unchanged: &["x"],
+    },
+];
+
+/// A name of a case (`x` is the run's `{prefix}-x`; `kubelet` itself).
+fn unit_name(sd: &Systemd, n: &str) -> String {
+    if n == "kubelet" {
+        n.to_string()
+    } else {
+        sd.unit(n)
+    }
+}
+
+async fn run_case(case: &Case) {
+    let sd = Systemd::start_with_units(case.units);
+    for r in case.running {
+        let u = format!("{}.service", unit_name(&sd, r));
+        let out = sd.systemctl(&["start", &u]);
+        assert!(out.status.success(), "{}: start {u}: {out:?}", case.what);
+    }
+    let target = unit_name(&sd, case.target);
+    let allowed = format!("-allowed-services={target}");
+    for (flags, by_list) in [(&[allowed.as_str()][..], false), (&[][..], true)] {
+        let p = proxy_on(&sd, flags);
+        let mut c = client(&p).await;
+        let before = {
+            let mut v = Vec::new();
+            for u in case.unchanged {
+                v.push(state(&mut c, &unit_name(&sd, u)).await);
+            }
+            v
+        };
+        let r = match case.call {
+            Call::Start => start(&mut c, &target).await,
+            Call::Stop => stop(&mut c, &target).await,
+        };
+        let e = r.expect_err(case.what);
+        let m = e.message();
+        assert_eq!(e.code(), Code::PermissionDenied, "{}: {m}", case.what);
+        let verb = match case.call {
+            Call::Start => "start service",
+            Call::Stop => "stop service",
+        };
+        assert!(
+            m.starts_with(verb),
+            "{}: names another operation: {m}",
+            case.what
+        );
+        let list_refusal = m.contains("not in this csi-proxy's -allowed-services list");
+        assert_eq!(list_refusal, by_list, "{} (list {by_list}): {m}", case.what);
+        // Give a manager that would exit the time to do it.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(
+            alive(&sd),
+            "{}: the manager exited\n{}",
+            case.what,
+            sd.log()
+        );
+        for (u, was) in case.unchanged.iter().zip(before) {
+            let now = state(&mut c, &unit_name(&sd, u)).await;
+            assert_eq!(now, was, "{}: {u} changed", case.what);
+        }
+        if case.call == Call::Start {
+            assert_eq!(state(&mut c, &target).await, STOPPED, "{}", case.what);
+        } else {
+            assert_eq!(state(&mut c, &target).await, RUNNING, "{}", case.what);
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_measured_case_is_refused_by_the_plan_and_by_the_list() {
+    if !need_root() {
+        return;
+    }
+    for case in CASES {
+        run_case(case).await;
+    }
+}
+
+/// The default list is the storage services; an alias counts for the unit
+/// it names; `*` allows every service that is not protected.
+#[tokio::test]
+async fn the_default_list_the_flag_and_aliases() {
+    if !need_root() {
+        return;
+    }
+    let sd = Systemd::start_with_aliases(
+        &[
+            ("multipathd", SLEEP),
+            ("iscsid", SLEEP),
+            ("{prefix}-evil", SLEEP),
+        ],
+        &[
+            // An allowed name that is an alias of another unit, and an
+            // alias of an allowed unit.
+            ("open-iscsi", "{prefix}-evil"),
+            ("multipath-tools", "multipathd"),
+        ],
+    );
+    let evil = sd.unit("evil");
+    let base = sd.unit("base");
+    let p = proxy_on(&sd, &[]);
+    assert!(
+        p.log()
+            .contains("iscsid.service,multipathd.service,open-iscsi.service"),
+        "{}",
+        p.log()
+    );
+    let mut c = client(&p).await;
+    // On the default list: they start and stop.
+    for n in ["multipathd", "iscsid"] {
+        start(&mut c, n).await.unwrap();
+        assert_eq!(state(&mut c, n).await, RUNNING, "{n}");
+        stop(&mut c, n).await.unwrap();
+        assert_eq!(state(&mut c, n).await, STOPPED, "{n}");
+    }
+    // Through an alias of an allowed unit.
+    start(&mut c, "multipath-tools").await.unwrap();
+    assert_eq!(state(&mut c, "multipathd").await, RUNNING);
+    // An allowed name that resolves to another unit is refused, naming it.
+    let e = start(&mut c, "open-iscsi").await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
+    assert!(e.message().contains("-allowed-services"), "{}", e.message());
+    assert!(e.message().contains(&evil), "{}", e.message());
+    // Anything else: refused naming the flag, existing or not; GetService
+    // stays open.
+    for n in [base.as_str(), "no-such-unit-csi-proxy"] {
+        for r in [start(&mut c, n).await, stop(&mut c, n).await] {
+            let e = r.unwrap_err();
+            assert_eq!(e.code(), Code::PermissionDenied, "{n}: {}", e.message());
+            assert!(e.message().contains("-allowed-services"), "{}", e.message());
+        }
+    }
+    for n in [&base, &evil] {
+        assert_eq!(state(&mut c, n).await, STOPPED, "{n}");
+    }
+
+    // The flag replaces the list; `*` allows every unprotected service.
+    let flag = format!("-allowed-services={base}");
+    let p2 = proxy_on(&sd, &[&flag]);
+    let mut c2 = client(&p2).await;
+    start(&mut c2, &base).await.unwrap();
+    stop(&mut c2, &base).await.unwrap();
+    let e = start(&mut c2, "iscsid").await.unwrap_err();
+    assert!(e.message().contains("-allowed-services"), "{}", e.message());
+    let p3 = proxy_on(&sd, &["-allowed-services=*"]);
+    assert!(p3.log().contains("-allowed-services=*"), "{}", p3.log());
+    let mut c3 = client(&p3).await;
+    start(&mut c3, &evil).await.unwrap();
+    stop(&mut c3, &evil).await.unwrap();
+    // Protected whatever the list says.
+    let p4 = proxy_on(&sd, &["-allowed-services=kubelet,containerd"]);
+    let mut c4 = client(&p4).await;
+    let e = stop(&mut c4, "kubelet").await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
+    assert!(e.message().contains("protected"), "{}", e.message());
+}
