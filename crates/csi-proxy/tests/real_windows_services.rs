@@ -21,7 +21,7 @@ use csi_proxy_api::Group;
 use csi_proxy_client::Client;
 use real_windows::{require, under_wine, win32};
 use scm::system::{bios_serial, get, start, stop, SysClient};
-use scm::{one_at_a_time, wait_for, Installed, Throwaway};
+use scm::{manager, one_at_a_time, wait_for, Installed, Throwaway};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use tonic::Code;
@@ -418,6 +418,104 @@ fn protected_windows_services_are_refused_and_keep_running() {
     };
     for (n, st) in ALWAYS.iter().zip(&after) {
         assert_eq!(*st, Ok(sys::ServiceStatus::Running as i32), "{n}");
+    }
+}
+
+/// The allow-list and the plan on Windows. With the default list
+/// (`MSiSCSI`) a throwaway service is refused naming the flag and stays
+/// stopped, GetService still answers; with `-allowed-services=*` a kernel
+/// driver is refused whatever the list says, and keeps its state (wine
+/// too: its `winhid` is a driver). On Windows: a service depending on a
+/// load-order group (`+Group`) whose member's failure action reboots is
+/// refused, read through `lpLoadOrderGroup` and `QueryServiceConfig2W`
+/// (wine keeps neither: `system/windows/tests.rs` covers its registry).
+#[test]
+fn the_allow_list_and_the_plan_on_windows() {
+    let _turn = one_at_a_time();
+    let t = Throwaway::create("rwallow", &[("member", &[]), ("user", &[])]);
+    let (member, user) = (t.name("member"), t.name("user"));
+    let p = pipes::Proxy::start_unique("rwallow", "system", &[]);
+    let all = pipes::Proxy::start_unique("rwallowall", "system", &["-allowed-services=*"]);
+    block_on(async {
+        let mut c = SysClient::new(p.channel(Group::System, "v1alpha1").await);
+        let e = start(&mut c, user).await.unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+        assert!(e.message().contains("-allowed-services"), "{}", e.message());
+        assert_eq!(t.state(user), ServiceState::Stopped);
+        get(&mut c, user).await.unwrap();
+        let mut ca = SysClient::new(all.channel(Group::System, "v1alpha1").await);
+        let mut driver = None;
+        for d in ["winhid", "Null", "Beep", "bindflt", "wcifs"] {
+            if let Ok(g) = get(&mut ca, d).await {
+                driver = Some((d, g.status));
+                break;
+            }
+        }
+        let (d, before) = driver.expect("no driver of the list on this host");
+        for force in [false, true] {
+            let e = stop(&mut ca, d, force).await.unwrap_err();
+            assert_eq!(e.code(), Code::PermissionDenied, "{d}: {e:?}");
+            assert!(e.message().contains("driver"), "{}", e.message());
+        }
+        assert_eq!(get(&mut ca, d).await.unwrap().status, before, "{d} changed");
+    });
+    let Some(_win) =
+        require("load-order groups and failure actions kept by the SCM (QueryServiceConfig2W)")
+    else {
+        return;
+    };
+    let group = format!("csiproxyrwgroup{}", std::process::id());
+    let sc = |args: &[&str]| {
+        let out = std::process::Command::new("sc.exe")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "sc {args:?}: {out:?}");
+    };
+    sc(&["config", member, "group=", &group]);
+    sc(&[
+        "failure",
+        member,
+        "reset=",
+        "86400",
+        "actions=",
+        "reboot/60000",
+    ]);
+    let svc = manager()
+        .open_service(
+            user,
+            ServiceAccess::CHANGE_CONFIG | ServiceAccess::QUERY_CONFIG,
+        )
+        .unwrap();
+    let mut cfg = svc.query_config().unwrap();
+    cfg.dependencies = vec![windows_service::service::ServiceDependency::Group(
+        group.clone().into(),
+    )];
+    let info = windows_service::service::ServiceInfo {
+        name: user.into(),
+        display_name: cfg.display_name.clone(),
+        service_type: cfg.service_type,
+        start_type: cfg.start_type,
+        error_control: cfg.error_control,
+        executable_path: cfg.executable_path.clone(),
+        launch_arguments: Vec::new(),
+        dependencies: cfg.dependencies.clone(),
+        account_name: None,
+        account_password: None,
+    };
+    svc.change_config(&info).unwrap();
+    let flag = format!("-allowed-services={user},{member}");
+    let p2 = pipes::Proxy::start_unique("rwallowgroup", "system", &[&flag]);
+    block_on(async {
+        let mut c = SysClient::new(p2.channel(Group::System, "v1alpha1").await);
+        for n in [member, user] {
+            let e = start(&mut c, n).await.unwrap_err();
+            assert_eq!(e.code(), Code::PermissionDenied, "{n}: {e:?}");
+            assert!(e.message().contains("reboot"), "{n}: {}", e.message());
+        }
+    });
+    for n in [member, user] {
+        assert_eq!(t.state(n), ServiceState::Stopped, "{n}");
     }
 }
 
