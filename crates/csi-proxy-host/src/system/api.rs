@@ -175,6 +175,15 @@ impl<B: SystemBackend> System<B> {
         };
         let resolved = plan.target.first().map_or(name.os_name(), String::as_str);
         self.policy.check(name, resolved, op.verb())?;
+        if let Some(narrow) = super::narrow::current() {
+            if !narrow.allows(resolved) {
+                return Err(Error::PermissionDenied(format!(
+                    "{} service {}: not among the services the caller policy lets this caller start or stop",
+                    op.verb(),
+                    crate::path::shown(name.as_str())
+                )));
+            }
+        }
         if let Some(why) = &plan.not_a_service {
             return Err(Error::PermissionDenied(format!(
                 "{} service {}: refused, {why}: StartService and StopService act on services only",

@@ -18,6 +18,7 @@ pub mod codes;
 pub mod fake;
 #[cfg(target_os = "linux")]
 pub mod linux;
+pub mod narrow;
 pub mod plan;
 pub mod protect;
 pub mod scm_rules;

@@ -209,3 +209,31 @@ fn the_iscsi_daemon_stops_only_without_sessions() {
         vec![Call::Stop("iscsid.service".into(), false)]
     );
 }
+
+#[test]
+fn a_caller_list_narrows_the_allow_list_and_never_widens_it() {
+    use crate::system::narrow;
+    let (api, fake) = api(Flavor::Windows, Protection::none(Flavor::Windows));
+    let api = System {
+        policy: ServicePolicy::allow_only(["free", "base"], Flavor::Windows).unwrap(),
+        ..api
+    };
+    let only_base = Arc::new(ServicePolicy::allow_only(["base", "dep"], Flavor::Windows).unwrap());
+    narrow::run(Some(only_base), || {
+        let e = stop(&api, "free", false).unwrap_err();
+        assert!(matches!(e, Error::PermissionDenied(_)), "{e}");
+        assert!(e.to_string().contains("caller policy"), "{e}");
+        // On the caller's list, not on -allowed-services: still refused.
+        let e = stop(&api, "dep", false).unwrap_err();
+        assert!(e.to_string().contains("-allowed-services"), "{e}");
+        stop(&api, "base", true).unwrap();
+    });
+    stop(&api, "free", true).unwrap();
+    assert_eq!(
+        fake.calls(),
+        vec![
+            Call::Stop("base".into(), true),
+            Call::Stop("free".into(), true)
+        ]
+    );
+}
