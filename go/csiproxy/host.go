@@ -36,7 +36,8 @@ type Options struct {
 	WorkingDirs []string
 	// VolumeFsType is -volume-fs-type (Linux only; "": ext4).
 	VolumeFsType string
-	// AllowedServices is -allowed-services (empty: all).
+	// AllowedServices is -allowed-services (empty: the OS's default list,
+	// MSiSCSI on Windows; "*": every service).
 	AllowedServices []string
 	// ProtectedServices is -protected-services.
 	ProtectedServices []string

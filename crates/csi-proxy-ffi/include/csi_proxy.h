@@ -41,7 +41,7 @@ typedef struct CsiProxyOptions {
   struct CsiProxyStrList working_dirs;
   // `-volume-fs-type` (Linux; empty: ext4).
   struct CsiProxyStr volume_fs_type;
-  // `-allowed-services` (empty: all).
+  // `-allowed-services` (empty: the OS's default list; `*`: all).
   struct CsiProxyStrList allowed_services;
   // `-protected-services`.
   struct CsiProxyStrList protected_services;
