@@ -12,6 +12,7 @@ use crate::audit::{AuditLog, Entry, Mode};
 use crate::caller::Caller;
 use crate::policy::PolicyFile;
 use csi_proxy_api::ApiVersion;
+use csi_proxy_host::system::{narrow, ServicePolicy};
 use csi_proxy_http2::{Code, Outcome, Reply};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -75,6 +76,8 @@ impl Guard {
                 );
             }
         }
+        let narrow = self.services_for(&c);
+        let call = move || narrowed(narrow, call);
         let Some(audit) = self.audit.as_ref() else {
             return call();
         };
@@ -114,6 +117,17 @@ impl Guard {
         }
     }
 
+    /// The caller policy's `"system/services"` list for a StartService or
+    /// StopService call (`None`: no narrowing).
+    fn services_for(&self, c: &Call<'_>) -> Option<Arc<ServicePolicy>> {
+        let p = self.policy.as_ref()?;
+        let service_call = c.api.group == csi_proxy_api::Group::System
+            && matches!(c.operation, "start_service" | "stop_service");
+        service_call
+            .then(|| p.current().services_for(c.caller))
+            .flatten()
+    }
+
     /// A call answered without running: record it if `record` (waiting for
     /// the line off the async workers in blocking mode).
     fn refused(
@@ -145,6 +159,18 @@ impl Guard {
 }
 
 /// The answer to a call whose operation panicked (the HTTP/2 driver's).
+/// Runs `call` (and the blocking job it may hand back) with `list` as the
+/// caller's list of services ([`csi_proxy_host::system::narrow`]).
+fn narrowed(list: Option<Arc<ServicePolicy>>, call: impl FnOnce() -> Outcome) -> Outcome {
+    if list.is_none() {
+        return call();
+    }
+    match narrow::run(list.clone(), call) {
+        Outcome::Blocking(job) => Outcome::Blocking(Box::new(move || narrow::run(list, job))),
+        done => done,
+    }
+}
+
 fn panicked() -> Reply {
     Reply::error(Code::Internal, "the host operation panicked")
 }

@@ -425,7 +425,7 @@ fn protected_windows_services_are_refused_and_keep_running() {
 /// (`MSiSCSI`) a throwaway service is refused naming the flag and stays
 /// stopped, GetService still answers; with `-allowed-services=*` a kernel
 /// driver is refused whatever the list says, and keeps its state (wine
-/// too: its `winhid` is a driver). On Windows: a service depending on a
+/// too: its `winehid` is a driver). On Windows: a service depending on a
 /// load-order group (`+Group`) whose member's failure action reboots is
 /// refused, read through `lpLoadOrderGroup` and `QueryServiceConfig2W`
 /// (wine keeps neither: `system/windows/tests.rs` covers its registry).
@@ -445,7 +445,9 @@ fn the_allow_list_and_the_plan_on_windows() {
         get(&mut c, user).await.unwrap();
         let mut ca = SysClient::new(all.channel(Group::System, "v1alpha1").await);
         let mut driver = None;
-        for d in ["winhid", "Null", "Beep", "bindflt", "wcifs"] {
+        for d in [
+            "winehid", "winebus", "MountMgr", "Null", "Beep", "bindflt", "wcifs",
+        ] {
             if let Ok(g) = get(&mut ca, d).await {
                 driver = Some((d, g.status));
                 break;

@@ -339,3 +339,42 @@ async fn the_default_list_the_flag_and_aliases() {
     assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
     assert!(e.message().contains("protected"), "{}", e.message());
 }
+
+/// A caller-policy `"system/services"` rule narrows the list for a caller
+/// (this test process: its uid), and never widens `-allowed-services`.
+#[tokio::test]
+async fn a_caller_policy_rule_narrows_the_list() {
+    if !need_root() {
+        return;
+    }
+    let sd = Systemd::start_with_units(&[("multipathd", SLEEP), ("iscsid", SLEEP)]);
+    let base = sd.unit("base");
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.json");
+    let uid = nix::unistd::geteuid().as_raw();
+    std::fs::write(
+        &policy,
+        format!(
+            r#"{{"system": [{{"uid": {uid}}}],
+                "system/services": [{{"uid": {uid}, "services": ["iscsid", "{base}"]}}]}}"#
+        ),
+    )
+    .unwrap();
+    let flag = format!("-caller-policy={}", policy.display());
+    let p = proxy_on(&sd, &[&flag]);
+    let mut c = client(&p).await;
+    start(&mut c, "iscsid").await.unwrap();
+    stop(&mut c, "iscsid").await.unwrap();
+    // On -allowed-services (the default), not on the caller's list.
+    let e = start(&mut c, "multipathd").await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
+    assert!(e.message().contains("caller policy"), "{}", e.message());
+    // On the caller's list, not on -allowed-services.
+    let e = start(&mut c, &base).await.unwrap_err();
+    assert!(e.message().contains("-allowed-services"), "{}", e.message());
+    for n in ["multipathd", base.as_str()] {
+        assert_eq!(state(&mut c, n).await, STOPPED, "{n}");
+    }
+    // GetService is not narrowed.
+    state(&mut c, "multipathd").await;
+}

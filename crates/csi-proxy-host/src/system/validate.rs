@@ -248,6 +248,24 @@ impl ServicePolicy {
         })
     }
 
+    /// Exactly the services in `names` (an empty list allows none; `*`
+    /// allows every service): a caller-policy rule's list
+    /// ([`super::narrow`]).
+    pub fn exactly<I, S>(names: I, flavor: Flavor) -> Result<ServicePolicy>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let names: Vec<String> = names.into_iter().map(|n| n.as_ref().to_string()).collect();
+        if names.is_empty() {
+            return Ok(ServicePolicy {
+                allowed: Some(BTreeSet::new()),
+                flavor,
+            });
+        }
+        ServicePolicy::allow_only(names, flavor)
+    }
+
     /// Is every service allowed?
     pub fn allows_all(&self) -> bool {
         self.allowed.is_none()

@@ -37,8 +37,11 @@ mod watch;
 
 use crate::caller::Caller;
 use csi_proxy_api::Group;
+use csi_proxy_host::path::Flavor;
+use csi_proxy_host::system::ServicePolicy;
 use serde_json::Value;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 pub use watch::{watch, PolicyFile};
 
@@ -110,6 +113,9 @@ impl Allowed {
 pub struct Policy {
     /// Keys `(group, None)` or `(group, Some(operation))`.
     rules: HashMap<(Group, Option<&'static str>), Vec<Allowed>>,
+    /// The `"system/services"` rule, if the file has one
+    /// ([`parse_services_rule`]).
+    services: Option<Vec<(Allowed, Arc<ServicePolicy>)>>,
     /// Whether an entry matches on `exe_sha256` (callers' executables are
     /// hashed only then).
     hashes: bool,
@@ -124,7 +130,12 @@ impl Policy {
         };
         let mut rules = HashMap::new();
         let mut keys: HashMap<(Group, Option<&'static str>), String> = HashMap::new();
+        let mut services = None;
         for (key, list) in map {
+            if key == SERVICES_KEY {
+                services = Some(parse_services_rule(&key, &list)?);
+                continue;
+            }
             let (g, method) = match key.split_once('/') {
                 Some((g, m)) => (g, Some(m)),
                 None => (key.as_str(), None),
@@ -155,8 +166,16 @@ impl Policy {
             }
             rules.insert((group, operation), allowed);
         }
-        let hashes = rules.values().flatten().any(|a| a.exe_sha256.is_some());
-        Ok(Policy { rules, hashes })
+        let hashes = rules
+            .values()
+            .flatten()
+            .chain(services.iter().flatten().map(|(a, _)| a))
+            .any(|a| a.exe_sha256.is_some());
+        Ok(Policy {
+            rules,
+            services,
+            hashes,
+        })
     }
 
     /// Whether `caller` may call the version-free `operation` of `group`
@@ -167,6 +186,24 @@ impl Policy {
             Some(list) => list.iter().any(|a| a.matches(caller)),
             None => false,
         }
+    }
+
+    /// The services `caller` may start or stop, when the file has a
+    /// `"system/services"` rule: the list of the first entry that matches
+    /// the caller, none when no entry does; `None` without the rule.
+    pub fn services_for(&self, caller: &Caller) -> Option<Arc<ServicePolicy>> {
+        let rule = self.services.as_ref()?;
+        Some(
+            rule.iter()
+                .find(|(a, _)| a.matches(caller))
+                .map(|(_, l)| l.clone())
+                .unwrap_or_else(|| {
+                    Arc::new(
+                        ServicePolicy::exactly(Vec::<String>::new(), Flavor::NATIVE)
+                            .expect("an empty list is valid"),
+                    )
+                }),
+        )
     }
 
     /// Whether an entry needs the digest of callers' executables.
@@ -182,6 +219,70 @@ impl Policy {
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
     }
+}
+
+/// The key of the rule that narrows `-allowed-services` per caller.
+pub const SERVICES_KEY: &str = "system/services";
+
+/// The `"system/services"` rule: a list of callers as for any key, each
+/// with a `"services"` list of the services that caller may start or stop
+/// (checked against `-allowed-services` too, after the service manager
+/// resolved the name: a list only narrows):
+///
+/// ```json
+/// "system/services": [{"uid": 0, "services": ["iscsid", "multipathd"]},
+///                     {"pod_uid": "7d3c...", "services": []}]
+/// ```
+///
+/// The first entry that matches a caller decides; a caller no entry
+/// matches may start or stop no service.
+fn parse_services_rule(
+    key: &str,
+    list: &Value,
+) -> Result<Vec<(Allowed, Arc<ServicePolicy>)>, PolicyError> {
+    let bad = |what: String| PolicyError::BadEntry {
+        key: key.to_string(),
+        what,
+    };
+    let Value::Array(items) = list else {
+        return Err(bad(
+            "must be a list of callers with their services, e.g. [{\"uid\": 0, \"services\": [\"iscsid\"]}]".into(),
+        ));
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let Value::Object(fields) = item else {
+            return Err(bad(format!("caller #{i} must be an object")));
+        };
+        let mut caller = fields.clone();
+        let names = match caller.remove("services") {
+            Some(Value::Array(names)) => names
+                .iter()
+                .map(|n| {
+                    n.as_str().map(str::to_string).ok_or_else(|| {
+                        bad(format!("caller #{i}: \"services\" must be a list of names"))
+                    })
+                })
+                .collect::<Result<Vec<String>, _>>()?,
+            _ => {
+                return Err(bad(format!(
+                    "caller #{i}: \"services\" (a list of service names) is required"
+                )))
+            }
+        };
+        let services = ServicePolicy::exactly(&names, Flavor::NATIVE)
+            .map_err(|e| bad(format!("caller #{i}: {e}")))?;
+        let mut allowed =
+            parse_list(key, &Value::Array(vec![Value::Object(caller)])).map_err(|e| match e {
+                PolicyError::BadEntry { key, what } => PolicyError::BadEntry {
+                    key,
+                    what: what.replacen("caller #0", &format!("caller #{i}"), 1),
+                },
+                e => e,
+            })?;
+        out.push((allowed.remove(0), Arc::new(services)));
+    }
+    Ok(out)
 }
 
 fn parse_list(key: &str, list: &Value) -> Result<Vec<Allowed>, PolicyError> {

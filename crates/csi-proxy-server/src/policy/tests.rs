@@ -330,3 +330,48 @@ fn the_reloader_refuses_fifos_devices_and_huge_files_without_hanging() {
     f.reload("test").unwrap();
     assert!(!allowed(&f.current(), "filesystem", "Mkdir", &caller(0)));
 }
+
+/// `"system/services"`: per caller, the services it may start or stop
+/// (the first matching entry decides; a caller no entry matches gets
+/// none); without the rule nothing is narrowed. Bad entries make the file
+/// invalid.
+#[test]
+fn the_services_rule_narrows_start_and_stop_per_caller() {
+    let p = Policy::parse(
+        r#"{"system": [{"uid": 0}, {"uid": 1000}],
+            "system/services": [{"uid": 0, "services": ["iscsid", "multipathd"]},
+                                {"uid": 1000, "services": []}]}"#,
+    )
+    .unwrap();
+    let svc = |n: &str| {
+        if cfg!(windows) {
+            n.to_string()
+        } else {
+            format!("{n}.service")
+        }
+    };
+    let root = p.services_for(&caller(0)).unwrap();
+    assert!(root.allows(&svc("iscsid")) && root.allows(&svc("multipathd")));
+    assert!(!root.allows(&svc("open-iscsi")));
+    let none = p.services_for(&caller(1000)).unwrap();
+    assert!(!none.allows(&svc("iscsid")));
+    let unmatched = p.services_for(&caller(7)).unwrap();
+    assert!(!unmatched.allows(&svc("iscsid")));
+    assert_eq!(p.services_for(&caller(0)), Some(root));
+    // Without the rule: no narrowing.
+    let p = Policy::parse(r#"{"system": [{"uid": 0}]}"#).unwrap();
+    assert_eq!(p.services_for(&caller(0)), None);
+    for bad in [
+        r#"{"system/services": {"uid": 0}}"#,
+        r#"{"system/services": [{"uid": 0}]}"#,
+        r#"{"system/services": [{"uid": 0, "services": "iscsid"}]}"#,
+        r#"{"system/services": [{"uid": 0, "services": [1]}]}"#,
+        r#"{"system/services": [{"uid": 0, "services": ["a/b"]}]}"#,
+        r#"{"system/services": [{"services": ["iscsid"]}]}"#,
+        r#"{"system/services": [{"uid": 0, "usr": 1, "services": []}]}"#,
+    ] {
+        let e = Policy::parse(bad).unwrap_err();
+        assert!(matches!(e, PolicyError::BadEntry { .. }), "{bad}: {e}");
+        assert!(e.to_string().contains("system/services"), "{bad}: {e}");
+    }
+}
