@@ -187,7 +187,7 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
                     method,
                     operation,
                     metrics: None,
-                    write: crate::audit::WRITE_OPERATIONS.contains(&operation),
+                    write: crate::catalog::changes_host(operation),
                 };
                 (format!("/{service}/{method}"), route)
             })
