@@ -10,6 +10,7 @@ mod guard;
 mod logging;
 mod run;
 mod service;
+mod state_dir;
 mod version;
 
 use std::process::ExitCode;
