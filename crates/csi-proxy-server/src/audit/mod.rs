@@ -99,8 +99,10 @@ pub struct Entry {
     pub message: String,
     pub duration: Duration,
     pub caller: Arc<Caller>,
-    /// The encoded request message.
-    pub request: Vec<u8>,
+    /// The request as the server decoded it, encoded again
+    /// ([`crate::dispatch::Seen`]; `None`: it could not be decoded and
+    /// nothing ran).
+    pub request: Option<Vec<u8>>,
 }
 
 enum Msg {
