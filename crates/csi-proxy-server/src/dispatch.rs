@@ -356,6 +356,16 @@ impl VersionedService {
         m
     }
 
+    /// The request `message` of the method at `path` as its handler
+    /// decodes it, in the canonical form the audit log renders
+    /// ([`Seen`]); `None` for a path this service does not route.
+    pub fn canonical(&self, path: &str, message: &[u8]) -> Option<Seen> {
+        self.inner
+            .handlers
+            .get(path)
+            .map(|r| (r.canonical)(message))
+    }
+
     /// Whether one line per request should be logged.
     pub fn log_requests(&self) -> bool {
         self.inner.log_requests
