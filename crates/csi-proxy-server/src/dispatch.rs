@@ -174,11 +174,13 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
                         None => {
                             let (answer, req, timer) =
                                 (answer.clone(), bytes.to_vec(), timer.cloned());
-                            Outcome::Blocking(Box::new(move || match decode::<Req, AReq>(&req, None) {
-                                Ok(areq) => {
-                                    answer.give_blocking::<Resp>(&req, areq, timer.as_ref())
+                            Outcome::Blocking(Box::new(move || {
+                                match decode::<Req, AReq>(&req, None) {
+                                    Ok(areq) => {
+                                        answer.give_blocking::<Resp>(&req, areq, timer.as_ref())
+                                    }
+                                    Err(reply) => reply,
                                 }
-                                Err(reply) => reply,
                             }))
                         }
                     }

@@ -26,7 +26,11 @@ fn is_root() -> bool {
 }
 
 fn raw(p: &Proxy, endpoint: &str) -> RawClient<UnixStream> {
-    RawClient::new(UnixStream::connect(p.socket(endpoint)).unwrap(), Shape::default()).unwrap()
+    RawClient::new(
+        UnixStream::connect(p.socket(endpoint)).unwrap(),
+        Shape::default(),
+    )
+    .unwrap()
 }
 
 fn ok(r: &Response) -> bool {
@@ -46,7 +50,8 @@ fn a_request_with_an_unknown_group_field_is_logged_as_it_ran() {
     let mut c = raw(&p, "filesystem-v1");
     // Field 9 as an empty group (start, end), after the path.
     let group = [0x4b, 0x4c];
-    let mut mkdir = csi_proxy_api::filesystem::v1::MkdirRequest { path: path.clone() }.encode_to_vec();
+    let mut mkdir =
+        csi_proxy_api::filesystem::v1::MkdirRequest { path: path.clone() }.encode_to_vec();
     mkdir.extend(group);
     let r = c.call("/v1.Filesystem/Mkdir", None, &mkdir).unwrap();
     assert!(ok(&r), "{r:?}");
@@ -95,7 +100,9 @@ fn a_field_sent_twice_is_logged_merged_as_the_server_read_it() {
         req.push(part.len() as u8);
         req.extend(part);
     }
-    let r = c.call("/v1alpha2.Iscsi/AddTargetPortal", None, &req).unwrap();
+    let r = c
+        .call("/v1alpha2.Iscsi/AddTargetPortal", None, &req)
+        .unwrap();
     let v = wait_line(&log, |v| v["method"] == "AddTargetPortal");
     assert_eq!(
         v["request"]["target_portal"],
@@ -253,7 +260,10 @@ fn refuses_to_start(args: &[String]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let stderr = dir.path().join("stderr");
     let mut child = Command::new(common::bin())
-        .arg(format!("--socket-dir={}", dir.path().join("sock").display()))
+        .arg(format!(
+            "--socket-dir={}",
+            dir.path().join("sock").display()
+        ))
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -328,7 +338,11 @@ fn a_state_dir_inside_the_roots_is_refused() {
 
 /// The record's name in the state dir: the volume id's GUID.
 fn record_of(state: &Path, volume_id: &str) -> std::path::PathBuf {
-    let guid = volume_id.split(['{', '}']).nth(1).unwrap().to_ascii_lowercase();
+    let guid = volume_id
+        .split(['{', '}'])
+        .nth(1)
+        .unwrap()
+        .to_ascii_lowercase();
     state.join("formatting").join(guid)
 }
 
@@ -388,8 +402,15 @@ async fn a_planted_link_in_the_state_dir_is_never_written_through() {
     std::fs::create_dir_all(record.parent().unwrap()).unwrap();
     std::os::unix::fs::symlink(&host_file, &record).unwrap();
     format(&p, &id).await.unwrap();
-    assert_eq!(std::fs::read(&host_file).unwrap(), before, "the host file was written");
-    assert!(std::fs::symlink_metadata(&record).is_err(), "the record stays");
+    assert_eq!(
+        std::fs::read(&host_file).unwrap(),
+        before,
+        "the host file was written"
+    );
+    assert!(
+        std::fs::symlink_metadata(&record).is_err(),
+        "the record stays"
+    );
 }
 
 /// A planted empty record let FormatVolume write over unidentified bytes

@@ -17,7 +17,9 @@ fn entry(path: &str, code: Code) -> Entry {
             uid: Some(0),
             ..Caller::default()
         }),
-        request: Some(csi_proxy_api::filesystem::v1::MkdirRequest { path: path.into() }.encode_to_vec()),
+        request: Some(
+            csi_proxy_api::filesystem::v1::MkdirRequest { path: path.into() }.encode_to_vec(),
+        ),
     }
 }
 
@@ -331,12 +333,10 @@ fn the_line_shows_the_request_as_the_server_decoded_it() {
     .encode_to_vec();
     // Field 9, an empty group: start and end.
     mkdir.extend([0x4b, 0x4c]);
-    let reply = fs
-        .call_as("/v1.Filesystem/Mkdir", &mkdir, &caller)
-        .wait();
+    let reply = fs.call_as("/v1.Filesystem/Mkdir", &mkdir, &caller).wait();
     assert_eq!(reply.code, Code::Ok, "{}", reply.message);
-    let iscsi = crate::groups::testing::service_for(Group::Iscsi, "v1alpha2", |_| {})
-        .with_guard(guard);
+    let iscsi =
+        crate::groups::testing::service_for(Group::Iscsi, "v1alpha2", |_| {}).with_guard(guard);
     let mut twice = Vec::new();
     // target_portal (1) sent twice: the address, then the port.
     let first = b"\x0a\x09127.0.0.1";
@@ -349,7 +349,10 @@ fn the_line_shows_the_request_as_the_server_decoded_it() {
     assert_eq!(reply.code, Code::Ok, "{}", reply.message);
     log.close(Duration::from_secs(5));
     let all = lines(&path);
-    let m = all.iter().find(|v| v["method"] == "Mkdir").expect("a Mkdir line");
+    let m = all
+        .iter()
+        .find(|v| v["method"] == "Mkdir")
+        .expect("a Mkdir line");
     assert_eq!(m["request"]["path"], "/var/lib/kubelet/grouped", "{m}");
     let a = all
         .iter()

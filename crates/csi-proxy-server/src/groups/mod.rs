@@ -286,8 +286,10 @@ mod tests {
                 routed.insert(*op);
             }
         }
-        let listed: std::collections::BTreeSet<&str> =
-            crate::catalog::OPERATIONS.iter().map(|(op, _)| *op).collect();
+        let listed: std::collections::BTreeSet<&str> = crate::catalog::OPERATIONS
+            .iter()
+            .map(|(op, _)| *op)
+            .collect();
         assert_eq!(routed, listed);
     }
 

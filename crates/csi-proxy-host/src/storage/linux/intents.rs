@@ -160,11 +160,8 @@ fn write_record(state: &Path, name: &str) -> io::Result<OwnedFd> {
     if is_record(&dir, name) {
         return Ok(dir);
     }
-    let flags = OFlag::O_WRONLY
-        | OFlag::O_CREAT
-        | OFlag::O_EXCL
-        | OFlag::O_NOFOLLOW
-        | OFlag::O_CLOEXEC;
+    let flags =
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let mode = Mode::from_bits_truncate(0o600);
     let fd = match openat(&dir, name, flags, mode) {
         Err(Errno::EEXIST) => {
@@ -270,7 +267,11 @@ mod tests {
         let record = formatting.join(guid);
         // An empty file, a file with other content, a copy of another
         // volume's record: none counts.
-        for planted in [String::new(), "x".into(), content("01234562-89ab-cdef-0123-456789abcdef")] {
+        for planted in [
+            String::new(),
+            "x".into(),
+            content("01234562-89ab-cdef-0123-456789abcdef"),
+        ] {
             std::fs::write(&record, planted).unwrap();
             assert!(!i.pending(&vol(1)));
         }
