@@ -10,6 +10,7 @@ mod guard;
 mod logging;
 mod run;
 mod service;
+#[cfg(unix)]
 mod state_dir;
 mod version;
 

@@ -1,4 +1,5 @@
-//! The start-up check of `-state-dir`: it must be outside every allowed
+//! The start-up check of `-state-dir` (used on Linux only: format
+//! records): it must be outside every allowed
 //! root, both as written and with its links resolved, since a plugin
 //! writes inside the roots and could plant records or links there (a
 //! planted record lets FormatVolume write over unidentified data; a planted
@@ -58,7 +59,7 @@ fn resolved(path: &Path) -> PathBuf {
         if let Ok(c) = std::fs::canonicalize(existing) {
             let mut out = c;
             out.extend(rest.iter().rev());
-            return plain(&out);
+            return out;
         }
         match (existing.parent(), existing.file_name()) {
             (Some(parent), Some(name)) => {
@@ -70,23 +71,9 @@ fn resolved(path: &Path) -> PathBuf {
     }
 }
 
-/// Without Windows' verbatim prefix (`\\?\C:\...` is `C:\...`).
-fn plain(p: &Path) -> PathBuf {
-    let s = p.to_string_lossy();
-    match s.strip_prefix(r"\\?\") {
-        Some(rest) if !rest.starts_with("UNC") => PathBuf::from(rest),
-        _ => p.to_path_buf(),
-    }
-}
-
-/// Whether `inner` is `outer` or below it (case-insensitively on Windows).
+/// Whether `inner` is `outer` or below it (component by component).
 fn within(inner: &Path, outer: &Path) -> bool {
-    if cfg!(windows) {
-        let low = |p: &Path| PathBuf::from(p.to_string_lossy().to_lowercase());
-        low(inner).starts_with(low(outer))
-    } else {
-        inner.starts_with(outer)
-    }
+    inner.starts_with(outer)
 }
 
 /// Refuse a state directory inside any of `roots`, as written or through
@@ -114,7 +101,7 @@ pub fn check(state: &Path, roots: &[String]) -> Result<(), InsideRoot> {
     Ok(())
 }
 
-#[cfg(all(test, unix))]
+#[cfg(test)]
 mod tests {
     use super::*;
 
