@@ -364,3 +364,56 @@ fn the_line_shows_the_request_as_the_server_decoded_it() {
         "{a}"
     );
 }
+
+/// Every method of every version through the real dispatcher at
+/// `-audit-level=write` (fake host, empty requests): exactly the methods
+/// whose operation the catalog calls a change get a line, whatever their
+/// answer, and each line carries its request (never `null`: an empty
+/// message decodes).
+#[test]
+fn at_write_level_exactly_the_changing_methods_are_recorded() {
+    use crate::guard::Guard;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.log");
+    let log = AuditLog::open(&config(&path, 0, 0, Mode::BestEffort), None).unwrap();
+    let guard = Arc::new(Guard {
+        audit: Some(log.clone()),
+        policy: None,
+    });
+    let caller = Arc::new(Caller {
+        uid: Some(0),
+        ..Caller::default()
+    });
+    let mut want = std::collections::BTreeSet::new();
+    for v in csi_proxy_api::API_VERSIONS {
+        let svc = crate::groups::testing::service_for(v.group, v.version, |_| {})
+            .with_guard(guard.clone());
+        for (method, op) in crate::groups::operations(v).unwrap() {
+            let _ = svc
+                .call_as(&format!("/{}/{method}", v.service()), &[], &caller)
+                .wait();
+            if crate::catalog::changes_host(op) {
+                want.insert((v.service(), method.to_string()));
+            }
+        }
+    }
+    log.close(Duration::from_secs(10));
+    let got: std::collections::BTreeSet<(String, String)> = lines(&path)
+        .iter()
+        .map(|l| {
+            assert!(l["request"].is_object(), "{l}");
+            let service = find(
+                Group::parse(l["group"].as_str().unwrap()).unwrap(),
+                l["version"].as_str().unwrap(),
+            )
+            .unwrap()
+            .service();
+            (service, l["method"].as_str().unwrap().to_string())
+        })
+        .collect();
+    assert_eq!(got, want);
+    assert!(want.contains(&(
+        "v1alpha2.Iscsi".to_string(),
+        "DiscoverTargetPortal".to_string()
+    )));
+}
