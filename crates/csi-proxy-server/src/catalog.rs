@@ -63,13 +63,28 @@ pub const OPERATIONS: &[(&str, Effect)] = &[
     ("write_volume_cache", Effect::Change),
 ];
 
+/// The operations library mode adds beyond the proto methods (upstream's
+/// finer library steps, `csi-proxy-ffi` `extras.rs`), routed through the
+/// same dispatcher; sorted by name.
+pub const LIBRARY_OPERATIONS: &[(&str, Effect)] = &[
+    ("basic_partitions_exist", Effect::Read),
+    ("create_basic_partition", Effect::Change),
+    ("initialize_disk", Effect::Change),
+    ("is_disk_initialized", Effect::Read),
+    ("is_smb_mapped", Effect::Read),
+    ("new_smb_link", Effect::Change),
+    ("path_valid", Effect::Read),
+];
+
 /// The effect of `operation` (`None`: not in the catalog).
 #[must_use]
 pub fn effect(operation: &str) -> Option<Effect> {
-    OPERATIONS
-        .binary_search_by(|(op, _)| (*op).cmp(operation))
-        .ok()
-        .map(|i| OPERATIONS[i].1)
+    [OPERATIONS, LIBRARY_OPERATIONS].iter().find_map(|table| {
+        table
+            .binary_search_by(|(op, _)| (*op).cmp(operation))
+            .ok()
+            .map(|i| table[i].1)
+    })
 }
 
 /// Whether `operation` can change the host.
@@ -90,7 +105,12 @@ mod tests {
 
     #[test]
     fn the_catalog_is_sorted_and_has_no_duplicates() {
-        assert!(OPERATIONS.windows(2).all(|w| w[0].0 < w[1].0));
+        for table in [OPERATIONS, LIBRARY_OPERATIONS] {
+            assert!(table.windows(2).all(|w| w[0].0 < w[1].0));
+        }
+        assert!(LIBRARY_OPERATIONS
+            .iter()
+            .all(|(op, _)| OPERATIONS.iter().all(|(o, _)| o != op)));
         assert_eq!(effect("discover_target_portal"), Some(Effect::Change));
         assert_eq!(effect("path_exists"), Some(Effect::Read));
         assert_eq!(effect("nope"), None);
