@@ -7,7 +7,7 @@
 //!
 //! One file per volume, `<state dir>/formatting/<volume GUID>`, created
 //! (`O_CREAT | O_EXCL | O_NOFOLLOW` beneath a handle of its directory,
-//! itself opened without following links) with a content of ours and
+//! itself opened beneath the state directory without following a link) with a content of ours and
 //! synced before `mkfs` starts, and removed once it succeeded. Only a
 //! regular file of ours with that content counts as a record: a planted
 //! link or empty file is none (and is replaced when a format starts).
@@ -64,13 +64,20 @@ const DIR_FLAGS: OFlag = OFlag::O_DIRECTORY
     .union(OFlag::O_CLOEXEC)
     .union(OFlag::O_RDONLY);
 
-/// The records' directory, opened beneath the state directory without
-/// following a link at either step (created with `create`).
+/// The records' directory, opened beneath the state directory's handle
+/// without following a link (created with `create`). The state directory
+/// is the operator's path, checked at start-up to lie outside the allowed
+/// roots with its links resolved: a link there is the operator's.
 fn open_dir(state_dir: &Path, create: bool) -> io::Result<OwnedFd> {
     if create {
         std::fs::create_dir_all(state_dir)?;
     }
-    let state = open(state_dir, DIR_FLAGS, Mode::empty()).map_err(errno)?;
+    let state = open(
+        state_dir,
+        DIR_FLAGS.difference(OFlag::O_NOFOLLOW),
+        Mode::empty(),
+    )
+    .map_err(errno)?;
     if create {
         match mkdirat(&state, DIR, Mode::from_bits_truncate(0o700)) {
             Ok(()) | Err(Errno::EEXIST) => {}
