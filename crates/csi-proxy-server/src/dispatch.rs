@@ -39,8 +39,23 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A method's handler; it times the host operation with the timer when
-/// metrics are on.
-type Handler = Arc<dyn Fn(&[u8], Option<&HostTimer>) -> Outcome + Send + Sync>;
+/// metrics are on, and when given a [`Seen`] slot puts there the request
+/// as it decoded it.
+type Handler = Arc<dyn Fn(&[u8], Option<&HostTimer>, Option<&mut Seen>) -> Outcome + Send + Sync>;
+
+/// The request a handler decoded, encoded again by the same generated code
+/// (prost's canonical form: unknown fields dropped, a field sent twice
+/// merged as the handler merged it): what the audit log renders, so that
+/// what is logged is what ran (`None`: not decodable, nothing ran).
+pub type Seen = Option<Vec<u8>>;
+
+/// A request decoded as its handler decodes it, in its canonical form
+/// ([`Seen`]), for a call that is refused before it runs.
+pub(crate) type Canonical = fn(&[u8]) -> Seen;
+
+fn canonical<Req: prost::Message + Default>(bytes: &[u8]) -> Seen {
+    Req::decode(bytes).ok().map(|m| m.encode_to_vec())
+}
 
 /// One routed method.
 #[derive(Clone)]
@@ -51,8 +66,10 @@ struct Route {
     /// The version-free operation, e.g. `path_exists`.
     operation: &'static str,
     metrics: Option<MethodMetrics>,
-    /// Whether the operation can change the host (audit level `write`).
+    /// Whether the operation can change the host (audit level `write`):
+    /// from [`crate::catalog`].
     write: bool,
+    canonical: Canonical,
 }
 
 /// Asked before each call of a cached operation: a number that changes
@@ -64,13 +81,19 @@ pub type Token<A> = fn(&A) -> csi_proxy_host::Result<Option<u64>>;
 /// its encoded response.
 type Memo = Arc<Mutex<Option<(u64, Vec<u8>, Vec<u8>)>>>;
 
-/// Decodes a versioned request and converts it to the API's.
-fn decode<Req, AReq>(bytes: &[u8]) -> Result<AReq, Reply>
+/// Decodes a versioned request and converts it to the API's; puts the
+/// decoded request in `seen` when asked.
+fn decode<Req, AReq>(bytes: &[u8], seen: Option<&mut Seen>) -> Result<AReq, Reply>
 where
     Req: prost::Message + Default + Wire<AReq>,
 {
     match Req::decode(bytes) {
-        Ok(req) => req.wire().map_err(Reply::from),
+        Ok(req) => {
+            if let Some(seen) = seen {
+                *seen = Some(req.encode_to_vec());
+            }
+            req.wire().map_err(Reply::from)
+        }
         Err(e) => Err(status::undecodable_request(&e).into()),
     }
 }
@@ -92,7 +115,7 @@ pub enum Placement {
 /// Builds the routing table of one versioned service over an API object `A`.
 pub struct Routes<A: ?Sized> {
     api: Arc<A>,
-    handlers: HashMap<&'static str, (Handler, &'static str)>,
+    handlers: HashMap<&'static str, (Handler, &'static str, Canonical)>,
 }
 
 impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
@@ -127,8 +150,8 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
             token,
             memo: Arc::default(),
         };
-        let handler: Handler = Arc::new(move |bytes: &[u8], timer: Option<&HostTimer>| {
-            let areq: AReq = match decode::<Req, AReq>(bytes) {
+        let handler: Handler = Arc::new(move |bytes: &[u8], timer: Option<&HostTimer>, seen| {
+            let areq: AReq = match decode::<Req, AReq>(bytes, seen) {
                 Ok(r) => r,
                 Err(reply) => return Outcome::Done(reply),
             };
@@ -151,11 +174,13 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
                         None => {
                             let (answer, req, timer) =
                                 (answer.clone(), bytes.to_vec(), timer.cloned());
-                            Outcome::Blocking(Box::new(move || match decode::<Req, AReq>(&req) {
-                                Ok(areq) => {
-                                    answer.give_blocking::<Resp>(&req, areq, timer.as_ref())
+                            Outcome::Blocking(Box::new(move || {
+                                match decode::<Req, AReq>(&req, None) {
+                                    Ok(areq) => {
+                                        answer.give_blocking::<Resp>(&req, areq, timer.as_ref())
+                                    }
+                                    Err(reply) => reply,
                                 }
-                                Err(reply) => reply,
                             }))
                         }
                     }
@@ -169,7 +194,9 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
             }
         });
         assert!(
-            self.handlers.insert(method, (handler, operation)).is_none(),
+            self.handlers
+                .insert(method, (handler, operation, canonical::<Req>))
+                .is_none(),
             "method {method} routed twice"
         );
         self
@@ -181,13 +208,14 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
         let handlers = self
             .handlers
             .into_iter()
-            .map(|(method, (handler, operation))| {
+            .map(|(method, (handler, operation, canonical))| {
                 let route = Route {
                     handler,
                     method,
                     operation,
                     metrics: None,
-                    write: crate::audit::WRITE_OPERATIONS.contains(&operation),
+                    write: crate::catalog::changes_host(operation),
+                    canonical,
                 };
                 (format!("/{service}/{method}"), route)
             })
@@ -330,6 +358,16 @@ impl VersionedService {
         m
     }
 
+    /// The request `message` of the method at `path` as its handler
+    /// decodes it, in the canonical form the audit log renders
+    /// ([`Seen`]); `None` for a path this service does not route.
+    pub fn canonical(&self, path: &str, message: &[u8]) -> Option<Seen> {
+        self.inner
+            .handlers
+            .get(path)
+            .map(|r| (r.canonical)(message))
+    }
+
     /// Whether one line per request should be logged.
     pub fn log_requests(&self) -> bool {
         self.inner.log_requests
@@ -378,7 +416,7 @@ impl VersionedService {
             (outcome, _) => outcome,
         };
         match &self.inner.guard {
-            None => with_deadline(Self::measured(route, message)),
+            None => with_deadline(Self::measured(route, message, None)),
             Some(guard) => {
                 let call = Call {
                     api: self.inner.api,
@@ -388,20 +426,21 @@ impl VersionedService {
                     caller,
                     deadline,
                     request: message,
+                    canonical: route.canonical,
                 };
-                with_deadline(guard.run(call, || Self::measured(route, message)))
+                with_deadline(guard.run(call, |seen| Self::measured(route, message, seen)))
             }
         }
     }
 
     /// Run a route, recording it in its metrics if it has them.
-    fn measured(route: &Route, message: &[u8]) -> Outcome {
+    fn measured(route: &Route, message: &[u8], seen: Option<&mut Seen>) -> Outcome {
         let Some(metrics) = &route.metrics else {
-            return (route.handler)(message, None);
+            return (route.handler)(message, None, seen);
         };
         // Dropped unfinished (a panic) it records Internal.
         let record = metrics.begin();
-        match (route.handler)(message, Some(metrics.host())) {
+        match (route.handler)(message, Some(metrics.host()), seen) {
             Outcome::Done(reply) => {
                 record.finish(reply.code);
                 Outcome::Done(reply)

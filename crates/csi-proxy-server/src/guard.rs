@@ -10,6 +10,7 @@
 
 use crate::audit::{AuditLog, Entry, Mode};
 use crate::caller::Caller;
+use crate::dispatch::{Canonical, Seen};
 use crate::policy::PolicyFile;
 use csi_proxy_api::ApiVersion;
 use csi_proxy_host::system::{narrow, ServicePolicy};
@@ -35,7 +36,10 @@ pub(crate) struct Call<'a> {
     /// Whether the method can change the host.
     pub write: bool,
     pub caller: &'a Arc<Caller>,
+    /// The encoded request as received.
     pub request: &'a [u8],
+    /// How the route decodes it (for a call refused before it runs).
+    pub canonical: Canonical,
     /// When the client gives up (its `grpc-timeout`): in blocking mode an
     /// audit line is waited for no longer.
     pub deadline: Option<Instant>,
@@ -47,8 +51,14 @@ impl Guard {
         self.audit.is_some() || self.policy.is_some()
     }
 
-    /// Run `call` under the policy and the audit log.
-    pub(crate) fn run(&self, c: Call<'_>, call: impl FnOnce() -> Outcome) -> Outcome {
+    /// Run `call` under the policy and the audit log. `call` puts the
+    /// request as its handler decoded it in the slot it is given: the
+    /// audit line renders that, never a parse of its own.
+    pub(crate) fn run(
+        &self,
+        c: Call<'_>,
+        call: impl FnOnce(Option<&mut Seen>) -> Outcome,
+    ) -> Outcome {
         let group = c.api.group.as_str();
         if let Some(p) = &self.policy {
             if !p.current().allows(c.api.group, c.operation, c.caller) {
@@ -69,7 +79,7 @@ impl Guard {
                     return Outcome::Done(reply);
                 }
                 return self.refused(
-                    Started::now(&c).entry(&reply, c.request.to_vec()),
+                    Started::now(&c).entry(&reply, (c.canonical)(c.request)),
                     reply,
                     true,
                     c.deadline,
@@ -77,9 +87,9 @@ impl Guard {
             }
         }
         let narrow = self.services_for(&c);
-        let call = move || narrowed(narrow, call);
+        let call = move |seen: Option<&mut Seen>| narrowed(narrow, || call(seen));
         let Some(audit) = self.audit.as_ref() else {
-            return call();
+            return call(None);
         };
         let recorded = audit.records(c.write, false);
         if audit.mode() == Mode::Blocking && !audit.healthy() {
@@ -87,25 +97,27 @@ impl Guard {
                 Code::Unavailable,
                 "the audit log cannot be written (-audit-mode=blocking): call refused before it ran",
             );
+            let request = recorded.then(|| (c.canonical)(c.request)).flatten();
             return self.refused(
-                Started::now(&c).entry(&reply, c.request.to_vec()),
+                Started::now(&c).entry(&reply, request),
                 reply,
                 recorded,
                 c.deadline,
             );
         }
         if !recorded {
-            return call();
+            return call(None);
         }
-        // Only a recorded call pays for its clocks and caller.
+        // Only a recorded call pays for its clocks, caller and request.
         let started = Started::now(&c);
-        let (log, request, deadline) = (audit.clone(), c.request.to_vec(), c.deadline);
-        let finish =
-            move |reply: Reply| log.settle_by(started.entry(&reply, request), reply, deadline);
+        let mut seen: Seen = None;
         // A panicking operation is answered Internal, as the HTTP/2 driver
         // would, and recorded so.
-        let outcome =
-            catch_unwind(AssertUnwindSafe(call)).unwrap_or_else(|_| Outcome::Done(panicked()));
+        let outcome = catch_unwind(AssertUnwindSafe(|| call(Some(&mut seen))))
+            .unwrap_or_else(|_| Outcome::Done(panicked()));
+        let (log, deadline) = (audit.clone(), c.deadline);
+        let finish =
+            move |reply: Reply| log.settle_by(started.entry(&reply, seen), reply, deadline);
         match (outcome, audit.mode()) {
             (Outcome::Done(reply), Mode::Blocking) => {
                 Outcome::Blocking(Box::new(move || finish(reply)))
@@ -195,7 +207,7 @@ impl Started {
         }
     }
 
-    fn entry(self, reply: &Reply, request: Vec<u8>) -> Entry {
+    fn entry(self, reply: &Reply, request: Seen) -> Entry {
         Entry {
             time: self.time,
             api: self.api,
@@ -254,9 +266,10 @@ mod tests {
                     write: true,
                     caller: &caller,
                     request: &[],
+                    canonical: |_| Some(Vec::new()),
                     deadline: None,
                 };
-                let outcome = guard.run(call, move || {
+                let outcome = guard.run(call, move |_| {
                     if blocking_job {
                         Outcome::Blocking(Box::new(|| panic!("the host operation broke")))
                     } else {

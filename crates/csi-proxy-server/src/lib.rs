@@ -12,12 +12,14 @@
 //! - [`transport`]: Unix sockets and named pipes;
 //! - [`server`]: binding every endpoint, serving, graceful shutdown;
 //! - `accept`: the per-endpoint connection cap and the accept back-off;
+//! - [`catalog`]: every operation, read or change-the-host (audit, policy);
 //! - [`caller`]: who is calling (per connection), [`audit`]: the audit
 //!   log, [`policy`]: the caller policy, [`guard`]: both around every call.
 
 mod accept;
 pub mod audit;
 pub mod caller;
+pub mod catalog;
 pub mod dispatch;
 mod groups;
 pub mod guard;

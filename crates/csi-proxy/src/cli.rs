@@ -119,8 +119,8 @@ pub struct Cli {
     pub volume_fs_type: String,
 
     /// Directory of what must outlive a restart (Linux: records of formats
-    /// in progress, so that the retry of one cut short completes); empty:
-    /// keep nothing.
+    /// in progress, so that the retry of one cut short completes), outside
+    /// the kubelet path and working dirs; empty: keep nothing.
     #[arg(
         long = "state-dir",
         value_name = "DIR",

@@ -10,6 +10,8 @@ mod guard;
 mod logging;
 mod run;
 mod service;
+#[cfg(unix)]
+mod state_dir;
 mod version;
 
 use std::process::ExitCode;

@@ -251,6 +251,9 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
     let policy = PathPolicy::new(Flavor::NATIVE, cli.allowed_roots())
         .and_then(|p| p.with_os_long_roots())
         .context("invalid -kubelet-path or -working-dir")?;
+    // The state dir is used on Linux only (format records).
+    #[cfg(unix)]
+    crate::state_dir::check(&cli.state_dir, &cli.allowed_roots())?;
     let metrics = (!cli.metrics_bind_address.is_empty())
         .then(|| Arc::new(Metrics::new(&crate::version::build_info())));
     let guarding = crate::guard::Guarding::from_cli(cli, metrics.as_deref())?;

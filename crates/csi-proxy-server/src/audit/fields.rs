@@ -1,7 +1,16 @@
-//! A request's fields by proto name, as JSON, read from the encoded message
-//! with the API's own descriptors (no generated code per message): one
-//! decoder for all 139 methods. Fields listed in
-//! [`csi_proxy_api::secrets::SECRET_FIELDS`] are written `"<redacted>"`.
+//! A request's fields by proto name, as JSON, rendered with the API's own
+//! descriptors (no generated code per message: one renderer for all 139
+//! methods) from the request **as the server decoded it**: the dispatcher
+//! hands over the message its handler decoded with the generated code
+//! (prost), encoded again ([`crate::dispatch::Seen`]). That encoding is
+//! canonical (unknown fields dropped, a field sent twice merged as the
+//! handler merged it, each field once), so what is logged is what ran; the
+//! client's own bytes are never parsed here. Anything else (an unknown
+//! field, a wire type that does not fit) is refused, not guessed at: the
+//! fuzz target `audit_render` checks that every request prost decodes
+//! renders, with prost's values. Fields listed in
+//! [`csi_proxy_api::secrets::SECRET_FIELDS`] (every version's) are written
+//! `"<redacted>"`.
 //!
 //! proto3 semantics: every declared field is written, with its default when
 //! it is absent from the wire (a disk number 0 is a disk number). Strings
@@ -32,21 +41,22 @@ pub struct Schemas {
 pub type Secrets = Vec<String>;
 
 impl Schemas {
-    /// Append the request of `method` of `api`, encoded in `bytes`, as a JSON
-    /// object (`null` if it cannot be decoded); returns the secrets seen.
+    /// Append the request of `method` of `api`, as the server decoded it
+    /// and encoded it again (`None`: it could not be decoded, nothing ran),
+    /// as a JSON object (`null` if there is none); returns the secrets seen.
     pub fn request(
         &mut self,
         out: &mut String,
         api: ApiVersion,
         method: &str,
-        bytes: &[u8],
+        bytes: Option<&[u8]>,
     ) -> Secrets {
         let file = self.files.entry(api).or_insert_with(|| {
             let fds = FileDescriptorSet::decode(api.file_descriptor_set()).ok()?;
             fds.file.into_iter().next()
         });
         let mut secrets = Vec::new();
-        let Some(file) = file.as_ref() else {
+        let (Some(file), Some(bytes)) = (file.as_ref(), bytes) else {
             out.push_str("null");
             return secrets;
         };

@@ -1,7 +1,6 @@
 //! The budget of refused-call lines per caller, so that a caller refused
 //! in a loop cannot fill the disk or push earlier lines out through
-//! rotation. Each caller (its uid, gid, SID, pod UID and container id: not
-//! its pid, which a flooder changes at will) may have [`BURST`] lines at
+//! rotation. Each caller, keyed on what it cannot change at will, may have [`BURST`] lines at
 //! once and [`PER_SECOND`] more each second; past that, its refused calls
 //! are counted, and the writer writes one summary line per second and
 //! caller ("N more refused calls by ...").
@@ -21,22 +20,18 @@ const MAX_CALLERS: usize = 4096;
 /// is forgotten.
 const FORGET_AFTER: Duration = Duration::from_secs(60);
 
-type Key = Option<(
-    Option<u32>,
-    Option<u32>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-)>;
+type Key = Option<(Option<u32>, Option<String>, Option<String>)>;
 
+/// A caller in a pod is its pod (root in a container may `setuid()` and
+/// `setgid()` to any id before each connection, and a pod has several
+/// containers); outside a pod, its uid or SID. Never its pid, gid or
+/// container, which a process changes at will (a fork, `setgid()` as
+/// root: 320 gids got 320 budgets).
 fn key_of(c: &Caller) -> Key {
-    Some((
-        c.uid,
-        c.gid,
-        c.sid.clone(),
-        c.pod_uid.clone(),
-        c.container_id.clone(),
-    ))
+    match &c.pod_uid {
+        Some(pod) => Some((None, None, Some(pod.to_ascii_lowercase()))),
+        None => Some((c.uid, c.sid.clone(), None)),
+    }
 }
 
 struct Budget {
@@ -135,6 +130,40 @@ mod tests {
         let t1 = t + Duration::from_secs(1);
         let admitted = (0..100).filter(|i| l.admit(&caller(65534, *i), t1)).count();
         assert_eq!(admitted, PER_SECOND as usize);
+    }
+
+    /// The bypass: a root caller calling `setgid()` before each
+    /// connection got a fresh budget; so would a pod's `setuid()` or its
+    /// other containers.
+    #[test]
+    fn a_pod_is_one_budget_whatever_uid_gid_or_container() {
+        let l = Limiter::default();
+        let t = Instant::now();
+        let admitted = (0..400u32)
+            .filter(|i| {
+                let c = Arc::new(Caller {
+                    uid: Some(i % 7),
+                    gid: Some(*i),
+                    pod_uid: Some("pod".into()),
+                    container_id: Some(format!("c{i}")),
+                    ..Caller::default()
+                });
+                l.admit(&c, t)
+            })
+            .count();
+        assert_eq!(admitted, BURST as usize);
+        // Outside a pod: the uid, whatever the gid.
+        let admitted = (0..400u32)
+            .filter(|i| {
+                let c = Arc::new(Caller {
+                    uid: Some(0),
+                    gid: Some(*i),
+                    ..Caller::default()
+                });
+                l.admit(&c, t)
+            })
+            .count();
+        assert_eq!(admitted, BURST as usize);
     }
 
     #[test]

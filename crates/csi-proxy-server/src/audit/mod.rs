@@ -42,32 +42,6 @@ pub const BLOCKING_WAIT: Duration = Duration::from_secs(10);
 /// At most one warning about lines dropped from a full queue per this long.
 pub const DROP_WARN_EVERY: Duration = Duration::from_secs(10);
 
-/// The version-free operations that can change the host: recorded at
-/// `-audit-level=write`.
-pub const WRITE_OPERATIONS: [&str; 21] = [
-    "mkdir",
-    "rmdir",
-    "rmdir_contents",
-    "create_symlink",
-    "partition_disk",
-    "set_disk_state",
-    "rescan",
-    "format_volume",
-    "resize_volume",
-    "mount_volume",
-    "unmount_volume",
-    "write_volume_cache",
-    "new_smb_global_mapping",
-    "remove_smb_global_mapping",
-    "add_target_portal",
-    "remove_target_portal",
-    "connect_target",
-    "disconnect_target",
-    "set_mutual_chap_secret",
-    "start_service",
-    "stop_service",
-];
-
 /// Which calls are recorded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Level {
@@ -125,8 +99,10 @@ pub struct Entry {
     pub message: String,
     pub duration: Duration,
     pub caller: Arc<Caller>,
-    /// The encoded request message.
-    pub request: Vec<u8>,
+    /// The request as the server decoded it, encoded again
+    /// ([`crate::dispatch::Seen`]; `None`: it could not be decoded and
+    /// nothing ran).
+    pub request: Option<Vec<u8>>,
 }
 
 enum Msg {

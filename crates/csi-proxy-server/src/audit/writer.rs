@@ -297,7 +297,7 @@ pub(super) fn format_line(out: &mut String, e: &Entry, schemas: &mut Schemas) {
     );
     e.caller.write_json(out);
     out.push_str(",\"request\":");
-    let secrets = schemas.request(out, e.api, e.method, &e.request);
+    let secrets = schemas.request(out, e.api, e.method, e.request.as_deref());
     out.push_str("}\n");
     // The message goes in last: it may have to be scrubbed of the secrets
     // the request carried (an error that quotes its input).

@@ -271,6 +271,28 @@ mod tests {
         assert_eq!(operation_of(Group::Filesystem, "Nope"), None);
     }
 
+    /// The catalog (`crate::catalog`) classifies every routed operation
+    /// and lists no operation that nothing routes to.
+    #[test]
+    fn every_routed_operation_is_in_the_catalog_and_only_those() {
+        let mut routed = std::collections::BTreeSet::new();
+        for v in csi_proxy_api::API_VERSIONS {
+            for (m, op) in operations(v).unwrap() {
+                assert!(
+                    crate::catalog::effect(op).is_some(),
+                    "{} {m}: {op} is not in the catalog",
+                    v.service()
+                );
+                routed.insert(*op);
+            }
+        }
+        let listed: std::collections::BTreeSet<&str> = crate::catalog::OPERATIONS
+            .iter()
+            .map(|(op, _)| *op)
+            .collect();
+        assert_eq!(routed, listed);
+    }
+
     #[test]
     fn the_audit_write_level_covers_exactly_the_mutating_methods() {
         let host = fake_host();
@@ -283,6 +305,7 @@ mod tests {
             "ConnectTarget",
             "CreateSymlink",
             "DisconnectTarget",
+            "DiscoverTargetPortal",
             "DismountVolume",
             "FormatVolume",
             "LinkPath",

@@ -5,23 +5,38 @@
 //! bitmaps without a superblock, which no probe identifies and which would
 //! otherwise be refused as content in doubt.
 //!
-//! One empty file per volume, `<state dir>/formatting/<volume GUID>`,
-//! created and synced before `mkfs` starts and removed once it succeeded.
+//! One file per volume, `<state dir>/formatting/<volume GUID>`, created
+//! (`O_CREAT | O_EXCL | O_NOFOLLOW` beneath a handle of its directory,
+//! itself opened beneath the state directory without following a link) with a content of ours and
+//! synced before `mkfs` starts, and removed once it succeeded. Only a
+//! regular file of ours with that content counts as a record: a planted
+//! link or empty file is none (and is replaced when a format starts).
+//! The state directory must not be inside an allowed root (checked at
+//! start-up): a plugin cannot write there.
 //! The volume id is the partition's random GPT GUID, so a record speaks
 //! for that partition only. Without a state directory (library mode,
 //! tests of the library) nothing is recorded and a cut-short format is
 //! refused on retry until an operator clears the volume.
 
-use std::fs::{self, File};
-use std::io;
+use std::fs::File;
+use std::io::{self, Read as _, Write as _};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use nix::errno::Errno;
+use nix::fcntl::{open, openat, OFlag};
+use nix::sys::stat::{fstat, mkdirat, Mode, SFlag};
+use nix::unistd::{unlinkat, UnlinkatFlags};
+
 use crate::storage::VolumeId;
+
+/// The directory of the records, below the state directory.
+const DIR: &str = "formatting";
 
 /// Where format records live (`None`: nowhere).
 #[derive(Debug, Default)]
 pub struct FormatIntents {
-    dir: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
 }
 
 /// A recorded format: removed by [`Intent::finished`], kept if dropped
@@ -29,69 +44,165 @@ pub struct FormatIntents {
 /// remains).
 #[must_use]
 pub struct Intent {
-    path: Option<PathBuf>,
+    /// The records' directory and the record's name.
+    record: Option<(OwnedFd, String)>,
 }
 
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+/// What a record holds: written by [`FormatIntents::begin`] and checked by
+/// [`FormatIntents::pending`], so that a file we did not write (an empty
+/// file, a copy of another volume's record) is no record.
+fn content(guid: &str) -> String {
+    format!("csi-proxy format record\nvolume {guid}\n")
+}
+
+fn errno(e: Errno) -> io::Error {
+    io::Error::from_raw_os_error(e as i32)
+}
+
+const DIR_FLAGS: OFlag = OFlag::O_DIRECTORY
+    .union(OFlag::O_NOFOLLOW)
+    .union(OFlag::O_CLOEXEC)
+    .union(OFlag::O_RDONLY);
+
+/// The records' directory, opened beneath the state directory's handle
+/// without following a link (created with `create`). The state directory
+/// is the operator's path, checked at start-up to lie outside the allowed
+/// roots with its links resolved: a link there is the operator's.
+fn open_dir(state_dir: &Path, create: bool) -> io::Result<OwnedFd> {
+    if create {
+        std::fs::create_dir_all(state_dir)?;
+    }
+    let state = open(
+        state_dir,
+        DIR_FLAGS.difference(OFlag::O_NOFOLLOW),
+        Mode::empty(),
+    )
+    .map_err(errno)?;
+    if create {
+        match mkdirat(&state, DIR, Mode::from_bits_truncate(0o700)) {
+            Ok(()) | Err(Errno::EEXIST) => {}
+            Err(e) => return Err(errno(e)),
+        }
+    }
+    openat(&state, DIR, DIR_FLAGS, Mode::empty()).map_err(errno)
+}
+
+/// Whether `name` in `dir` is a record we wrote for `guid`: a regular
+/// file (not a link: `O_NOFOLLOW`), ours, with one name, holding exactly
+/// [`content`].
+fn is_record(dir: &OwnedFd, name: &str) -> bool {
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    let Ok(fd) = openat(dir, name, flags, Mode::empty()) else {
+        return false;
+    };
+    let Ok(st) = fstat(&fd) else { return false };
+    let want = content(name);
+    if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) != SFlag::S_IFREG
+        || st.st_uid != nix::unistd::geteuid().as_raw()
+        || st.st_nlink != 1
+        || st.st_size != want.len() as i64
+    {
+        return false;
+    }
+    let mut got = Vec::with_capacity(want.len());
+    let read = File::from(fd)
+        .take(want.len() as u64 + 1)
+        .read_to_end(&mut got);
+    read.is_ok() && got == want.as_bytes()
 }
 
 impl FormatIntents {
     /// Records in `<state_dir>/formatting`.
     pub fn new(state_dir: Option<&Path>) -> FormatIntents {
         FormatIntents {
-            dir: state_dir.map(|d| d.join("formatting")),
+            state_dir: state_dir.map(Path::to_path_buf),
         }
     }
 
-    fn path(&self, volume: &VolumeId) -> Option<PathBuf> {
-        // The GUID alone: `\\?\Volume{...}\` is no file name.
+    /// The record's name: the volume's GUID (`\\?\Volume{...}\` is no
+    /// file name).
+    fn name(volume: &VolumeId) -> Option<String> {
         let id = volume.as_str();
-        let guid = id.split(['{', '}']).nth(1)?.to_ascii_lowercase();
-        Some(self.dir.as_ref()?.join(guid))
+        Some(id.split(['{', '}']).nth(1)?.to_ascii_lowercase())
     }
 
-    /// Whether a format of `volume` was started here and never finished.
+    /// Whether a format of `volume` was started here and never finished:
+    /// a record we wrote is there (anything else in its place is not).
     pub fn pending(&self, volume: &VolumeId) -> bool {
-        self.path(volume)
-            .is_some_and(|p| fs::symlink_metadata(p).is_ok_and(|m| m.is_file()))
+        let (Some(state), Some(name)) = (&self.state_dir, Self::name(volume)) else {
+            return false;
+        };
+        open_dir(state, false).is_ok_and(|dir| is_record(&dir, &name))
     }
 
     /// Records that a format of `volume` starts. A record that cannot be
     /// written is logged and the format goes ahead unrecorded: its retry,
     /// if it is cut short, will be refused rather than unsafe.
     pub fn begin(&self, volume: &VolumeId) -> Intent {
-        let Some(path) = self.path(volume) else {
-            return Intent { path: None };
+        let (Some(state), Some(name)) = (&self.state_dir, Self::name(volume)) else {
+            return Intent { record: None };
         };
-        let write = || -> io::Result<()> {
-            let dir = path.parent().expect("a record has a directory");
-            fs::create_dir_all(dir)?;
-            File::create(&path)?.sync_all()?;
-            sync_dir(dir)
-        };
-        match write() {
-            Ok(()) => Intent { path: Some(path) },
+        match write_record(state, &name) {
+            Ok(dir) => Intent {
+                record: Some((dir, name)),
+            },
             Err(e) => {
                 tracing::warn!(
-                    record = %path.display(),
+                    record = %state.join(DIR).join(&name).display(),
                     error = %e,
                     "cannot record the format; a retry after it is cut short will be refused"
                 );
-                Intent { path: None }
+                Intent { record: None }
             }
         }
     }
 }
 
+/// Create the record `name` beneath the records' directory handle with
+/// `O_EXCL | O_NOFOLLOW` (a planted link or file is never written
+/// through); whatever else is in its place (not a record of ours) is
+/// removed first, by name, without following it.
+fn write_record(state: &Path, name: &str) -> io::Result<OwnedFd> {
+    let dir = open_dir(state, true)?;
+    if is_record(&dir, name) {
+        return Ok(dir);
+    }
+    let flags =
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mode = Mode::from_bits_truncate(0o600);
+    let fd = match openat(&dir, name, flags, mode) {
+        Err(Errno::EEXIST) => {
+            tracing::warn!(
+                record = %state.join(DIR).join(name).display(),
+                "a file that is no format record of ours is in the record's place: removed"
+            );
+            match unlinkat(&dir, name, UnlinkatFlags::NoRemoveDir) {
+                Ok(()) | Err(Errno::ENOENT) => {}
+                Err(e) => return Err(errno(e)),
+            }
+            openat(&dir, name, flags, mode).map_err(errno)?
+        }
+        r => r.map_err(errno)?,
+    };
+    let mut f = File::from(fd);
+    f.write_all(content(name).as_bytes())?;
+    f.sync_all()?;
+    nix::unistd::fsync(dir.as_fd()).map_err(errno)?;
+    Ok(dir)
+}
+
 impl Intent {
-    /// The format succeeded: its record goes.
+    /// The format succeeded: its record goes (by name, beneath the
+    /// directory handle it was made in).
     pub fn finished(self) {
-        let Some(path) = self.path else { return };
-        let removed = fs::remove_file(&path)
-            .and_then(|()| sync_dir(path.parent().expect("a record has a directory")));
+        let Some((dir, name)) = self.record else {
+            return;
+        };
+        let removed = unlinkat(&dir, name.as_str(), UnlinkatFlags::NoRemoveDir)
+            .and_then(|()| nix::unistd::fsync(dir.as_fd()))
+            .map_err(errno);
         if let Err(e) = removed {
-            tracing::warn!(record = %path.display(), error = %e, "cannot remove the format record");
+            tracing::warn!(record = %name, error = %e, "cannot remove the format record");
         }
     }
 }
@@ -115,10 +226,14 @@ mod tests {
         let a = i.begin(&vol(1));
         assert!(i.pending(&vol(1)));
         assert!(!i.pending(&vol(2)), "one volume's record only");
-        assert!(dir
+        let record = dir
             .path()
-            .join("formatting/01234561-89ab-cdef-0123-456789abcdef")
-            .is_file());
+            .join("formatting/01234561-89ab-cdef-0123-456789abcdef");
+        assert!(record.is_file());
+        assert_eq!(
+            std::fs::read_to_string(&record).unwrap(),
+            content("01234561-89ab-cdef-0123-456789abcdef")
+        );
         a.finished();
         assert!(!i.pending(&vol(1)));
         // Dropped unfinished (failed or cut short): kept for the retry.
@@ -142,5 +257,50 @@ mod tests {
         let i = FormatIntents::new(Some(&file));
         drop(i.begin(&vol(1)));
         assert!(!i.pending(&vol(1)));
+    }
+
+    /// The bypasses: a planted empty file counted as a record (a format
+    /// over unidentified data without `-overwrite-unidentified-content`),
+    /// and a planted link was followed and truncated. Neither is a record;
+    /// starting a format replaces either without touching the link's
+    /// target.
+    #[test]
+    fn planted_files_and_links_are_no_records_and_are_never_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let i = FormatIntents::new(Some(dir.path()));
+        let guid = "01234561-89ab-cdef-0123-456789abcdef";
+        let formatting = dir.path().join("formatting");
+        std::fs::create_dir_all(&formatting).unwrap();
+        let record = formatting.join(guid);
+        // An empty file, a file with other content, a copy of another
+        // volume's record: none counts.
+        for planted in [
+            String::new(),
+            "x".into(),
+            content("01234562-89ab-cdef-0123-456789abcdef"),
+        ] {
+            std::fs::write(&record, planted).unwrap();
+            assert!(!i.pending(&vol(1)));
+        }
+        std::fs::remove_file(&record).unwrap();
+        // A link to a host file, even to a file holding a record's text.
+        let host_file = dir.path().join("host-file");
+        std::fs::write(&host_file, content(guid)).unwrap();
+        std::os::unix::fs::symlink(&host_file, &record).unwrap();
+        assert!(!i.pending(&vol(1)));
+        let a = i.begin(&vol(1));
+        assert_eq!(std::fs::read_to_string(&host_file).unwrap(), content(guid));
+        assert!(!std::fs::symlink_metadata(&record).unwrap().is_symlink());
+        assert!(i.pending(&vol(1)));
+        a.finished();
+        assert!(!i.pending(&vol(1)));
+        assert!(host_file.is_file(), "the link's target stays");
+        // The records' directory itself a link: not followed.
+        std::fs::remove_dir(&formatting).unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), &formatting).unwrap();
+        drop(i.begin(&vol(1)));
+        assert!(!i.pending(&vol(1)));
+        assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
     }
 }

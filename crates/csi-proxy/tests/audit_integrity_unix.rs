@@ -1,0 +1,460 @@
+//! What the audit log records is what ran, and the proxy's own
+//! configuration cannot be turned against the node (issue 41), against the
+//! real binary: requests a second decoder read otherwise than the server
+//! (an unknown group field, a field sent twice; raw HTTP/2), discovery
+//! audited as a change, a caller that changes its gid per connection
+//! sharing one budget of refused-call lines, a policy file with a key given
+//! twice, a state dir inside the roots, and a planted link or record in
+//! the state dir (real loop devices).
+#![cfg(target_os = "linux")]
+
+mod audit;
+mod common;
+mod storage;
+
+use audit::{lines, wait_line};
+use common::Proxy;
+use csi_proxy_http2::client::{RawClient, Response, Shape};
+use prost::Message as _;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+fn raw(p: &Proxy, endpoint: &str) -> RawClient<UnixStream> {
+    RawClient::new(
+        UnixStream::connect(p.socket(endpoint)).unwrap(),
+        Shape::default(),
+    )
+    .unwrap()
+}
+
+fn ok(r: &Response) -> bool {
+    r.grpc_status == Some(0)
+}
+
+/// An unknown field of the group wire type: prost skips it and runs the
+/// call; the audit's own decoder gave up and logged `"request": null`.
+/// Mkdir and Rmdir(force) ran, and their lines carried no path.
+#[test]
+fn a_request_with_an_unknown_group_field_is_logged_as_it_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let p = Proxy::start_on_tmpfs(&[&format!("-audit-log={}", log.display())]);
+    let target = p.kubelet.join("grouped");
+    let path = target.display().to_string();
+    let mut c = raw(&p, "filesystem-v1");
+    // Field 9 as an empty group (start, end), after the path.
+    let group = [0x4b, 0x4c];
+    let mut mkdir =
+        csi_proxy_api::filesystem::v1::MkdirRequest { path: path.clone() }.encode_to_vec();
+    mkdir.extend(group);
+    let r = c.call("/v1.Filesystem/Mkdir", None, &mkdir).unwrap();
+    assert!(ok(&r), "{r:?}");
+    assert!(target.is_dir(), "the Mkdir ran");
+    let mut rmdir = csi_proxy_api::filesystem::v1::RmdirRequest {
+        path: path.clone(),
+        force: true,
+    }
+    .encode_to_vec();
+    rmdir.extend(group);
+    let r = c.call("/v1.Filesystem/Rmdir", None, &rmdir).unwrap();
+    assert!(ok(&r), "{r:?}");
+    assert!(!target.exists(), "the Rmdir ran");
+    for method in ["Mkdir", "Rmdir"] {
+        let v = wait_line(&log, |v| v["method"] == method);
+        assert_eq!(v["request"]["path"], path.as_str(), "{v}");
+    }
+    let v = wait_line(&log, |v| v["method"] == "Rmdir");
+    assert_eq!(v["request"]["force"], true, "{v}");
+}
+
+/// iSCSI AddTargetPortal with `target_portal` sent twice (the address,
+/// then the port): the server merges the two parts and adds
+/// 127.0.0.1:3261; the audit's own decoder showed `target_address: ""`.
+/// Whatever the initiator answers here, the line shows what the server
+/// decoded.
+#[test]
+fn a_field_sent_twice_is_logged_merged_as_the_server_read_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let p = Proxy::start_on_tmpfs(&[&format!("-audit-log={}", log.display())]);
+    let mut c = raw(&p, "iscsi-v1alpha2");
+    let first = csi_proxy_api::iscsi::v1alpha2::TargetPortal {
+        target_address: "127.0.0.1".into(),
+        target_port: 0,
+    }
+    .encode_to_vec();
+    let second = csi_proxy_api::iscsi::v1alpha2::TargetPortal {
+        target_address: String::new(),
+        target_port: 3261,
+    }
+    .encode_to_vec();
+    let mut req = Vec::new();
+    for part in [first, second] {
+        req.push(0x0a);
+        req.push(part.len() as u8);
+        req.extend(part);
+    }
+    let r = c
+        .call("/v1alpha2.Iscsi/AddTargetPortal", None, &req)
+        .unwrap();
+    let v = wait_line(&log, |v| v["method"] == "AddTargetPortal");
+    assert_eq!(
+        v["request"]["target_portal"],
+        serde_json::json!({"target_address": "127.0.0.1", "target_port": 3261}),
+        "{v}"
+    );
+    if ok(&r) {
+        // Leave open-iscsi's database as it was.
+        let portal = csi_proxy_api::iscsi::v1alpha2::RemoveTargetPortalRequest {
+            target_portal: Some(csi_proxy_api::iscsi::v1alpha2::TargetPortal {
+                target_address: "127.0.0.1".into(),
+                target_port: 3261,
+            }),
+        };
+        let _ = c.call(
+            "/v1alpha2.Iscsi/RemoveTargetPortal",
+            None,
+            &portal.encode_to_vec(),
+        );
+    }
+}
+
+/// DiscoverTargetPortal runs `iscsiadm --mode discovery`, which writes
+/// node records: a change, recorded at the default `-audit-level=write`
+/// (it was not, in either version).
+#[test]
+fn discovery_is_audited_at_write_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let p = Proxy::start_on_tmpfs(&[
+        &format!("-audit-log={}", log.display()),
+        "-audit-level=write",
+    ]);
+    // A port nothing listens on: the discovery fails, quickly.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    for (endpoint, path) in [
+        ("iscsi-v1alpha1", "/v1alpha1.Iscsi/DiscoverTargetPortal"),
+        ("iscsi-v1alpha2", "/v1alpha2.Iscsi/DiscoverTargetPortal"),
+    ] {
+        let req = csi_proxy_api::iscsi::v1alpha2::DiscoverTargetPortalRequest {
+            target_portal: Some(csi_proxy_api::iscsi::v1alpha2::TargetPortal {
+                target_address: "127.0.0.1".into(),
+                target_port: u32::from(port),
+            }),
+        };
+        let r = raw(&p, endpoint)
+            .call(path, None, &req.encode_to_vec())
+            .unwrap();
+        assert!(r.grpc_status.is_some(), "{r:?}");
+        let version = endpoint.strip_prefix("iscsi-").unwrap();
+        let v = wait_line(&log, |v| {
+            v["method"] == "DiscoverTargetPortal" && v["version"] == version
+        });
+        assert_eq!(
+            v["request"]["target_portal"]["target_port"],
+            u32::from(port),
+            "{v}"
+        );
+    }
+}
+
+/// Connect to `socket` with this thread's gid set to `gid` (the raw
+/// system call changes only the calling thread's credentials, which the
+/// kernel records as the socket's peer), then take root's gid back.
+fn connect_as_gid(socket: &Path, gid: u32) -> UnixStream {
+    // SAFETY: setresgid has no memory preconditions; run on a thread of
+    // the test's own.
+    let set = |g: u32| unsafe { libc::syscall(libc::SYS_setresgid, g, g, g) };
+    assert_eq!(set(gid), 0, "setresgid({gid})");
+    let s = UnixStream::connect(socket);
+    assert_eq!(set(0), 0, "setresgid(0)");
+    s.unwrap()
+}
+
+/// The bypass: a caller that calls `setgid()` before each connection got
+/// a fresh budget of refused-call lines every time (320 gids x 20 refused
+/// calls rotated an earlier real Mkdir's line out of the log). Now its
+/// budget is its uid's: after 320 gids x 20 refused calls, the lines of
+/// refused calls stay within one caller's budget, and the Mkdir's line is
+/// still there.
+#[tokio::test]
+async fn a_caller_changing_its_gid_per_connection_has_one_budget() {
+    if !is_root() {
+        eprintln!("skipped: needs root (setresgid)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let policy = dir.path().join("policy.json");
+    std::fs::write(
+        &policy,
+        r#"{"filesystem": [{"uid": 0}], "filesystem/CreateSymlink": [{"uid": 4242}]}"#,
+    )
+    .unwrap();
+    let p = Proxy::start_on_tmpfs(&[
+        &format!("-audit-log={}", log.display()),
+        &format!("-caller-policy={}", policy.display()),
+        "-audit-log-max-size=1",
+        "-audit-log-max-backups=1",
+    ]);
+    let real = p.kubelet.join("the-real-write");
+    audit::mkdir(p.channel("filesystem-v1").await, &real)
+        .await
+        .unwrap();
+    wait_line(&log, |v| audit::is_call(v, "Mkdir", &real));
+    let socket = p.socket("filesystem-v1");
+    let link = csi_proxy_api::filesystem::v1::CreateSymlinkRequest {
+        source_path: p.kubelet.join("s").display().to_string(),
+        target_path: p.kubelet.join("t").display().to_string(),
+    }
+    .encode_to_vec();
+    let started = Instant::now();
+    let refused = std::thread::spawn(move || {
+        let mut refused = 0u64;
+        for gid in 1000..1320 {
+            let s = connect_as_gid(&socket, gid);
+            let mut c = RawClient::new(s, Shape::default()).unwrap();
+            for _ in 0..20 {
+                let r = c.call("/v1.Filesystem/CreateSymlink", None, &link).unwrap();
+                assert_eq!(r.grpc_status, Some(7), "{r:?}");
+                refused += 1;
+            }
+        }
+        refused
+    })
+    .join()
+    .unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!(refused, 320 * 20);
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut all = lines(&dir.path().join("audit.log.1"));
+    all.extend(lines(&log));
+    let own = all
+        .iter()
+        .filter(|v| v["method"] == "CreateSymlink")
+        .count() as f64;
+    // The burst (20) and 5 a second, and a second of slack.
+    let budget = 20.0 + 5.0 * (elapsed.as_secs_f64() + 1.0);
+    assert!(
+        own <= budget,
+        "{own} lines of refused calls in {elapsed:?} (one caller's budget: {budget})"
+    );
+    assert!(
+        all.iter().any(|v| audit::is_call(v, "Mkdir", &real)),
+        "the Mkdir's line was pushed out"
+    );
+}
+
+/// Run the binary with `args`; it must exit at once with an error whose
+/// text is returned (a binary still running after 15 s accepted them).
+fn refuses_to_start(args: &[String]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let stderr = dir.path().join("stderr");
+    let mut child = Command::new(common::bin())
+        .arg(format!(
+            "--socket-dir={}",
+            dir.path().join("sock").display()
+        ))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(!status.success(), "exited 0");
+            return std::fs::read_to_string(&stderr).unwrap();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "started with {args:?}: {}",
+                std::fs::read_to_string(&stderr).unwrap()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A key given twice in the policy file was taken silently (the last one
+/// won), at the top level and inside a caller entry. Now the proxy refuses
+/// the file at start-up, naming the key and its line.
+#[test]
+fn a_policy_with_a_key_given_twice_is_refused_naming_the_key_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubelet = dir.path().join("kubelet");
+    std::fs::create_dir_all(&kubelet).unwrap();
+    let policy = dir.path().join("policy.json");
+    for (text, want) in [
+        (
+            "{\"filesystem\": [{\"uid\": 0}],\n \"filesystem\": [{\"uid\": 1000}]}",
+            "duplicate key \"filesystem\" at line 2",
+        ),
+        (
+            "{\"filesystem\": [\n  {\"uid\": 0, \"uid\": 1000}]}",
+            "duplicate field `uid` at line 2",
+        ),
+    ] {
+        std::fs::write(&policy, text).unwrap();
+        let err = refuses_to_start(&[
+            format!("-kubelet-path={}", kubelet.display()),
+            format!("-state-dir={}", dir.path().join("state").display()),
+            format!("-caller-policy={}", policy.display()),
+        ]);
+        assert!(err.contains(want), "{text}: {err}");
+    }
+}
+
+/// A state dir inside an allowed root, as written or through a link, is
+/// refused at start-up: a plugin could plant records or links there.
+#[test]
+fn a_state_dir_inside_the_roots_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubelet = dir.path().join("kubelet");
+    std::fs::create_dir_all(kubelet.join("plugins")).unwrap();
+    let link = dir.path().join("state-link");
+    std::os::unix::fs::symlink(kubelet.join("plugins"), &link).unwrap();
+    for state in [kubelet.join("csi-proxy-state"), link.join("csi-proxy")] {
+        let err = refuses_to_start(&[
+            format!("-kubelet-path={}", kubelet.display()),
+            format!("-state-dir={}", state.display()),
+        ]);
+        assert!(err.contains("is inside the allowed root"), "{err}");
+        assert!(!state.exists(), "{}", state.display());
+    }
+}
+
+/// The record's name in the state dir: the volume id's GUID.
+fn record_of(state: &Path, volume_id: &str) -> std::path::PathBuf {
+    let guid = volume_id
+        .split(['{', '}'])
+        .nth(1)
+        .unwrap()
+        .to_ascii_lowercase();
+    state.join("formatting").join(guid)
+}
+
+async fn partitioned(p: &Proxy, disk_number: u32) -> String {
+    use csi_proxy_api::{disk, volume};
+    let c = p.client();
+    c.connect_disk_v1()
+        .await
+        .unwrap()
+        .partition_disk(disk::v1::PartitionDiskRequest { disk_number })
+        .await
+        .unwrap();
+    c.connect_volume_v1()
+        .await
+        .unwrap()
+        .list_volumes_on_disk(volume::v1::ListVolumesOnDiskRequest {
+            disk_number,
+            partition_number: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .volume_ids
+        .remove(0)
+}
+
+async fn format(p: &Proxy, id: &str) -> Result<(), tonic::Status> {
+    p.client()
+        .connect_volume_v1()
+        .await
+        .unwrap()
+        .format_volume(csi_proxy_api::volume::v1::FormatVolumeRequest {
+            volume_id: id.to_string(),
+        })
+        .await
+        .map(drop)
+}
+
+/// A link planted as `formatting/<guid>` to a host file: FormatVolume
+/// created its record through it and truncated the file, as root. Now
+/// the record is created beneath the directory's handle with `O_EXCL |
+/// O_NOFOLLOW`: the file keeps its bytes, the format goes on, and its
+/// record is gone after it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_planted_link_in_the_state_dir_is_never_written_through() {
+    if !storage::can_run() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let p = Proxy::start(&[&format!("-state-dir={}", state.path().display())]);
+    let d = storage::LoopDisk::new(p.root.path(), 64 * storage::MIB);
+    let id = partitioned(&p, d.number).await;
+    let host_file = p.outside.join("sentinel");
+    let before = std::fs::read(&host_file).unwrap();
+    assert!(!before.is_empty());
+    let record = record_of(state.path(), &id);
+    std::fs::create_dir_all(record.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&host_file, &record).unwrap();
+    format(&p, &id).await.unwrap();
+    assert_eq!(
+        std::fs::read(&host_file).unwrap(),
+        before,
+        "the host file was written"
+    );
+    assert!(
+        std::fs::symlink_metadata(&record).is_err(),
+        "the record stays"
+    );
+}
+
+/// A planted empty record let FormatVolume write over unidentified bytes
+/// without `-overwrite-unidentified-content`. Now only a record the proxy
+/// wrote counts: the format is refused and the bytes stay.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_planted_record_does_not_let_a_format_write_over_unidentified_bytes() {
+    if !storage::can_run() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let p = Proxy::start(&[&format!("-state-dir={}", state.path().display())]);
+    let d = storage::LoopDisk::new(p.root.path(), 64 * storage::MIB);
+    let id = partitioned(&p, d.number).await;
+    let node = storage::partition_node(&d);
+    let mut noise = vec![0u8; storage::MIB as usize];
+    for (i, b) in noise.iter_mut().enumerate() {
+        *b = (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[3] | 1;
+    }
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&node).unwrap();
+        f.write_all_at(&noise, 0).unwrap();
+        f.sync_all().unwrap();
+    }
+    let record = record_of(state.path(), &id);
+    std::fs::create_dir_all(record.parent().unwrap()).unwrap();
+    for planted in [&b""[..], b"csi-proxy format record\n"] {
+        std::fs::write(&record, planted).unwrap();
+        let e = format(&p, &id).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+        assert!(
+            e.message().contains("-overwrite-unidentified-content"),
+            "{}",
+            e.message()
+        );
+        let mut head = vec![0u8; noise.len()];
+        {
+            use std::os::unix::fs::FileExt;
+            std::fs::File::open(&node)
+                .unwrap()
+                .read_exact_at(&mut head, 0)
+                .unwrap();
+        }
+        assert!(head == noise, "the unidentified bytes were written over");
+    }
+}
