@@ -119,6 +119,7 @@ fn refilled(b: &Bucket, now: Instant) -> u64 {
 }
 
 /// The process's hashing budget, and a wake-up when a hash ends.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 static BUDGET: Mutex<Option<Budget>> = Mutex::new(None);
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 static HASH_ENDED: std::sync::Condvar = std::sync::Condvar::new();

@@ -38,13 +38,10 @@ pub const TIMED_OUT: &str = "not identified in time: only the kernel credentials
 pub struct Peer {
     /// pid, uid, gid from the kernel (what is known at once).
     creds: Caller,
-    source: Source,
+    /// A duplicate of the socket.
+    #[cfg(target_os = "linux")]
+    source: Option<std::os::fd::OwnedFd>,
 }
-
-#[cfg(target_os = "linux")]
-type Source = Option<std::os::fd::OwnedFd>;
-#[cfg(not(target_os = "linux"))]
-type Source = ();
 
 impl Peer {
     /// The kernel credentials only.
@@ -69,14 +66,14 @@ pub fn of_unix_stream(stream: &tokio::net::UnixStream) -> Peer {
         },
         Err(_) => Caller::default(),
     };
-    #[cfg(target_os = "linux")]
-    let source = {
-        use std::os::fd::AsFd;
-        stream.as_fd().try_clone_to_owned().ok()
-    };
-    #[cfg(not(target_os = "linux"))]
-    let source = ();
-    Peer { creds, source }
+    Peer {
+        creds,
+        #[cfg(target_os = "linux")]
+        source: {
+            use std::os::fd::AsFd;
+            stream.as_fd().try_clone_to_owned().ok()
+        },
+    }
 }
 
 /// The peer of a named-pipe connection: the client's pid.
@@ -87,7 +84,6 @@ pub fn of_pipe(pipe: &tokio::net::windows::named_pipe::NamedPipeServer) -> Peer 
             pid: super::windows::client_pid(pipe),
             ..Caller::default()
         },
-        source: (),
     }
 }
 
@@ -137,7 +133,7 @@ fn read(peer: Peer, until: Instant) -> Caller {
     }
     #[cfg(not(any(target_os = "linux", windows)))]
     {
-        let _ = (until, peer.source);
+        let _ = until;
         peer.creds
     }
 }
