@@ -60,7 +60,7 @@ fn mkfs_on(node: &std::path::Path) -> bool {
             let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
             args.first()
                 .is_some_and(|a| a.windows(4).any(|w| w == b"mkfs"))
-                && args.iter().any(|a| *a == node.as_bytes())
+                && args.contains(&node.as_bytes())
         })
     })
 }
