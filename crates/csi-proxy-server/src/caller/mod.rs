@@ -154,5 +154,17 @@ mod tests {
         assert_eq!(v["exe"], "/usr/bin/x \"y\"");
         assert_eq!(v["in_job"], false);
         assert!(v.get("gid").is_none() && v.get("sid").is_none());
+        assert!(v.get("incomplete").is_none());
+        // A caller not identified in time says so in its audit line.
+        let late = Caller {
+            uid: Some(1000),
+            incomplete: Some(pending::TIMED_OUT),
+            ..Caller::default()
+        };
+        let mut s = String::new();
+        late.write_json(&mut s);
+        let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(v["incomplete"], pending::TIMED_OUT);
+        assert_eq!(v["uid"], 1000);
     }
 }
