@@ -13,6 +13,7 @@ pub mod filesystem;
 mod host;
 pub mod inline;
 pub mod iscsi;
+pub mod on_behalf;
 pub mod path;
 pub mod smb;
 pub mod storage;

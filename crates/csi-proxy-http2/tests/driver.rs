@@ -71,7 +71,7 @@ fn deadlines_are_answered_and_abandoned_jobs_still_count() {
     }
     // A third blocking call is refused while both still run...
     let (code, _) = call(&mut c, "/t.S/Slow", b"5S");
-    assert_eq!(code, Some(Code::ResourceExhausted as i32));
+    assert_eq!(code, Some(Code::Unavailable as i32));
     // ...inline calls still work...
     echo(&mut c, b"inline");
     // ...and once the jobs are done, blocking calls work again.

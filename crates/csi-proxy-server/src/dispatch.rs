@@ -27,6 +27,7 @@
 //! ([`crate::guard`]), with the identity of the connection's client
 //! ([`VersionedService::for_caller`]).
 
+use crate::caller::jobs::Jobs;
 use crate::caller::Caller;
 use crate::guard::{Call, Guard};
 use crate::metrics::{HostTimer, MethodMetrics, Metrics};
@@ -505,6 +506,8 @@ impl VersionedService {
     pub fn for_caller(&self, caller: Arc<Caller>) -> CallerService {
         CallerService {
             service: self.clone(),
+            jobs: Jobs::of(&caller),
+            owner: crate::caller::jobs::owner(&caller),
             caller,
         }
     }
@@ -521,6 +524,10 @@ fn unknown_caller() -> Arc<Caller> {
 pub struct CallerService {
     service: VersionedService,
     caller: Arc<Caller>,
+    /// The caller's blocking-job budget, shared by its connections.
+    jobs: Jobs,
+    /// Whom the host charges what it keeps for this caller.
+    owner: Arc<str>,
 }
 
 impl csi_proxy_http2::Service for CallerService {
@@ -529,8 +536,29 @@ impl csi_proxy_http2::Service for CallerService {
     }
 
     fn call_by(&self, path: &str, message: &[u8], deadline: Option<std::time::Instant>) -> Outcome {
-        self.service
+        match self
+            .service
             .call_as_by(path, message, &self.caller, deadline)
+        {
+            Outcome::Blocking(job) => match self.jobs.take() {
+                // Held until the job ends, even after the client gave up.
+                Some(slot) => {
+                    let owner = self.owner.clone();
+                    Outcome::Blocking(Box::new(move || {
+                        let _slot = slot;
+                        csi_proxy_host::on_behalf::run(Some(owner), job)
+                    }))
+                }
+                None => Outcome::Done(Reply::error(
+                    Code::Unavailable,
+                    format!(
+                        "this caller has {} operations in progress; retry when some have finished",
+                        crate::caller::jobs::PER_CALLER
+                    ),
+                )),
+            },
+            done => done,
+        }
     }
 
     fn answered(&self, path: &str, elapsed: Duration, code: Code) {

@@ -1,7 +1,7 @@
 //! Binding every endpoint, serving, and graceful shutdown.
 
 use crate::accept::{Backoff, Cap};
-use crate::caller::Caller;
+use crate::caller::pending::identify;
 use crate::dispatch::VersionedService;
 use crate::groups;
 use crate::guard::Guard;
@@ -392,16 +392,20 @@ async fn accept_loop<L: Listener>(
                 // Over the cap the connection is closed at once (dropped).
                 if let Some(slot) = cap.admit(address) {
                     let open = gauge.as_ref().map(ConnectionGauge::open);
-                    // Identity once per connection, only when something
-                    // uses it (audit log, caller policy).
-                    let caller = match service.needs_caller() {
-                        true => Arc::new(L::caller(&io)),
-                        false => Arc::new(Caller::default()),
-                    };
-                    let conn = service.for_caller(caller);
-                    let serve = http2::serve(io, conn, options.clone(), shutdown.clone());
+                    // Only what the kernel tells at once here; the rest of
+                    // the identity, when something uses it (audit log,
+                    // caller policy), in the connection's own task, off the
+                    // async workers and bounded in time (caller::pending).
+                    let peer = L::peer(&io);
+                    let (service, options, shutdown) =
+                        (service.clone(), options.clone(), shutdown.clone());
                     connections.spawn(async move {
-                        serve.await;
+                        let caller = match service.needs_caller() {
+                            true => identify(peer).await,
+                            false => peer.credentials(),
+                        };
+                        let conn = service.for_caller(Arc::new(caller));
+                        http2::serve(io, conn, options, shutdown).await;
                         drop(open);
                         drop(slot);
                     });

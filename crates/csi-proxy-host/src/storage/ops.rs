@@ -17,6 +17,12 @@
 //!   caller that joined it, keeps its result for [`KEEP`]: the first
 //!   identical call collects it instead of running the operation (and its
 //!   tools) a second time; any other call on the target discards it.
+//! * Kept results belong to their target and are charged to the caller
+//!   that ran the operation ([`crate::on_behalf`]): at most
+//!   [`MAX_KEPT_PER_CALLER`] per caller and [`MAX_KEPT`] in all. Past
+//!   either bound a new result is not kept; a kept result is never pushed
+//!   out by calls on other targets or from other callers (only its
+//!   target's next call, or [`KEEP`], ends it).
 //!
 //! Read-only calls are not registered and never wait. Operations on
 //! different targets run at the same time; what a backend shares between
@@ -34,10 +40,14 @@ use super::VolumeId;
 /// How long a result nobody received is kept for a retry.
 pub const KEEP: Duration = Duration::from_secs(10 * 60);
 
-/// At most this many such results are kept (the oldest goes first), so
-/// calls with deadlines too short to be answered cannot grow the table
-/// without bound.
-pub const MAX_KEPT: usize = 256;
+/// At most this many such results are kept per caller, so calls with
+/// deadlines too short to be answered cannot grow the table without bound;
+/// past it the caller's new results are not kept (its own older ones, and
+/// everyone else's, stay).
+pub const MAX_KEPT_PER_CALLER: usize = 256;
+
+/// At most this many results are kept in all (many callers' worth).
+pub const MAX_KEPT: usize = 4096;
 
 /// What an operation changes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -150,6 +160,8 @@ struct Entry {
     kept_since: Option<Instant>,
     /// A caller that joined the run gave up at its deadline.
     gave_up: bool,
+    /// Who ran it (whose budget a kept result is charged to).
+    owner: Option<Arc<str>>,
 }
 
 #[derive(Default)]
@@ -159,22 +171,22 @@ struct Table {
 }
 
 impl Table {
-    /// Drops results kept too long, and the oldest beyond [`MAX_KEPT`].
+    /// Drops results kept too long.
     fn expire(&mut self, now: Instant) {
         self.entries
             .retain(|_, e| e.kept_since.is_none_or(|t| now.duration_since(t) < KEEP));
-        let mut kept: Vec<(Instant, Target)> = self
-            .entries
-            .iter()
-            .filter_map(|(t, e)| e.kept_since.map(|s| (s, t.clone())))
-            .collect();
-        if kept.len() > MAX_KEPT {
-            kept.sort_by_key(|(s, _)| *s);
-            let over = kept.len() - MAX_KEPT;
-            for (_, t) in kept.into_iter().take(over) {
-                self.entries.remove(&t);
-            }
+    }
+
+    /// Whether one more result of `owner` may be kept.
+    fn may_keep(&mut self, owner: &Option<Arc<str>>, now: Instant) -> bool {
+        self.expire(now);
+        let kept = self.entries.values().filter(|e| e.kept_since.is_some());
+        let (mut all, mut own) = (0, 0);
+        for e in kept {
+            all += 1;
+            own += usize::from(e.owner == *owner);
         }
+        all < MAX_KEPT && own < MAX_KEPT_PER_CALLER
     }
 
     /// Removes the entry of run `id` of `target`, if it is still there.
@@ -328,6 +340,7 @@ impl Operations {
                 cell: cell.clone(),
                 kept_since: None,
                 gave_up: false,
+                owner: crate::on_behalf::current(),
             },
         );
         Step::Run(id, cell)
@@ -350,11 +363,21 @@ impl RunGuard<'_> {
         let mut t = this.ops.table();
         this.cell.finish(r);
         let passed = deadline::passed();
-        if let Some(e) = t.entries.get_mut(this.target).filter(|e| e.id == this.id) {
-            if passed || e.gave_up {
-                e.kept_since = Some(Instant::now());
-                tracing::info!(target = %this.target, op = %e.op, "finished after a caller's deadline; the result is kept for a retry");
-                return;
+        let missed = t
+            .entries
+            .get(this.target)
+            .filter(|e| e.id == this.id)
+            .map(|e| (passed || e.gave_up, e.owner.clone()));
+        if let Some((true, owner)) = missed {
+            let now = Instant::now();
+            let keep = t.may_keep(&owner, now);
+            if let Some(e) = t.entries.get_mut(this.target).filter(|e| e.id == this.id) {
+                if keep {
+                    e.kept_since = Some(now);
+                    tracing::info!(target = %this.target, op = %e.op, "finished after a caller's deadline; the result is kept for a retry");
+                    return;
+                }
+                tracing::warn!(target = %this.target, op = %e.op, caller = owner.as_deref().unwrap_or("unknown"), "finished after a caller's deadline; not kept: this caller has as many kept results as it may");
             }
         }
         t.remove_run(this.target, this.id);

@@ -38,6 +38,13 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+/// Blocking jobs one connection may hold at a time (jobs whose callers
+/// gave up included: a thread stuck in I/O cannot be cancelled), so a few
+/// stalled connections cannot drain tokio's blocking pool (512 threads)
+/// for everyone else. The server bounds each caller as well
+/// (`csi_proxy_server::caller::jobs`).
+pub const MAX_JOBS_PER_CONNECTION: usize = 32;
+
 /// Connection settings.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -172,7 +179,7 @@ async fn serve_active<I: Io, S: Service>(
         backlog: false,
         service,
         in_flight: HashMap::new(),
-        max_jobs: limits.max_streams as usize,
+        max_jobs: (limits.max_streams as usize).min(MAX_JOBS_PER_CONNECTION),
         tx,
     };
     let start = Instant::now();
@@ -386,9 +393,15 @@ impl<S: Service> State<S> {
                 Outcome::Blocking(_) if self.in_flight.len() >= self.max_jobs => {
                     // Jobs whose callers gave up (deadline) still run; they
                     // count too, so no client can pile up blocked threads.
+                    // Unavailable: a retry on this connection may succeed
+                    // once they end.
                     let reply = Reply::error(
-                        Code::ResourceExhausted,
-                        "too many operations in progress on this connection",
+                        Code::Unavailable,
+                        format!(
+                            "too many operations in progress on this connection (at most {} \
+                             blocking at a time); retry later",
+                            self.max_jobs
+                        ),
                     );
                     service.answered(&req.path, start.elapsed(), reply.code);
                     conn.respond(req.stream, &reply);

@@ -6,20 +6,21 @@
 //! reused only once its process is gone (reaped), so if it still exists,
 //! what was read is its; if not, the exe and cgroup fields are dropped.
 
-use super::{cgroup, Caller};
-use std::os::fd::{AsRawFd, OwnedFd};
+use super::{cgroup, digest, Caller};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 #[cfg(test)]
 use std::path::Path;
 use std::path::PathBuf;
+use std::time::Instant;
 
-pub(super) fn identify(stream: &tokio::net::UnixStream) -> Caller {
-    let Ok(cred) = stream.peer_cred() else {
+/// The identity of the client of the socket `sock` (blocking: reads
+/// `/proc`, may hash the executable until `until`).
+pub(super) fn identify(sock: &impl AsFd, until: Instant) -> Caller {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    let Ok(cred) = getsockopt(sock, PeerCredentials) else {
         return Caller::default();
     };
-    let pid = cred
-        .pid()
-        .and_then(|p| u32::try_from(p).ok())
-        .filter(|p| *p > 0);
+    let pid = u32::try_from(cred.pid()).ok().filter(|p| *p > 0);
     let mut caller = Caller {
         pid,
         uid: Some(cred.uid()),
@@ -29,7 +30,7 @@ pub(super) fn identify(stream: &tokio::net::UnixStream) -> Caller {
     let Some(pid) = pid else {
         return caller;
     };
-    let pidfd = peer_pidfd(stream);
+    let pidfd = peer_pidfd(sock);
     let proc = PathBuf::from(format!("/proc/{pid}"));
     // Unreadable for another user's process when the proxy is not root.
     caller.exe = std::fs::read_link(proc.join("exe"))
@@ -39,13 +40,18 @@ pub(super) fn identify(stream: &tokio::net::UnixStream) -> Caller {
         &proc.join("ns/mnt"),
         std::path::Path::new("/proc/self/ns/mnt"),
     );
-    if super::hashes_executables() {
-        caller.exe_sha256 = exe_digest(&proc.join("exe"));
-    }
     if let Ok(text) = std::fs::read_to_string(proc.join("cgroup")) {
         let pod = cgroup::parse(&text, &cgroup::kubepods_roots());
         caller.pod_uid = pod.pod_uid;
         caller.container_id = pod.container_id;
+    }
+    if super::hashes_executables() {
+        // Paid from the budget of this uid in this pod.
+        let who = (caller.uid, caller.pod_uid.clone());
+        match digest::exe_digest(&proc.join("exe"), &who, until) {
+            Ok(d) => caller.exe_sha256 = d,
+            Err(refused) => caller.incomplete = Some(refused.reason()),
+        }
     }
     if pidfd.as_ref().is_some_and(|fd| !exists(fd)) {
         // Gone: the pid may already name another process.
@@ -65,91 +71,9 @@ fn same_file(a: &std::path::Path, b: &std::path::Path) -> Option<bool> {
     Some(a.dev() == b.dev() && a.ino() == b.ino())
 }
 
-/// Executables larger than this are not hashed (`exe_sha256` left out).
-const MAX_HASHED: u64 = 512 << 20;
-
-/// Digests already computed, by the file's identity and change times.
-type DigestKey = (u64, u64, u64, i64, i64, i64, i64);
-static DIGESTS: std::sync::Mutex<Vec<(DigestKey, String)>> = std::sync::Mutex::new(Vec::new());
-/// Most digests kept.
-const DIGESTS_KEPT: usize = 64;
-
-/// SHA-256 of the file the kernel maps as the process's executable: the
-/// `/proc/<pid>/exe` link is opened (the file itself, in whatever mount
-/// namespace, even deleted), never its path text. Cached by device,
-/// inode, size and modification and change times: a file rewritten in
-/// place changes its change time, which no caller can set.
-fn exe_digest(link: &std::path::Path) -> Option<String> {
-    use std::io::Read;
-    use std::os::unix::fs::MetadataExt;
-    let mut f = std::fs::File::open(link).ok()?;
-    let m = f.metadata().ok()?;
-    if !m.is_file() || m.len() > MAX_HASHED {
-        return None;
-    }
-    let key = (
-        m.dev(),
-        m.ino(),
-        m.len(),
-        m.mtime(),
-        m.mtime_nsec(),
-        m.ctime(),
-        m.ctime_nsec(),
-    );
-    let kept = |k: &DigestKey| {
-        DIGESTS
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .find(|(c, _)| c == k)
-            .map(|(_, d)| d.clone())
-    };
-    if let Some(d) = kept(&key) {
-        return Some(d);
-    }
-    let mut h = super::sha256::Sha256::default();
-    let mut buf = vec![0u8; 256 << 10];
-    let mut total = 0u64;
-    loop {
-        let n = f.read(&mut buf).ok()?;
-        if n == 0 {
-            break;
-        }
-        total += n as u64;
-        if total > MAX_HASHED {
-            return None;
-        }
-        h.update(&buf[..n]);
-    }
-    // Changed while read: no digest rather than one of a mixture.
-    let after = f.metadata().ok()?;
-    if (
-        after.len(),
-        after.mtime(),
-        after.mtime_nsec(),
-        after.ctime(),
-        after.ctime_nsec(),
-    ) != (
-        m.len(),
-        m.mtime(),
-        m.mtime_nsec(),
-        m.ctime(),
-        m.ctime_nsec(),
-    ) {
-        return None;
-    }
-    let d = h.hex();
-    let mut all = DIGESTS.lock().unwrap_or_else(|p| p.into_inner());
-    if all.len() >= DIGESTS_KEPT {
-        all.remove(0);
-    }
-    all.push((key, d.clone()));
-    Some(d)
-}
-
 /// A pidfd of the process that connected (`None` before Linux 6.5).
-fn peer_pidfd(stream: &tokio::net::UnixStream) -> Option<OwnedFd> {
-    nix::sys::socket::getsockopt(stream, nix::sys::socket::sockopt::PeerPidfd).ok()
+fn peer_pidfd(sock: &impl AsFd) -> Option<OwnedFd> {
+    nix::sys::socket::getsockopt(sock, nix::sys::socket::sockopt::PeerPidfd).ok()
 }
 
 /// Whether the process behind `pidfd` still exists (a zombie counts: its
@@ -177,16 +101,19 @@ mod tests {
     #[tokio::test]
     async fn a_socket_pair_names_this_process() {
         let (a, _b) = tokio::net::UnixStream::pair().unwrap();
-        let c = identify(&a);
+        let until = Instant::now() + std::time::Duration::from_secs(30);
+        let c = identify(&a, until);
         assert_eq!(c.pid, Some(std::process::id()));
         assert_eq!(c.uid, Some(nix::unistd::geteuid().as_raw()));
         assert_eq!(c.gid, Some(nix::unistd::getegid().as_raw()));
         let exe = std::env::current_exe().unwrap();
         assert_eq!(c.exe.as_deref(), Some(exe.to_str().unwrap()));
         assert_eq!(c.own_mount_ns, Some(true));
-        let mut h = super::super::sha256::Sha256::default();
-        h.update(&std::fs::read(&exe).unwrap());
-        assert_eq!(exe_digest(Path::new("/proc/self/exe")), Some(h.hex()));
+        use sha2::Digest;
+        let want = digest::hex(&sha2::Sha256::digest(std::fs::read(&exe).unwrap()));
+        let who = (Some(u32::MAX), None);
+        let got = digest::exe_digest(Path::new("/proc/self/exe"), &who, until);
+        assert_eq!(got, Ok(Some(want)));
         // Linux 6.5+: the peer's pidfd names a live process.
         if let Some(fd) = peer_pidfd(&a) {
             assert!(exists(&fd));
@@ -210,7 +137,7 @@ mod tests {
         };
         assert!(status.success());
         let (stream, _) = listener.accept().await.unwrap();
-        let c = identify(&stream);
+        let c = identify(&stream, Instant::now());
         assert!(c.pid.is_some() && c.uid.is_some(), "{c:?}");
         if peer_pidfd(&stream).is_some() {
             assert_eq!(c.exe, None, "{c:?}");

@@ -10,6 +10,9 @@
 //!
 //! Whatever cannot be read is absent; identity never fails a call by
 //! itself (a caller policy may refuse a caller whose identity it needs).
+//! Identification runs in the connection's task on the blocking pool,
+//! bounded in time ([`pending`]), never in the accept loop; the digest of
+//! the executable has a cache and a budget per caller ([`digest`]).
 //!
 //! The pid is the one the client had when it connected. The rest is read
 //! right after accept: if the client exited in between and its pid was
@@ -20,9 +23,11 @@
 //! and exit; see docs/security.md.
 
 pub mod cgroup;
+pub mod digest;
+pub mod jobs;
 #[cfg(target_os = "linux")]
 mod linux;
-pub mod sha256;
+pub mod pending;
 #[cfg(windows)]
 mod windows;
 
@@ -70,6 +75,9 @@ pub struct Caller {
     pub session_id: Option<u32>,
     /// Windows: whether the client runs inside a job object.
     pub in_job: Option<bool>,
+    /// Why part of the identity is missing although it was wanted (not
+    /// identified in time, hashing budget spent): logged as `incomplete`.
+    pub incomplete: Option<&'static str>,
 }
 
 impl Caller {
@@ -107,6 +115,10 @@ impl Caller {
                 crate::audit::json::string(out, v);
             }
         }
+        if let Some(v) = self.incomplete {
+            key(out, "incomplete");
+            crate::audit::json::string(out, v);
+        }
         for (k, v) in [("in_job", self.in_job), ("own_mount_ns", self.own_mount_ns)] {
             if let Some(v) = v {
                 key(out, k);
@@ -115,33 +127,6 @@ impl Caller {
         }
         out.push('}');
     }
-}
-
-/// The identity of the client of a Unix-socket connection.
-#[cfg(target_os = "linux")]
-pub fn of_unix_stream(stream: &tokio::net::UnixStream) -> Caller {
-    linux::identify(stream)
-}
-
-/// The identity of the client of a Unix-socket connection (peer
-/// credentials only outside Linux).
-#[cfg(all(unix, not(target_os = "linux")))]
-pub fn of_unix_stream(stream: &tokio::net::UnixStream) -> Caller {
-    match stream.peer_cred() {
-        Ok(c) => Caller {
-            pid: c.pid().and_then(|p| u32::try_from(p).ok()),
-            uid: Some(c.uid()),
-            gid: Some(c.gid()),
-            ..Caller::default()
-        },
-        Err(_) => Caller::default(),
-    }
-}
-
-/// The identity of the client of a named-pipe connection.
-#[cfg(windows)]
-pub fn of_pipe(pipe: &tokio::net::windows::named_pipe::NamedPipeServer) -> Caller {
-    windows::identify(pipe)
 }
 
 #[cfg(test)]
@@ -169,5 +154,17 @@ mod tests {
         assert_eq!(v["exe"], "/usr/bin/x \"y\"");
         assert_eq!(v["in_job"], false);
         assert!(v.get("gid").is_none() && v.get("sid").is_none());
+        assert!(v.get("incomplete").is_none());
+        // A caller not identified in time says so in its audit line.
+        let late = Caller {
+            uid: Some(1000),
+            incomplete: Some(pending::TIMED_OUT),
+            ..Caller::default()
+        };
+        let mut s = String::new();
+        late.write_json(&mut s);
+        let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(v["incomplete"], pending::TIMED_OUT);
+        assert_eq!(v["uid"], 1000);
     }
 }

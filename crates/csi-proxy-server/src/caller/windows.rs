@@ -23,14 +23,18 @@ use windows_sys::Win32::System::Threading::{
     PROCESS_QUERY_INFORMATION, PROCESS_QUERY_LIMITED_INFORMATION,
 };
 
-pub(super) fn identify(pipe: &NamedPipeServer) -> Caller {
+/// The pipe client's process id (cheap: no I/O; taken when accepted).
+pub(super) fn client_pid(pipe: &NamedPipeServer) -> Option<u32> {
     let mut pid = 0u32;
     // SAFETY: the handle is the live pipe instance `pipe` owns; `pid` is a
     // valid out pointer.
     let ok = unsafe { GetNamedPipeClientProcessId(pipe.as_raw_handle() as HANDLE, &mut pid) };
-    if ok == FALSE || pid == 0 {
-        return Caller::default();
-    }
+    (ok != FALSE && pid != 0).then_some(pid)
+}
+
+/// The identity of process `pid` (blocking: opens the process and its
+/// token; run on the blocking pool, `super::pending`).
+pub(super) fn identify_pid(pid: u32) -> Caller {
     let mut caller = Caller {
         pid: Some(pid),
         ..Caller::default()

@@ -6,8 +6,7 @@
 use super::{Format, Metrics};
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Method, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::io;
 use std::net::{SocketAddr, TcpListener as StdListener, ToSocketAddrs};
@@ -76,7 +75,22 @@ impl MetricsListener {
                 let _permit = permit;
                 let service = hyper::service::service_fn(move |req| {
                     let metrics = metrics.clone();
-                    async move { Ok::<_, std::convert::Infallible>(answer(&metrics, &req)) }
+                    // Encoding reads /proc (process metrics): on the
+                    // blocking pool, never on an async worker.
+                    let (uri, method) = (req.uri().clone(), req.method().clone());
+                    let accept = req.headers().get(hyper::header::ACCEPT).cloned();
+                    async move {
+                        let r = tokio::task::spawn_blocking(move || {
+                            answer(&metrics, uri.path(), &method, accept.as_ref())
+                        })
+                        .await
+                        .unwrap_or_else(|_| {
+                            let mut r = Response::new(Full::new(Bytes::new()));
+                            *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+                            r
+                        });
+                        Ok::<_, std::convert::Infallible>(r)
+                    }
                 });
                 let conn = hyper::server::conn::http1::Builder::new()
                     .timer(TokioTimer::new())
@@ -97,7 +111,12 @@ impl MetricsListener {
     }
 }
 
-fn answer(metrics: &Metrics, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+fn answer(
+    metrics: &Metrics,
+    path: &str,
+    method: &Method,
+    accept: Option<&hyper::header::HeaderValue>,
+) -> Response<Full<Bytes>> {
     let plain = |status: StatusCode, text: &'static str| {
         let mut r = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
         *r.status_mut() = status;
@@ -107,13 +126,13 @@ fn answer(metrics: &Metrics, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         );
         r
     };
-    if req.uri().path() != "/metrics" {
+    if path != "/metrics" {
         return plain(
             StatusCode::NOT_FOUND,
             "not found: metrics are at /metrics\n",
         );
     }
-    if req.method() != Method::GET && req.method() != Method::HEAD {
+    if method != Method::GET && method != Method::HEAD {
         let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "use GET\n");
         r.headers_mut().insert(
             hyper::header::ALLOW,
@@ -121,12 +140,8 @@ fn answer(metrics: &Metrics, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         );
         return r;
     }
-    let accept = req
-        .headers()
-        .get(hyper::header::ACCEPT)
-        .and_then(|v| v.to_str().ok());
-    let format = Format::negotiate(accept);
-    let body = if req.method() == Method::HEAD {
+    let format = Format::negotiate(accept.and_then(|v| v.to_str().ok()));
+    let body = if method == Method::HEAD {
         Bytes::new()
     } else {
         Bytes::from(metrics.encode(format))

@@ -10,7 +10,7 @@ pub mod unix;
 #[cfg(windows)]
 pub mod windows;
 
-use crate::caller::Caller;
+use crate::caller::pending::Peer;
 use std::future::Future;
 use std::io;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -20,8 +20,10 @@ pub trait Listener: Send + 'static {
     type Io: AsyncRead + AsyncWrite + Send + Unpin + 'static;
     /// Wait for the next client.
     fn accept(&mut self) -> impl Future<Output = io::Result<Self::Io>> + Send;
-    /// Who is at the other end of an accepted connection.
-    fn caller(io: &Self::Io) -> Caller;
+    /// Who is at the other end of an accepted connection: what the kernel
+    /// tells at once (no I/O; the rest is read later, off the accept loop,
+    /// by [`crate::caller::pending::identify`]).
+    fn peer(io: &Self::Io) -> Peer;
 }
 
 #[cfg(unix)]
@@ -30,8 +32,8 @@ impl Listener for unix::UnixEndpoint {
     fn accept(&mut self) -> impl Future<Output = io::Result<Self::Io>> + Send {
         unix::UnixEndpoint::accept(self)
     }
-    fn caller(io: &Self::Io) -> Caller {
-        crate::caller::of_unix_stream(io)
+    fn peer(io: &Self::Io) -> Peer {
+        crate::caller::pending::of_unix_stream(io)
     }
 }
 
@@ -41,7 +43,7 @@ impl Listener for windows::PipeListener {
     fn accept(&mut self) -> impl Future<Output = io::Result<Self::Io>> + Send {
         windows::PipeListener::accept(self)
     }
-    fn caller(io: &Self::Io) -> Caller {
-        crate::caller::of_pipe(io)
+    fn peer(io: &Self::Io) -> Peer {
+        crate::caller::pending::of_pipe(io)
     }
 }

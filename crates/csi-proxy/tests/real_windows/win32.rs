@@ -144,3 +144,80 @@ pub fn kill(pid: u32) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// An oplock (read, handle and write caching) held on a file and never
+/// acknowledged when broken: what a hostile plugin does in its own
+/// directory. Released (the handle closed) on drop.
+pub struct HeldOplock {
+    file: std::fs::File,
+    // Boxed: the kernel writes to both until the request completes.
+    _overlapped: Box<windows_sys::Win32::System::IO::OVERLAPPED>,
+    _out: Box<windows_sys::Win32::System::Ioctl::REQUEST_OPLOCK_OUTPUT_BUFFER>,
+}
+
+impl HeldOplock {
+    pub fn take(path: &std::path::Path) -> io::Result<HeldOplock> {
+        use std::os::windows::fs::OpenOptionsExt;
+        use windows_sys::Win32::Foundation::ERROR_IO_PENDING;
+        use windows_sys::Win32::Storage::FileSystem::FILE_FLAG_OVERLAPPED;
+        use windows_sys::Win32::System::Ioctl::{
+            FSCTL_REQUEST_OPLOCK, OPLOCK_LEVEL_CACHE_HANDLE, OPLOCK_LEVEL_CACHE_READ,
+            OPLOCK_LEVEL_CACHE_WRITE, REQUEST_OPLOCK_CURRENT_VERSION, REQUEST_OPLOCK_INPUT_BUFFER,
+            REQUEST_OPLOCK_INPUT_FLAG_REQUEST, REQUEST_OPLOCK_OUTPUT_BUFFER,
+        };
+        use windows_sys::Win32::System::IO::{DeviceIoControl, OVERLAPPED};
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(FILE_FLAG_OVERLAPPED)
+            .open(path)?;
+        let input = REQUEST_OPLOCK_INPUT_BUFFER {
+            StructureVersion: REQUEST_OPLOCK_CURRENT_VERSION as u16,
+            StructureLength: std::mem::size_of::<REQUEST_OPLOCK_INPUT_BUFFER>() as u16,
+            RequestedOplockLevel: OPLOCK_LEVEL_CACHE_READ
+                | OPLOCK_LEVEL_CACHE_HANDLE
+                | OPLOCK_LEVEL_CACHE_WRITE,
+            Flags: REQUEST_OPLOCK_INPUT_FLAG_REQUEST,
+        };
+        let mut out = Box::new(REQUEST_OPLOCK_OUTPUT_BUFFER {
+            StructureVersion: REQUEST_OPLOCK_CURRENT_VERSION as u16,
+            StructureLength: std::mem::size_of::<REQUEST_OPLOCK_OUTPUT_BUFFER>() as u16,
+            ..Default::default()
+        });
+        // SAFETY: an all-zero OVERLAPPED (no event) is a valid initial value.
+        let mut overlapped: Box<OVERLAPPED> = Box::new(unsafe { std::mem::zeroed() });
+        // SAFETY: `file` is an open overlapped handle; `input` is read during
+        // the call; `out` and `overlapped` are boxed and live in the
+        // returned value (with the handle) until the handle is closed.
+        let ok = unsafe {
+            DeviceIoControl(
+                file.as_raw_handle() as HANDLE,
+                FSCTL_REQUEST_OPLOCK,
+                (&input as *const REQUEST_OPLOCK_INPUT_BUFFER).cast(),
+                std::mem::size_of::<REQUEST_OPLOCK_INPUT_BUFFER>() as u32,
+                (&mut *out as *mut REQUEST_OPLOCK_OUTPUT_BUFFER).cast(),
+                std::mem::size_of::<REQUEST_OPLOCK_OUTPUT_BUFFER>() as u32,
+                std::ptr::null_mut(),
+                &mut *overlapped,
+            )
+        };
+        // Granted: the request stays pending until the oplock is broken.
+        // SAFETY: reads the calling thread's last error.
+        if ok != 0 || unsafe { GetLastError() } != ERROR_IO_PENDING {
+            return Err(io::Error::other("the oplock was not granted"));
+        }
+        Ok(HeldOplock {
+            file,
+            _overlapped: overlapped,
+            _out: out,
+        })
+    }
+}
+
+impl Drop for HeldOplock {
+    fn drop(&mut self) {
+        use windows_sys::Win32::System::IO::CancelIoEx;
+        // SAFETY: cancels this handle's pending request before `overlapped`
+        // and `out` are freed (the handle is closed after this, by `file`).
+        unsafe { CancelIoEx(self.file.as_raw_handle() as HANDLE, std::ptr::null()) };
+    }
+}

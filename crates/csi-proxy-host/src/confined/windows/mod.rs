@@ -126,6 +126,11 @@ impl Dir {
         self.handle.as_raw_handle() as HANDLE
     }
 
+    /// Its kernel identity: (volume serial number, file index).
+    pub fn file_id(&self) -> io::Result<(u64, u64)> {
+        nt::file_id(&self.handle)
+    }
+
     /// Is this directory a volume mount point (opened as the reparse point
     /// itself, not the volume behind it)?
     pub fn is_mount_point(&self) -> bool {

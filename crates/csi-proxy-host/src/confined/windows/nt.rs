@@ -73,6 +73,15 @@ pub const SHARE_ALL: u32 = FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELET
 
 /// `NtCreateFile` of `name` (one or more components separated by `\`)
 /// relative to the directory `parent`. Synchronous I/O, backup intent.
+///
+/// Never waits on an oplock holder: every open asks
+/// `FILE_COMPLETE_IF_OPLOCKED`, so an open that breaks another process's
+/// oplock returns at once with `STATUS_OPLOCK_BREAK_IN_PROGRESS` instead
+/// of waiting (with no time limit) for the holder to acknowledge. Such a
+/// handle is closed and the open tried again until the call's deadline
+/// ([`crate::deadline`], else [`OPLOCK_WAIT`]); past it the entry is busy
+/// (a sharing violation: `ResourceBusy`), and the holder, a plugin in its
+/// own directory, has held up only its own call.
 pub fn open_relative(parent: HANDLE, name: &str, how: &Open) -> Result<OwnedHandle, NTSTATUS> {
     open_relative_units(parent, &wide(name), how)
 }
@@ -101,24 +110,50 @@ pub fn open_relative_units(
         SecurityDescriptor: std::ptr::null(),
         SecurityQualityOfService: std::ptr::null(),
     };
+    let until =
+        crate::deadline::current().unwrap_or_else(|| std::time::Instant::now() + OPLOCK_WAIT);
+    loop {
+        match create(&oa, how)? {
+            Some(h) => return Ok(h),
+            None if std::time::Instant::now() >= until => return Err(STATUS_SHARING_VIOLATION),
+            None => std::thread::sleep(OPLOCK_RETRY),
+        }
+    }
+}
+
+/// How long an open waits for an oplock holder without a call deadline.
+pub const OPLOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+const OPLOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
+const STATUS_OPLOCK_BREAK_IN_PROGRESS: NTSTATUS = 0x0000_0108;
+const STATUS_SHARING_VIOLATION: NTSTATUS = 0xC000_0043_u32 as i32;
+/// `FILE_COMPLETE_IF_OPLOCKED` (wdm.h).
+const FILE_COMPLETE_IF_OPLOCKED: NTCREATEFILE_CREATE_OPTIONS = 0x0000_0100;
+
+/// One `NtCreateFile`; `Ok(None)` when it broke an oplock whose holder has
+/// not acknowledged yet (the handle is closed).
+fn create(oa: &OBJECT_ATTRIBUTES, how: &Open) -> Result<Option<OwnedHandle>, NTSTATUS> {
     let mut handle: HANDLE = std::ptr::null_mut();
     // SAFETY: an all-zero IO_STATUS_BLOCK is a valid initial value.
     let mut iosb: IO_STATUS_BLOCK = unsafe { std::mem::zeroed() };
-    // SAFETY: `oa` points to `us`, whose buffer `units` outlives the call;
-    // `parent` is a directory handle owned by the caller for the call;
+    // SAFETY: `oa` points to a UNICODE_STRING whose buffer the caller
+    // keeps alive, and its RootDirectory is a directory handle the caller
+    // owns for the call;
     // `handle` and `iosb` are writable; no allocation size and no extended
     // attributes are passed.
     let status = unsafe {
         NtCreateFile(
             &mut handle,
             how.access | SYNCHRONIZE,
-            &oa,
+            oa,
             &mut iosb,
             std::ptr::null(),
             0,
             how.share,
             how.disposition,
-            how.options | FILE_SYNCHRONOUS_IO_NONALERT | FILE_OPEN_FOR_BACKUP_INTENT,
+            how.options
+                | FILE_SYNCHRONOUS_IO_NONALERT
+                | FILE_OPEN_FOR_BACKUP_INTENT
+                | FILE_COMPLETE_IF_OPLOCKED,
             std::ptr::null(),
             0,
         )
@@ -128,7 +163,13 @@ pub fn open_relative_units(
     }
     // SAFETY: NtCreateFile succeeded, so `handle` is a new handle owned by
     // nobody else.
-    Ok(unsafe { OwnedHandle::from_raw_handle(handle as _) })
+    let handle = unsafe { OwnedHandle::from_raw_handle(handle as _) };
+    // A success status: the open completed, the break goes on; using the
+    // handle (a delete, a rename) could wait on the holder. Close it.
+    if status == STATUS_OPLOCK_BREAK_IN_PROGRESS {
+        return Ok(None);
+    }
+    Ok(Some(handle))
 }
 
 const SYNCHRONIZE: u32 = 0x0010_0000;

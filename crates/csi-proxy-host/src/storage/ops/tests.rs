@@ -230,22 +230,51 @@ fn a_result_its_caller_received_is_not_kept() {
     assert_eq!(ops.counters().collected, 0);
 }
 
+/// The flood: calls on other targets, from the same caller or another,
+/// never push a kept result out; a caller past its budget keeps no more.
 #[test]
-fn kept_results_are_bounded_oldest_first() {
+fn kept_results_are_bounded_per_caller_and_never_pushed_out() {
     let ops = Operations::new();
     let past = Some(Instant::now());
-    for n in 0..(MAX_KEPT as u32 + 10) {
+    let driver: Option<Arc<str>> = Some(Arc::from("uid=0 pod=driver"));
+    let other: Option<Arc<str>> = Some(Arc::from("uid=0 pod=other"));
+    let ran = AtomicU32::new(0);
+    let format = || Operation::new("FormatVolume");
+    // The driver's format finishes after its deadline: kept.
+    crate::on_behalf::run(driver.clone(), || {
         deadline::run(past, || {
-            ops.run(Target::Disk(n), Operation::new("PartitionDisk"), || Ok(()))
+            ops.run(vol(1), format(), || {
+                ran.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
         })
-        .unwrap();
+    })
+    .unwrap();
+    // Floods of calls with deadlines too short, on other targets, from
+    // another caller and from the driver itself.
+    for (first, owner) in [(0, &other), (10_000, &driver)] {
+        for n in first..first + MAX_KEPT_PER_CALLER as u32 + 44 {
+            crate::on_behalf::run(owner.clone(), || {
+                deadline::run(past, || {
+                    ops.run(Target::Disk(n), Operation::new("PartitionDisk"), || Ok(()))
+                })
+            })
+            .unwrap();
+        }
     }
-    // The next call expires the oldest ten.
-    ops.run(Target::Host, Operation::new("Rescan"), || Ok(()))
-        .unwrap();
-    assert_eq!(ops.table().entries.len(), MAX_KEPT);
-    assert!(!ops.table().entries.contains_key(&Target::Disk(9)));
-    assert!(ops.table().entries.contains_key(&Target::Disk(10)));
+    let kept = |who: &Option<Arc<str>>| {
+        ops.table()
+            .entries
+            .values()
+            .filter(|e| e.kept_since.is_some() && e.owner == *who)
+            .count()
+    };
+    assert_eq!(kept(&other), MAX_KEPT_PER_CALLER);
+    assert_eq!(kept(&driver), MAX_KEPT_PER_CALLER);
+    // The retry collects the format's result: it ran once.
+    crate::on_behalf::run(driver.clone(), || ops.run(vol(1), format(), never_runs)).unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert_eq!(ops.counters().collected, 1);
 }
 
 #[test]

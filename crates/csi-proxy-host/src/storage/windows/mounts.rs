@@ -125,24 +125,74 @@ fn parse_volume(api: &str, name: String) -> Result<VolumeId> {
         .map_err(|_| Error::Internal(format!("{api}: unexpected volume name {name:?}")))
 }
 
-/// Mounts and unmounts are serialised: each is a check followed by a change.
+/// Mounts and unmounts of one target directory are serialised: each is a
+/// check followed by a change. The hold is per directory (its file id, a
+/// kernel identity no spelling of the path can alias) and is taken after
+/// the walk to the target and, for an unmount, after the flush: no walk of
+/// a plugin-writable tree and no device I/O on one volume waits for, or
+/// holds up, a mount or unmount elsewhere. A call on the same volume is
+/// serialised before this (`storage::ops`); a call on the same target
+/// waits at most until its deadline.
 #[derive(Default)]
 pub struct Mounts {
-    lock: Mutex<()>,
+    held: Mutex<std::collections::HashSet<(u64, u64)>>,
+    freed: std::sync::Condvar,
+}
+
+/// One target directory held; released on drop.
+struct Held<'a> {
+    mounts: &'a Mounts,
+    id: (u64, u64),
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let mut g = self.mounts.held.lock().unwrap_or_else(|p| p.into_inner());
+        g.remove(&self.id);
+        self.mounts.freed.notify_all();
+    }
 }
 
 impl Mounts {
-    fn guard(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.lock.lock().unwrap_or_else(|p| p.into_inner())
+    fn hold(&self, dir: &crate::confined::Dir, target: &Located) -> Result<Held<'_>> {
+        let id = dir
+            .file_id()
+            .map_err(|e| Error::io("read the file id of", target.path(), e))?;
+        let mut g = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        while g.contains(&id) {
+            let wait = match crate::deadline::current() {
+                None => None,
+                Some(d) => match d.checked_duration_since(std::time::Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => {
+                        return Err(Error::Aborted(format!(
+                            "another mount or unmount of target {} is in progress; retry",
+                            target.shown()
+                        )))
+                    }
+                },
+            };
+            g = match wait {
+                None => self.freed.wait(g).unwrap_or_else(|p| p.into_inner()),
+                Some(left) => {
+                    self.freed
+                        .wait_timeout(g, left)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+            };
+        }
+        g.insert(id);
+        Ok(Held { mounts: self, id })
     }
 
     /// Mounts `v` at the directory `target` (created if missing; an existing
     /// one must be an empty plain directory). The same volume again is a
     /// no-op; another volume there is [`Error::AlreadyExists`].
     pub fn mount(&self, v: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
-        let _g = self.guard();
         refuse_host_volume(v, Some(fs.policy()), "mount it inside the allowed roots")?;
         let dir = fs.create_dir(target)?;
+        let _held = self.hold(&dir, target)?;
         let t = target.shown();
         let here = |dir: &crate::confined::Dir| {
             dir.mounted_volume()
@@ -207,7 +257,6 @@ impl Mounts {
     /// already unmounted: Ok. Another volume there is
     /// [`Error::FailedPrecondition`].
     pub fn unmount(&self, v: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
-        let _g = self.guard();
         let t = target.shown();
         let dir = match fs.open_dir(target) {
             Ok(d) => d,
@@ -233,11 +282,29 @@ impl Mounts {
             }
             None => return Ok(()),
         }
+        // Device I/O, outside any hold: a hung volume holds up only its own
+        // unmount.
         match volume::flush(v) {
             Ok(()) => {}
             // A device without a flush still unmounts.
             Err(Error::Unimplemented(m)) => tracing::warn!("unmount of {v}: {m}"),
             Err(e) => return Err(e),
+        }
+        let _held = self.hold(&dir, target)?;
+        // Checked again under the hold: still this volume's mount point.
+        match dir
+            .mounted_volume()
+            .map_err(|e| Error::io("read the mount point", target.path(), e))?
+            .map(|n| parse_volume("FSCTL_GET_REPARSE_POINT", n))
+            .transpose()?
+        {
+            Some(m) if &m == v => {}
+            Some(m) => {
+                return Err(Error::FailedPrecondition(format!(
+                    "target {t} is the mount point of volume {m}, not of {v}"
+                )))
+            }
+            None => return Ok(()),
         }
         let mp = mount_point(
             &dir.final_path()

@@ -1,0 +1,310 @@
+//! `exe_sha256`: the digest of a caller's executable, with a cache and a
+//! hashing budget per caller.
+//!
+//! - Hashed with `sha2` (RustCrypto; SHA-NI / ARMv8 SHA where the CPU has
+//!   them), only on the blocking pool (see [`super::pending`]).
+//! - Cached by the file's kernel identity and change times: (device,
+//!   inode, size, mtime, ctime). A file rewritten in place, or touched
+//!   (`utime`), gets a new key and is hashed again.
+//! - A caller may change that key on its own executable as often as it
+//!   likes, so each caller (its uid and pod, [`Spender`]) has a budget of
+//!   bytes hashed ([`Budget`]): a token bucket of [`BUDGET_BYTES`], refilled
+//!   over [`BUDGET_REFILL`]. Past it the caller's digest is not computed
+//!   (left out: a rule on `exe_sha256` refuses it, and the audit line says
+//!   why, [`super::Caller::incomplete`]); every other caller's budget is
+//!   untouched. At most [`HASHING_AT_ONCE`] files are hashed at a time by
+//!   the whole process, and one per spender.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Executables larger than this are not hashed (`exe_sha256` left out).
+pub const MAX_HASHED: u64 = 512 << 20;
+
+/// Bytes one spender may hash at once (a full bucket).
+pub const BUDGET_BYTES: u64 = 1 << 30;
+
+/// How long an empty bucket takes to fill up again.
+pub const BUDGET_REFILL: Duration = Duration::from_secs(600);
+
+/// Files hashed at the same time by the whole process.
+pub const HASHING_AT_ONCE: usize = 2;
+
+/// Who pays for a hash: the caller's uid and pod (kernel identities no
+/// caller can choose); callers outside any pod share their uid's budget.
+pub type Spender = (Option<u32>, Option<String>);
+
+/// Why a digest was not computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// The spender's budget cannot pay for this file now.
+    Budget,
+    /// The spender already had a hash running, or the process had
+    /// [`HASHING_AT_ONCE`], until the identification's time was up.
+    Busy,
+}
+
+impl Refused {
+    pub fn reason(self) -> &'static str {
+        match self {
+            Refused::Budget => "exe_sha256 not computed: this caller's hashing budget is spent",
+            Refused::Busy => {
+                "exe_sha256 not computed: other hashes ran until the identification's time was up"
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Bucket {
+    bytes: u64,
+    at: Instant,
+    hashing: bool,
+}
+
+/// Every spender's bucket.
+#[derive(Debug, Default)]
+pub struct Budget {
+    buckets: HashMap<Spender, Bucket>,
+    hashing: usize,
+}
+
+/// Buckets kept at most; full buckets go first (they carry no debt).
+const MAX_SPENDERS: usize = 4096;
+
+impl Budget {
+    /// Take `bytes` from `who`'s bucket at `now` and start a hash; the
+    /// caller must call [`Budget::done`] with the same `who` afterwards.
+    pub fn spend(&mut self, who: &Spender, bytes: u64, now: Instant) -> Result<(), Refused> {
+        if self.buckets.len() >= MAX_SPENDERS {
+            self.buckets
+                .retain(|_, b| b.hashing || refilled(b, now) < BUDGET_BYTES);
+        }
+        let b = self.buckets.entry(who.clone()).or_insert(Bucket {
+            bytes: BUDGET_BYTES,
+            at: now,
+            hashing: false,
+        });
+        b.bytes = refilled(b, now);
+        b.at = now;
+        if b.hashing || self.hashing >= HASHING_AT_ONCE {
+            return Err(Refused::Busy);
+        }
+        if b.bytes < bytes {
+            return Err(Refused::Budget);
+        }
+        b.bytes -= bytes;
+        b.hashing = true;
+        self.hashing += 1;
+        Ok(())
+    }
+
+    /// The hash `who` started is over.
+    pub fn done(&mut self, who: &Spender) {
+        if let Some(b) = self.buckets.get_mut(who) {
+            if b.hashing {
+                b.hashing = false;
+                self.hashing -= 1;
+            }
+        }
+    }
+}
+
+/// A bucket's bytes at `now`.
+fn refilled(b: &Bucket, now: Instant) -> u64 {
+    let elapsed = now.saturating_duration_since(b.at).as_secs_f64();
+    let gained = (BUDGET_BYTES as f64 * elapsed / BUDGET_REFILL.as_secs_f64()) as u64;
+    b.bytes.saturating_add(gained).min(BUDGET_BYTES)
+}
+
+/// The process's hashing budget, and a wake-up when a hash ends.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+static BUDGET: Mutex<Option<Budget>> = Mutex::new(None);
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+static HASH_ENDED: std::sync::Condvar = std::sync::Condvar::new();
+
+/// The cache key: (device, inode, size, mtime s/ns, ctime s/ns).
+#[cfg(target_os = "linux")]
+type Key = (u64, u64, u64, i64, i64, i64, i64);
+
+#[cfg(target_os = "linux")]
+static DIGESTS: Mutex<Vec<(Key, String)>> = Mutex::new(Vec::new());
+
+/// Most digests kept.
+#[cfg(target_os = "linux")]
+const DIGESTS_KEPT: usize = 64;
+
+/// SHA-256 of the file the kernel maps as the process's executable: the
+/// `/proc/<pid>/exe` link is opened (the file itself, in whatever mount
+/// namespace, even deleted), never its path text. `Ok(None)`: not a
+/// regular file, too large, unreadable, or changed while read. While the
+/// same spender (or the process) is hashing already, waits for that hash
+/// (it may be this very file) until `until`.
+#[cfg(target_os = "linux")]
+pub fn exe_digest(
+    link: &std::path::Path,
+    who: &Spender,
+    until: Instant,
+) -> Result<Option<String>, Refused> {
+    use sha2::Digest;
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let Ok(mut f) = std::fs::File::open(link) else {
+        return Ok(None);
+    };
+    let Ok(m) = f.metadata() else {
+        return Ok(None);
+    };
+    if !m.is_file() || m.len() > MAX_HASHED {
+        return Ok(None);
+    }
+    let stamp = |m: &std::fs::Metadata| {
+        (
+            m.len(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec(),
+        )
+    };
+    let (len, mt, mtn, ct, ctn) = stamp(&m);
+    let key = (m.dev(), m.ino(), len, mt, mtn, ct, ctn);
+    let kept = || {
+        DIGESTS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, d)| d.clone())
+    };
+    let mut g = BUDGET.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        if let Some(d) = kept() {
+            return Ok(Some(d));
+        }
+        let now = Instant::now();
+        match g
+            .get_or_insert_with(Budget::default)
+            .spend(who, m.len(), now)
+        {
+            Ok(()) => break,
+            Err(Refused::Busy) if now < until => {
+                g = HASH_ENDED
+                    .wait_timeout(g, until - now)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    drop(g);
+    struct Done<'a>(&'a Spender);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            let mut g = BUDGET.lock().unwrap_or_else(|p| p.into_inner());
+            g.get_or_insert_with(Budget::default).done(self.0);
+            HASH_ENDED.notify_all();
+        }
+    }
+    let _done = Done(who);
+    let mut h = sha2::Sha256::new();
+    let mut buf = vec![0u8; 256 << 10];
+    let mut total = 0u64;
+    loop {
+        let Ok(n) = f.read(&mut buf) else {
+            return Ok(None);
+        };
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        if total > MAX_HASHED {
+            return Ok(None);
+        }
+        h.update(&buf[..n]);
+    }
+    // Changed while read: no digest rather than one of a mixture.
+    if f.metadata().ok().map(|a| stamp(&a)) != Some(stamp(&m)) {
+        return Ok(None);
+    }
+    let d = hex(&h.finalize());
+    let mut all = DIGESTS.lock().unwrap_or_else(|p| p.into_inner());
+    if all.len() >= DIGESTS_KEPT {
+        all.remove(0);
+    }
+    all.push((key, d.clone()));
+    // Before `_done` wakes the waiters: they find it kept.
+    drop(all);
+    Ok(Some(d))
+}
+
+/// Lowercase hex.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn who(uid: u32) -> Spender {
+        (Some(uid), None)
+    }
+
+    #[test]
+    fn sha2_matches_the_known_digests() {
+        use sha2::Digest;
+        assert_eq!(
+            hex(&sha2::Sha256::digest(b"")),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(
+            hex(&sha2::Sha256::digest(b"abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn a_spender_past_its_budget_is_refused_and_others_are_not() {
+        let mut b = Budget::default();
+        let t = Instant::now();
+        let big = 500 << 20;
+        // Touching one's own executable: a new key each time, so a new hash.
+        b.spend(&who(1000), big, t).unwrap();
+        b.done(&who(1000));
+        b.spend(&who(1000), big, t).unwrap();
+        b.done(&who(1000));
+        assert_eq!(b.spend(&who(1000), big, t), Err(Refused::Budget));
+        // Another uid, or the same uid in a pod, pays from its own bucket.
+        b.spend(&who(0), big, t).unwrap();
+        b.done(&who(0));
+        let in_pod = (Some(1000), Some("pod-a".to_string()));
+        b.spend(&in_pod, big, t).unwrap();
+        b.done(&in_pod);
+        // The bucket refills over time.
+        let later = t + BUDGET_REFILL / 2;
+        b.spend(&who(1000), big, later).unwrap();
+        b.done(&who(1000));
+    }
+
+    #[test]
+    fn one_hash_per_spender_and_a_bound_for_the_process() {
+        let mut b = Budget::default();
+        let t = Instant::now();
+        b.spend(&who(1), 1, t).unwrap();
+        assert_eq!(b.spend(&who(1), 1, t), Err(Refused::Busy));
+        b.spend(&who(2), 1, t).unwrap();
+        assert_eq!(b.spend(&who(3), 1, t), Err(Refused::Busy));
+        b.done(&who(1));
+        b.spend(&who(3), 1, t).unwrap();
+        b.done(&who(1));
+        b.done(&who(2));
+        b.done(&who(3));
+        assert_eq!(b.hashing, 0);
+    }
+}
