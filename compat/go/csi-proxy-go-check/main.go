@@ -160,6 +160,20 @@ func expectRefused(err error, what string) {
 
 func main() {
 	flag.Parse()
+	if *awsEbs {
+		if *target == "" {
+			*target = *endpoint
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		runAwsEbs(ctx)
+		cancel()
+		if failures > 0 {
+			fmt.Printf("FAILED: %d check(s)\n", failures)
+			os.Exit(1)
+		}
+		fmt.Println("PASS")
+		return
+	}
 	if *endpoint == "" || *existing == "" || *missing == "" || *mkdir == "" || *outside == "" {
 		fmt.Fprintln(os.Stderr, "usage: csi-proxy-go-check -endpoint E -exists P -missing P -mkdir P -outside P [-target T] [-expect-authority A] [-version V]")
 		os.Exit(2)

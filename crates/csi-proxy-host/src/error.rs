@@ -42,7 +42,7 @@ pub enum Error {
     #[error("{0}")]
     Internal(String),
     /// An OS call failed; `op` names the operation, `path` its subject.
-    #[error("{op} {path:?}: {source}")]
+    #[error("{op} {}: {source}", quote(.path))]
     Io {
         op: &'static str,
         path: String,
@@ -96,9 +96,43 @@ impl Error {
     }
 }
 
+/// A path (or name) for a message, in double quotes, as written: a
+/// Windows path keeps single backslashes (`C:\var\lib\kubelet` is shown
+/// `"C:\var\lib\kubelet"`, where `{:?}` doubles every separator),
+/// so drivers matching upstream's texts (`\S+`) and people reading logs
+/// see the path they sent. A `"` and characters that could break a line
+/// or hide text (control, format and other non-printable characters) are
+/// escaped as `{:?}` does.
+pub fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push('\\'),
+            c if c.is_control() || c.escape_debug().nth(1).is_some() => {
+                out.extend(c.escape_debug())
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quoted_paths_keep_single_backslashes_and_escape_the_rest() {
+        assert_eq!(quote(r"C:\var\lib\kubelet"), r#""C:\var\lib\kubelet""#);
+        assert_eq!(quote("a\"b"), r#""a\"b""#);
+        assert_eq!(quote("a\nb\0c\u{202e}d"), r#""a\nb\0c\u{202e}d""#);
+        assert_eq!(quote("/var/lib/é"), "\"/var/lib/é\"");
+        let e = Error::io("mkdir", r"C:\k\x", io::Error::other("boom"));
+        assert_eq!(e.to_string(), r#"mkdir "C:\k\x": boom"#);
+    }
 
     #[test]
     fn a_clone_keeps_kind_message_and_os_code() {

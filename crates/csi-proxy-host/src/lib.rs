@@ -5,6 +5,7 @@
 //! per OS and a recording fake for tests. The gRPC server is a thin layer on
 //! top of it; programs may also use it in-process (KEP-3636 library mode).
 
+pub mod compat;
 pub mod confined;
 pub mod deadline;
 pub mod disk;

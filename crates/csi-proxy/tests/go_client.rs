@@ -251,3 +251,36 @@ fn go_client_after_idle_timeout_and_under_keepalive() {
         assert!(status.success(), "csi-proxy exit: {status}: {}", p.log());
     }
 }
+
+/// aws-ebs-csi-driver's GetDeviceNameFromMount sequence (its code copied
+/// into compat/go/csi-proxy-go-check/awsebs.go, source cited there), run
+/// by grpc-go over the Volume socket of every version carrying the call,
+/// on a plain staging directory and a missing one: NodeStageVolume and
+/// NodeUnstageVolume take the driver's "not mounted" branch.
+#[test]
+fn aws_ebs_staging_takes_the_not_mounted_branch() {
+    go_check();
+    let p = Proxy::start(&[]);
+    let plugin = p.kubelet.join("plugins/kubernetes.io/csi/ebs.csi.aws.com");
+    let staged = plugin.join("0123abcd/globalmount");
+    std::fs::create_dir_all(&staged).unwrap();
+    let unstaged = plugin.join("4567ef/globalmount");
+    for version in ["v1beta1", "v1beta2", "v1beta3", "v1", "v2alpha1"] {
+        let socket = p.socket(&format!("volume-{version}"));
+        let output = Command::new(go_check())
+            .arg("-aws-ebs")
+            .arg(format!("-volume-version={version}"))
+            .arg(format!("-endpoint={}", socket.display()))
+            .arg(format!("-staged={}", staged.display()))
+            .arg(format!("-unstaged={}", unstaged.display()))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        println!("--- {version}\n{stdout}");
+        assert!(
+            output.status.success() && stdout.ends_with("PASS\n"),
+            "aws-ebs sequence on volume {version}:\n{stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}

@@ -121,3 +121,41 @@ fn go_client_over_named_pipes() {
         run(&exe, &mut p, version, &target, &mkdir);
     }
 }
+
+/// aws-ebs-csi-driver's GetDeviceNameFromMount sequence (its code copied
+/// into compat/go/csi-proxy-go-check/awsebs.go, source cited there), run
+/// by grpc-go over the Volume pipe of every version carrying the call, on
+/// a plain staging directory and a missing one: NodeStageVolume and
+/// NodeUnstageVolume take the driver's "not mounted" branch.
+#[test]
+fn aws_ebs_staging_takes_the_not_mounted_branch_over_pipes() {
+    let exe = go_check();
+    let mut p = Proxy::start_unique("aws-ebs", "volume", &[]);
+    let plugin = p.kubelet.join(r"plugins\kubernetes.io\csi\ebs.csi.aws.com");
+    let staged = plugin.join(r"0123abcd\globalmount");
+    std::fs::create_dir_all(&staged).unwrap();
+    let unstaged = plugin.join(r"4567ef\globalmount");
+    for version in ["v1beta1", "v1beta2", "v1beta3", "v1", "v2alpha1"] {
+        let pipe = format!("{}volume-{version}", p.pipe_prefix);
+        let output = Command::new(&exe)
+            .arg("-aws-ebs")
+            .arg(format!("-volume-version={version}"))
+            .arg(format!("-endpoint={pipe}"))
+            .arg(format!("-staged={}", staged.display()))
+            .arg(format!("-unstaged={}", unstaged.display()))
+            .stdin(Stdio::null())
+            .output()
+            .expect("run csi-proxy-go-check.exe");
+        let stdout = String::from_utf8_lossy(&output.stdout).replace("\r\n", "\n");
+        println!("--- {version}\n{stdout}");
+        assert!(
+            output.status.success() && stdout.ends_with("PASS\n"),
+            "aws-ebs sequence on volume {version}:\n{stdout}{}\nproxy log:\n{}",
+            String::from_utf8_lossy(&output.stderr),
+            p.log_text()
+        );
+    }
+    if let Some(s) = p.child.try_wait().unwrap() {
+        panic!("csi-proxy.exe exited with {s}: {}", p.log_text());
+    }
+}

@@ -220,11 +220,13 @@ impl PathPolicy {
     }
 }
 
-/// A path for an error message: escaped (`{:?}`) and truncated to
+/// A path for an error message: quoted as written ([`crate::error::quote`]:
+/// single backslashes, control characters escaped) and truncated to
 /// [`SHOWN_CHARS`] characters.
 pub(crate) fn shown(path: &str) -> String {
+    use crate::error::quote;
     match path.char_indices().nth(SHOWN_CHARS) {
-        None => format!("{path:?}"),
-        Some((cut, _)) => format!("{:?}... ({} bytes)", &path[..cut], path.len()),
+        None => quote(path),
+        Some((cut, _)) => format!("{}... ({} bytes)", quote(&path[..cut]), path.len()),
     }
 }

@@ -29,6 +29,7 @@ pub mod windows;
 
 pub use parse::guid::VolumeId;
 
+use crate::compat;
 use crate::confined::{Confined, Kind, Located};
 use crate::disk::{self, DiskApi, DiskIds, DiskLocation};
 use crate::path::PathPolicy;
@@ -249,6 +250,23 @@ impl<B: StorageBackend> Storage<B> {
     /// A path to look up: inside the roots; a final link (a published
     /// target linked to its staging directory) is followed one hop, to a
     /// destination inside the roots only.
+    /// GetVolumeIDFromTargetPath found no volume at `path` (`ours` says
+    /// why): `NotFound`, with the phrases drivers match for a missing path
+    /// or for a path that is no mount point (`compat`).
+    fn not_mounted(&self, path: &str, ours: &str) -> Error {
+        let exists = self
+            .fs
+            .locate(path)
+            .and_then(|p| self.fs.kind(&p))
+            .is_ok_and(|k| k.is_some());
+        let condition = if exists {
+            compat::Condition::NotAMountPoint
+        } else {
+            compat::Condition::TargetMissing
+        };
+        Error::NotFound(compat::message(condition, ours, path))
+    }
+
     fn lookup_target(&self, path: &str) -> Result<Located> {
         let p = self.fs.locate(path)?;
         if self.fs.kind(&p)? != Some(Kind::Link) {
@@ -477,14 +495,16 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
         &self,
         req: volume::GetVolumeIdFromTargetPathRequest,
     ) -> Result<volume::GetVolumeIdFromTargetPathResponse> {
-        let target = self.lookup_target(&req.target_path)?;
-        Ok(volume::GetVolumeIdFromTargetPathResponse {
-            volume_id: self
-                .backend
-                .volume_at(&self.fs, &target)?
-                .as_str()
-                .to_string(),
-        })
+        let found = self
+            .lookup_target(&req.target_path)
+            .and_then(|target| self.backend.volume_at(&self.fs, &target));
+        match found {
+            Ok(v) => Ok(volume::GetVolumeIdFromTargetPathResponse {
+                volume_id: v.as_str().to_string(),
+            }),
+            Err(Error::NotFound(ours)) => Err(self.not_mounted(&req.target_path, &ours)),
+            Err(e) => Err(e),
+        }
     }
     fn get_closest_volume_id_from_target_path(
         &self,

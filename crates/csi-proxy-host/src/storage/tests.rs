@@ -503,3 +503,44 @@ fn only_ids_and_locations_read_the_bus_type_or_scsi_address() {
         }
     }
 }
+
+/// GetVolumeIDFromTargetPath of a plain directory and of missing paths is
+/// NotFound, and its message satisfies every driver expression of the
+/// compatibility table (aws-ebs: "not mounted").
+#[test]
+fn not_mounted_targets_carry_the_phrases_drivers_match() {
+    let (d, s) = storage();
+    let sep = std::path::MAIN_SEPARATOR;
+    let plain = format!("{}{sep}plain", root(&d));
+    std::fs::create_dir(&plain).unwrap();
+    let cases = [
+        (plain.clone(), compat::Condition::NotAMountPoint),
+        (
+            format!("{}{sep}missing", root(&d)),
+            compat::Condition::TargetMissing,
+        ),
+        (
+            format!("{}{sep}missing{sep}deeper", root(&d)),
+            compat::Condition::TargetMissing,
+        ),
+    ];
+    for (target, condition) in cases {
+        let err = s
+            .get_volume_id_from_target_path(GetVolumeIdFromTargetPathRequest {
+                target_path: target.clone(),
+            })
+            .unwrap_err();
+        let Error::NotFound(m) = &err else {
+            panic!("{target}: {err:?}")
+        };
+        let p = compat::PHRASES
+            .iter()
+            .find(|p| p.condition == condition)
+            .unwrap();
+        assert!(m.contains(&p.text.replace("{path}", &target)), "{m}");
+        for (dm, _) in compat::catalog() {
+            let re = regex::Regex::new(dm.expression).unwrap();
+            assert!(re.is_match(m), "{} {}: {m}", dm.driver, dm.file);
+        }
+    }
+}

@@ -228,14 +228,14 @@ fn a_host_symlink_inside_a_tree_stops_its_removal_and_is_named() {
         ("remove_all", e.fs.remove_all(&t)),
     ] {
         let err = r.expect_err(what).to_string();
-        assert!(err.contains(r"t\\x\\y\\dlink"), "{what}: {err}");
+        assert!(err.contains(r"t\x\y\dlink"), "{what}: {err}");
         e.canary_kept(what);
     }
     let flinks = e.root.join(r"u\v");
     fs::create_dir_all(&flinks).unwrap();
     assert!(host_symlink(&flinks, "flink", "../../../outside/canary"));
     let err = e.fs.remove_contents(&e.at("u")).unwrap_err().to_string();
-    assert!(err.contains(r"u\\v\\flink"), "{err}");
+    assert!(err.contains(r"u\v\flink"), "{err}");
     e.canary_kept("remove_contents of a tree with a file link");
 }
 
@@ -290,7 +290,7 @@ fn an_entry_that_cannot_be_removed_is_named() {
         .unwrap();
     let err = e.fs.remove_contents(&e.at("t")).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains(r"t\\sub\\held"), "{msg}");
+    assert!(msg.contains(r"t\sub\held"), "{msg}");
     assert!(
         !matches!(err, Error::Internal(_)),
         "a held entry is the host's state, not a fault: {err:?}"
@@ -313,7 +313,7 @@ fn an_entry_that_cannot_be_removed_is_named() {
     match e.fs.remove_contents(&e.at("t")) {
         // POSIX semantics: the name went at once.
         Ok(()) => {}
-        Err(err) => assert!(err.to_string().contains(r"t\\sub\\shared"), "{err}"),
+        Err(err) => assert!(err.to_string().contains(r"t\sub\shared"), "{err}"),
     }
     assert!(start.elapsed() < Duration::from_secs(30));
     drop(shared);

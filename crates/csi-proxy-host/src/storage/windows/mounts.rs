@@ -19,6 +19,7 @@ use super::errors::{self, win32};
 use super::volume::{self, no_volume};
 use super::win32 as w;
 use crate::confined::{Confined, Located};
+use crate::error::quote;
 use crate::path::PathPolicy;
 use crate::storage::parse::multi_sz;
 use crate::storage::VolumeId;
@@ -234,8 +235,9 @@ impl Mounts {
                 // The mount went somewhere else (or nowhere): undo it there.
                 let undo = w::delete_volume_mount_point(&mp);
                 Err(Error::Internal(format!(
-                    "SetVolumeMountPointW {mp:?} {v} reported success, but the target directory holds {other:?}; \
-                     the mount point was removed again ({undo:?})"
+                    "SetVolumeMountPointW {} {v} reported success, but the target directory holds {other:?}; \
+                     the mount point was removed again ({undo:?})",
+                    quote(&mp)
                 )))
             }
             (Err(e), _) if w::code(&e) == Some(ERROR_DIR_NOT_EMPTY) => {
@@ -245,7 +247,7 @@ impl Mounts {
             }
             (Err(e), _) => Err(errors::win32_or_missing(
                 "SetVolumeMountPointW",
-                &format!("{mp:?} {v}"),
+                &format!("{} {v}", quote(&mp)),
                 e,
                 &no_volume(v),
             )),
@@ -311,11 +313,12 @@ impl Mounts {
                 .map_err(|e| Error::io("GetFinalPathNameByHandleW", target.path(), e))?,
         );
         w::delete_volume_mount_point(&mp)
-            .map_err(|e| win32("DeleteVolumeMountPointW", &format!("{mp:?}"), e))?;
+            .map_err(|e| win32("DeleteVolumeMountPointW", &quote(&mp), e))?;
         match dir.mounted_volume() {
             Ok(None) => Ok(()),
             other => Err(Error::Internal(format!(
-                "DeleteVolumeMountPointW {mp:?} reported success, but the target still holds {other:?}"
+                "DeleteVolumeMountPointW {} reported success, but the target still holds {other:?}",
+                quote(&mp)
             ))),
         }
     }
