@@ -36,18 +36,22 @@
 pub mod netlink;
 #[cfg(windows)]
 pub mod notify;
+pub mod reader;
 mod snapshot;
 pub mod uevent;
 
+pub use reader::{DISK_THREADS, READ_TIMEOUT};
 pub use snapshot::Snapshot;
 
 use crate::inline;
 use crate::storage::VolumeId;
 use crate::Result;
-use std::collections::BTreeSet;
+use crate::Error;
+use reader::{Read, Readers};
+use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 /// The shortest time between two full scans for an unknown id or number.
@@ -84,11 +88,18 @@ pub struct Scanned<K, D> {
     pub volumes: Vec<DiskVolume>,
 }
 
-/// How a backend reads its disks.
-pub trait Scan: Send + Sync {
-    type Key: Ord + Clone + std::fmt::Debug + Send;
-    type Disk: Send;
-    /// Every disk of the host.
+/// How a backend reads its disks. Reads run on threads of their own
+/// ([`reader`]), bounded in time.
+pub trait Scan: Send + Sync + 'static {
+    type Key: Ord + Clone + std::fmt::Debug + Send + 'static;
+    type Disk: Send + 'static;
+    /// The keys of every disk, read without asking any device (Linux:
+    /// `/sys/block`); a full scan then reads each with [`Scan::scan_one`].
+    /// `None`: the backend scans only in full ([`Scan::scan_all`]).
+    fn keys(&self) -> Option<Result<Vec<Self::Key>>> {
+        None
+    }
+    /// Every disk of the host (when [`Scan::keys`] is `None`).
     fn scan_all(&self) -> Result<Vec<Scanned<Self::Key, Self::Disk>>>;
     /// The disk `key` now; `None` when it is gone (or is not listed, like a
     /// detached loop device). An error makes the inventory scan everything.
@@ -214,13 +225,40 @@ struct Inner<K, D, E> {
     generation: u64,
     /// When the last full scan finished.
     last_full_scan: Option<Instant>,
+    /// Full scans finished (a caller that waited for another's scan
+    /// does not make one more).
+    full_scans: u64,
+    /// Bumped at every swap of one disk; `swapped` says when each disk was
+    /// last swapped, so that a full scan that read a disk before a newer
+    /// single-disk read does not put the older state back.
+    seq: u64,
+    swapped: BTreeMap<K, u64>,
+    /// Reads of pending changes in progress (calls that start meanwhile
+    /// wait for them, bounded by the read timeout).
+    applying: usize,
+    /// Disks whose last read did not return in time, and since when.
+    unresponsive: BTreeMap<K, Instant>,
 }
 
 /// The inventory of one backend.
 pub struct Inventory<S: Scan, E> {
-    scan: S,
+    scan: Arc<S>,
     inner: Mutex<Inner<S::Key, S::Disk, E>>,
+    applied: Condvar,
+    /// Held by a full scan (outside `inner`): scans do not overlap.
+    scanning: Mutex<()>,
+    readers: Arc<Readers<S::Key>>,
     fallback_interval: Duration,
+    read_timeout: Duration,
+}
+
+/// What a full scan found.
+struct FullScan<K, D> {
+    disks: Vec<Scanned<K, D>>,
+    /// Disks that did not answer in time.
+    unresponsive: Vec<K>,
+    /// The scan itself did not finish (a backend that scans only in full).
+    incomplete: bool,
 }
 
 impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
@@ -230,7 +268,7 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
     /// happens between now and the first scan is missed.
     pub fn new(scan: S, events: Option<E>) -> Self {
         Inventory {
-            scan,
+            scan: Arc::new(scan),
             inner: Mutex::new(Inner {
                 events,
                 snap: Snapshot::default(),
@@ -238,8 +276,17 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
                 stash: Pending::Nothing,
                 generation: 0,
                 last_full_scan: None,
+                full_scans: 0,
+                seq: 0,
+                swapped: BTreeMap::new(),
+                applying: 0,
+                unresponsive: BTreeMap::new(),
             }),
+            applied: Condvar::new(),
+            scanning: Mutex::new(()),
+            readers: Arc::new(Readers::default()),
             fallback_interval: FALLBACK_INTERVAL,
+            read_timeout: READ_TIMEOUT,
         }
     }
 
@@ -249,9 +296,21 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
         self
     }
 
+    /// Changes how long one disk's read may take (tests).
+    pub fn with_read_timeout(mut self, timeout: Duration) -> Self {
+        self.read_timeout = timeout;
+        self
+    }
+
     /// The scanner.
     pub fn scanner(&self) -> &S {
         &self.scan
+    }
+
+    /// Threads still reading disk `key` (stuck ones included; at most
+    /// [`DISK_THREADS`]).
+    pub fn reads_in_flight(&self, key: &S::Key) -> usize {
+        self.readers.in_flight(Some(key))
     }
 
     /// Whether changes are followed through events (else every call scans
@@ -264,8 +323,10 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The inventory with every queued change applied, locked for one call.
-    /// In an inline attempt, "would block" unless that needs no I/O.
+    /// The inventory with every queued change applied, for one call. The
+    /// lock is held only to copy or swap state: every read of a disk runs
+    /// outside it, on a thread of its own, bounded by the read timeout. In
+    /// an inline attempt, "would block" unless that needs no I/O.
     pub fn view(&self) -> Result<View<'_, S, E>> {
         VIEWS.fetch_add(1, Ordering::Relaxed);
         let inline = inline::active();
@@ -280,12 +341,36 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
         } else {
             self.lock()
         };
+        // Another call is reading changes announced before this one
+        // started: wait for it (bounded: its reads are).
+        if inner.applying > 0 {
+            if inline {
+                return Err(inline::would_block("the disk inventory is reading changes"));
+            }
+            let limit = Instant::now() + self.read_timeout * 2;
+            while inner.applying > 0 && Instant::now() < limit {
+                let left = limit.saturating_duration_since(Instant::now());
+                inner = self
+                    .applied
+                    .wait_timeout(inner, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
         let from_events = match &mut inner.events {
             Some(e) => e.drain(),
             None => Pending::Unknown,
         };
+        // Reads left behind that returned since: read those disks again.
+        let mut late = Pending::Nothing;
+        for k in self.readers.take_late() {
+            late = late.merge(match k {
+                Some(k) => Pending::Keys(BTreeSet::from([k])),
+                None => Pending::Unknown,
+            });
+        }
         let stash = std::mem::replace(&mut inner.stash, Pending::Nothing);
-        let pending = from_events.merge(stash);
+        let pending = from_events.merge(stash).merge(late);
         let valid = inner.valid;
         if inline && (!valid || pending != Pending::Nothing) {
             inner.stash = pending;
@@ -293,23 +378,32 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
                 "the disk inventory has changes to read",
             ));
         }
+        let applying = pending != Pending::Nothing || !valid;
+        if applying {
+            inner.applying += 1;
+        }
         let mut view = View {
-            scan: &self.scan,
-            inner,
+            inv: self,
+            inner: Some(inner),
             rescanned: false,
             fallback_interval: self.fallback_interval,
         };
-        match pending {
+        let r = match pending {
             Pending::Lost(why) => {
                 LOST.fetch_add(1, Ordering::Relaxed);
                 tracing::info!("device events were lost ({why}); scanning every disk");
-                view.rescan()?;
+                view.rescan()
             }
-            _ if !valid => view.rescan()?,
-            Pending::Unknown => view.rescan()?,
-            Pending::Keys(keys) => view.refresh(keys)?,
-            Pending::Nothing => {}
+            _ if !valid => view.rescan(),
+            Pending::Unknown => view.rescan(),
+            Pending::Keys(keys) => view.refresh(keys),
+            Pending::Nothing => Ok(()),
+        };
+        if applying {
+            view.guard().applying -= 1;
+            self.applied.notify_all();
         }
+        r?;
         Ok(view)
     }
 
@@ -325,110 +419,298 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
     pub fn invalidate(&self) {
         self.lock().valid = false;
     }
+
+    /// Reads every disk, outside the inventory lock: disk by disk, each on
+    /// its own thread, all bounded by one deadline; a backend that scans
+    /// only in full runs its scan on one thread under the same bound.
+    fn full_scan(&self) -> Result<FullScan<S::Key, S::Disk>> {
+        let timeout = self.read_timeout;
+        let Some(keys) = self.scan.keys() else {
+            let scan = self.scan.clone();
+            return match self.readers.run(None, timeout, move || scan.scan_all()) {
+                Read::Done(r) => r.map(|disks| FullScan {
+                    disks,
+                    unresponsive: Vec::new(),
+                    incomplete: false,
+                }),
+                Read::Unresponsive => Ok(FullScan {
+                    disks: Vec::new(),
+                    unresponsive: Vec::new(),
+                    incomplete: true,
+                }),
+            };
+        };
+        let scan = self.scan.clone();
+        let mut out = FullScan {
+            disks: Vec::new(),
+            unresponsive: Vec::new(),
+            incomplete: false,
+        };
+        for (k, r) in self
+            .readers
+            .run_all(keys?, timeout, move |k| scan.scan_one(k))
+        {
+            match r {
+                Read::Done(Ok(Some(d))) => out.disks.push(d),
+                Read::Done(Ok(None)) => {}
+                Read::Done(Err(e)) => {
+                    tracing::debug!(disk = ?k, error = %e, "skipping unreadable block device");
+                }
+                Read::Unresponsive => out.unresponsive.push(k),
+            }
+        }
+        Ok(out)
+    }
 }
 
-/// The inventory locked for one call, with every queued change applied.
+/// The inventory for one call, with every queued change applied. It holds
+/// the inventory lock while the call reads it, and lets it go whenever a
+/// disk must be read.
 pub struct View<'a, S: Scan, E> {
-    scan: &'a S,
-    inner: MutexGuard<'a, Inner<S::Key, S::Disk, E>>,
+    inv: &'a Inventory<S, E>,
+    inner: Option<MutexGuard<'a, Inner<S::Key, S::Disk, E>>>,
     /// A full scan happened in this view: an unknown id stays unknown.
     rescanned: bool,
     fallback_interval: Duration,
 }
 
-impl<S: Scan, E> View<'_, S, E> {
+/// The answer for a disk that did not answer its last read.
+fn unresponsive_disk(number: u32, key: &dyn std::fmt::Debug, since: Instant) -> Error {
+    Error::Unavailable(format!(
+        "disk {number} ({key:?}) is not answering: a read of it has not returned for {} s; calls on other disks are not affected; retry later",
+        since.elapsed().as_secs()
+    ))
+}
+
+impl<'a, S: Scan, E: EventSource<Key = S::Key>> View<'a, S, E> {
+    fn guard(&mut self) -> &mut MutexGuard<'a, Inner<S::Key, S::Disk, E>> {
+        if self.inner.is_none() {
+            self.inner = Some(self.inv.lock());
+        }
+        self.inner.as_mut().expect("just locked")
+    }
+
+    fn state(&self) -> &Inner<S::Key, S::Disk, E> {
+        self.inner.as_ref().expect("a view holds the lock between reads")
+    }
+
     fn rescan(&mut self) -> Result<()> {
         if inline::active() {
             return Err(inline::would_block("a full scan of the disks"));
         }
-        FULL_SCANS.fetch_add(1, Ordering::Relaxed);
-        self.inner.valid = false;
-        let all = self.scan.scan_all()?;
-        self.inner.snap = Snapshot::from_scan(all);
-        self.inner.valid = true;
-        self.inner.last_full_scan = Some(Instant::now());
-        self.inner.generation = next_generation();
+        let (done_before, seq_before) = {
+            let g = self.guard();
+            (g.full_scans, g.seq)
+        };
+        // Let the lock go: calls that need no scan go on meanwhile.
+        self.inner = None;
+        let found = {
+            let _scanning = self.inv.scanning.lock().unwrap_or_else(|p| p.into_inner());
+            let finished_meanwhile = self.inv.lock().full_scans != done_before;
+            if finished_meanwhile {
+                None
+            } else {
+                FULL_SCANS.fetch_add(1, Ordering::Relaxed);
+                Some(
+                    self.inv
+                        .full_scan()
+                        .map(|f| self.swap_full(seq_before, f)),
+                )
+            }
+        };
         self.rescanned = true;
-        Ok(())
+        let g = self.guard();
+        match found {
+            // Another call's scan finished while this one waited.
+            None => Ok(()),
+            Some(Err(e)) => Err(e),
+            Some(Ok(true)) if !g.valid => Err(Error::Unavailable(format!(
+                "the disk scan did not finish within {} s: a disk is not answering; retry later",
+                self.inv.read_timeout.as_secs_f32()
+            ))),
+            Some(Ok(_)) => Ok(()),
+        }
+    }
+
+    /// Puts a full scan's result in place (under the lock, nothing read).
+    /// Returns whether the scan was incomplete (nothing changed then).
+    fn swap_full(&self, seq_before: u64, f: FullScan<S::Key, S::Disk>) -> bool {
+        let mut g = self.inv.lock();
+        let now = Instant::now();
+        if f.incomplete {
+            tracing::warn!("the disk scan did not finish in time; answering from the last one");
+            if g.valid {
+                g.last_full_scan = Some(now);
+            }
+            return true;
+        }
+        let mut snap = Snapshot::from_scan(f.disks);
+        let mut old = std::mem::take(&mut g.snap);
+        // A disk read again by another call while this scan ran keeps that
+        // newer state; a disk that did not answer keeps its last known one.
+        let newer: BTreeSet<S::Key> = g
+            .swapped
+            .iter()
+            .filter(|(_, s)| **s > seq_before)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in newer.iter().chain(f.unresponsive.iter()) {
+            match old.take(k) {
+                Some(d) => snap.insert(d),
+                None if newer.contains(k) => snap.remove(k),
+                None => {}
+            }
+        }
+        g.swapped.retain(|_, s| *s > seq_before);
+        let mut unresponsive = BTreeMap::new();
+        for k in f.unresponsive {
+            if !g.unresponsive.contains_key(&k) {
+                tracing::warn!(disk = ?k, "a disk did not answer in time; its calls are answered Unavailable until it does");
+            }
+            let since = g.unresponsive.get(&k).copied().unwrap_or(now);
+            unresponsive.insert(k, since);
+        }
+        g.unresponsive = unresponsive;
+        g.snap = snap;
+        g.valid = true;
+        g.last_full_scan = Some(now);
+        g.generation = next_generation();
+        g.full_scans += 1;
+        false
     }
 
     fn refresh(&mut self, keys: BTreeSet<S::Key>) -> Result<()> {
+        self.inner = None;
+        let timeout = self.inv.read_timeout;
         for key in keys {
             DISK_SCANS.fetch_add(1, Ordering::Relaxed);
-            match self.scan.scan_one(&key) {
-                Ok(Some(d)) => self.inner.snap.insert(d),
-                Ok(None) => self.inner.snap.remove(&key),
-                Err(e) => {
+            let scan = self.inv.scan.clone();
+            let k = key.clone();
+            let read = self.inv.readers.run(Some(key.clone()), timeout, move || scan.scan_one(&k));
+            let g = self.guard();
+            match read {
+                Read::Done(Ok(found)) => {
+                    g.unresponsive.remove(&key);
+                    match found {
+                        Some(d) => g.snap.insert(d),
+                        None => g.snap.remove(&key),
+                    }
+                    g.seq += 1;
+                    let seq = g.seq;
+                    g.swapped.insert(key, seq);
+                }
+                Read::Done(Err(e)) => {
                     tracing::info!(disk = ?key, error = %e, "scanning one disk failed; scanning every disk");
                     return self.rescan();
                 }
+                Read::Unresponsive => {
+                    tracing::warn!(disk = ?key, "a disk did not answer in time; its calls are answered Unavailable until it does");
+                    g.unresponsive.entry(key).or_insert_with(Instant::now);
+                }
             }
+            self.inner = None;
         }
-        self.inner.generation = next_generation();
+        self.guard().generation = next_generation();
         Ok(())
     }
 
     /// The snapshot, as it is (no fallback scan).
     pub fn snapshot(&self) -> &Snapshot<S::Key, S::Disk> {
-        &self.inner.snap
+        &self.state().snap
     }
 
     /// Changes whenever the snapshot changes, and is never the same for
     /// two states in this process (to key caches derived from it: encoded
     /// list answers, the Windows disk locations).
     pub fn generation(&self) -> u64 {
-        self.inner.generation
+        self.state().generation
     }
 
-    /// Every disk, by ascending number.
+    /// Every disk, by ascending number (unresponsive ones as last known).
     pub fn disks(&self) -> impl Iterator<Item = (u32, &S::Disk)> {
-        self.inner.snap.disks()
+        self.state().snap.disks()
+    }
+
+    /// Whether disk `number` did not answer its last read.
+    pub fn is_unresponsive(&self, number: u32) -> bool {
+        let st = self.state();
+        st.snap
+            .key(number)
+            .is_some_and(|k| st.unresponsive.contains_key(k))
+    }
+
+    /// [`Error::Unavailable`] naming disk `number` if it did not answer its
+    /// last read.
+    fn check_responsive(&self, number: u32) -> Result<()> {
+        let st = self.state();
+        if let Some(k) = st.snap.key(number) {
+            if let Some(since) = st.unresponsive.get(k) {
+                return Err(unresponsive_disk(number, k, *since));
+            }
+        }
+        Ok(())
     }
 
     /// Whether an unknown id may make a full scan now.
     fn may_fall_back(&self) -> bool {
         !self.rescanned
             && self
-                .inner
+                .state()
                 .last_full_scan
                 .is_none_or(|t| t.elapsed() >= self.fallback_interval)
     }
 
     /// Makes sure a disk number is known if it exists: an unknown number
     /// makes a full scan (see [`FALLBACK_INTERVAL`]). Returns whether it is
-    /// known.
+    /// known; a disk that does not answer is [`Error::Unavailable`].
     pub fn knows_disk(&mut self, number: u32) -> Result<bool> {
-        if self.inner.snap.disk(number).is_none() && self.may_fall_back() {
+        if self.state().snap.disk(number).is_none() && self.may_fall_back() {
             self.rescan()?;
         }
-        Ok(self.inner.snap.disk(number).is_some())
+        self.check_responsive(number)?;
+        Ok(self.state().snap.disk(number).is_some())
     }
 
     /// The disk with this number (a full scan first if it is unknown).
     pub fn disk(&mut self, number: u32) -> Result<Option<&S::Disk>> {
         self.knows_disk(number)?;
-        Ok(self.inner.snap.disk(number))
+        Ok(self.state().snap.disk(number))
     }
 
     /// The key of a known disk.
     pub fn key(&self, number: u32) -> Option<&S::Key> {
-        self.inner.snap.key(number)
+        self.state().snap.key(number)
     }
 
     /// The volumes of a disk (a full scan first if the disk is unknown);
     /// `None` when there is no such disk.
     pub fn volumes_on(&mut self, number: u32) -> Result<Option<&[DiskVolume]>> {
         self.knows_disk(number)?;
-        Ok(self.inner.snap.volumes_on(number))
+        Ok(self.state().snap.volumes_on(number))
     }
 
     /// Every place the volume id is seen (a full scan first if it is seen
     /// nowhere, see [`FALLBACK_INTERVAL`]); empty when it does not exist.
+    /// A volume on a disk that does not answer, or not found while a disk
+    /// does not answer, is [`Error::Unavailable`].
     pub fn volume(&mut self, id: &VolumeId) -> Result<Vec<Placement>> {
-        if self.inner.snap.places(id).is_empty() && self.may_fall_back() {
+        if self.state().snap.places(id).is_empty() && self.may_fall_back() {
             self.rescan()?;
         }
-        Ok(self.inner.snap.places(id).to_vec())
+        let places = self.state().snap.places(id).to_vec();
+        for p in &places {
+            self.check_responsive(p.disk)?;
+        }
+        if places.is_empty() {
+            let st = self.state();
+            if let Some((k, since)) = st.unresponsive.iter().next() {
+                return Err(Error::Unavailable(format!(
+                    "volume {id} was not found on the disks that answer; disk {k:?} has not answered for {} s and may hold it; retry later",
+                    since.elapsed().as_secs()
+                )));
+            }
+        }
+        Ok(places)
     }
 
     /// A full scan for something the snapshot does not know (see
