@@ -1,11 +1,12 @@
 //! One disk whose reads hang stalls nothing else (issue 39): the real
 //! binary, real loop devices, root.
 //!
-//! The hung disk is a loop device whose backing file sits on an ext4 that
-//! is frozen (`fsfreeze`) with one direct write to the loop device queued:
-//! the loop worker waits for the thaw, and every read queued behind the
-//! write waits too (as on a multipath LUN queueing without a path). A call
-//! with an unknown volume id then makes the inventory scan every disk.
+//! The hung disk is a loop device whose backing file is served by a small
+//! FUSE server (`storage/hangfs.py`, python3-fusepy) whose reads wait while
+//! a marker file exists (as on a multipath LUN queueing without a path; a
+//! frozen ext4 under the backing file was tried first, but the kernel
+//! serves reads of a frozen file system). A call with an unknown volume id
+//! then makes the inventory scan every disk.
 //!
 //! Quiet first, then for 60 s with the disk hung: the same mix of calls on
 //! other disks and other endpoints (Disk, Volume, Filesystem) answer within
@@ -41,55 +42,70 @@ fn sh(cmd: &str, args: &[&str]) {
     assert!(st.success(), "{cmd} {args:?}: {st}");
 }
 
-/// An ext4 on a loop device, mounted at `dir`, frozen and thawed on demand.
-struct FrozenFs {
-    dir: std::path::PathBuf,
-    dev: String,
-    frozen: bool,
+/// A FUSE file system (`storage/hangfs.py`) serving one file whose reads
+/// and writes wait while a marker file exists.
+struct HangFs {
+    mnt: std::path::PathBuf,
+    marker: std::path::PathBuf,
+    server: Child,
 }
 
-impl FrozenFs {
-    fn new(root: &Path) -> FrozenFs {
-        let img = root.join("outer.img");
-        std::fs::File::create(&img)
-            .unwrap()
-            .set_len(96 * MIB)
+impl HangFs {
+    fn new(root: &Path, size: u64) -> HangFs {
+        let back = root.join("backing.img");
+        std::fs::File::create(&back).unwrap().set_len(size).unwrap();
+        let mnt = root.join("hangfs");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let marker = root.join("hang");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/storage/hangfs.py");
+        let server = Command::new("/usr/bin/python3")
+            .arg(script)
+            .args([&back, &marker, &mnt])
+            .stdout(Stdio::null())
+            .spawn()
             .unwrap();
-        sh("mkfs.ext4", &["-q", "-F", img.to_str().unwrap()]);
-        let out = Command::new("losetup")
-            .args(["--find", "--show", img.to_str().unwrap()])
-            .output()
-            .unwrap();
-        let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        let dir = root.join("outer");
-        std::fs::create_dir_all(&dir).unwrap();
-        sh("mount", &[&dev, dir.to_str().unwrap()]);
-        FrozenFs {
-            dir,
-            dev,
-            frozen: false,
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !mnt.join("disk.img").exists() {
+            assert!(Instant::now() < deadline, "the FUSE server did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        HangFs {
+            mnt,
+            marker,
+            server,
         }
     }
 
-    fn freeze(&mut self) {
-        sh("fsfreeze", &["-f", self.dir.to_str().unwrap()]);
-        self.frozen = true;
+    fn file(&self) -> std::path::PathBuf {
+        self.mnt.join("disk.img")
     }
 
-    fn thaw(&mut self) {
-        if self.frozen {
-            sh("fsfreeze", &["-u", self.dir.to_str().unwrap()]);
-            self.frozen = false;
-        }
+    fn hang(&self) {
+        std::fs::write(&self.marker, b"").unwrap();
+    }
+
+    fn release(&self) {
+        let _ = std::fs::remove_file(&self.marker);
     }
 }
 
-impl Drop for FrozenFs {
+impl Drop for HangFs {
     fn drop(&mut self) {
-        self.thaw();
-        let _ = Command::new("umount").arg(&self.dir).status();
-        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+        self.release();
+        let _ = Command::new("fusermount").arg("-u").arg(&self.mnt).status();
+        let _ = self.server.kill();
+        let _ = self.server.wait();
     }
+}
+
+/// Whether FUSE and the helper's Python module are here.
+fn can_hang() -> bool {
+    Path::new("/dev/fuse").exists()
+        && Command::new("/usr/bin/python3")
+            .args(["-c", "import fusepy"])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
 }
 
 /// Times of one round of calls on healthy disks and other endpoints.
@@ -215,8 +231,10 @@ fn random_id() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disk_whose_reads_hang_stalls_no_other_call() {
-    if !can_run() || storage::tool("fsfreeze").is_none() {
-        eprintln!("skipping: needs root, loop devices and fsfreeze");
+    if !can_run() || !can_hang() {
+        // CI installs python3-fusepy (scripts/setup.sh): there this runs.
+        assert!(std::env::var_os("CI").is_none(), "CI must run this test: needs root, loop devices, /dev/fuse and python3-fusepy");
+        eprintln!("skipping: needs root, loop devices, /dev/fuse and python3-fusepy");
         return;
     }
     let p = Proxy::start(&[]);
@@ -226,11 +244,19 @@ async fn a_disk_whose_reads_hang_stalls_no_other_call() {
     let tmp = tempfile::tempdir().unwrap();
     let healthy = LoopDisk::new(tmp.path(), 64 * MIB);
     let id = partition_and_format(&p.client(), healthy.number).await;
-    let mut outer = FrozenFs::new(tmp.path());
-    let hung = LoopDisk::new(&outer.dir, 32 * MIB);
+    let fuse = HangFs::new(tmp.path(), 32 * MIB);
+    let hung = LoopDisk::from_file(fuse.file());
+    // Released before the loop device is detached, whatever happens.
+    struct Release<'a>(&'a HangFs);
+    impl Drop for Release<'_> {
+        fn drop(&mut self) {
+            self.0.release();
+        }
+    }
+    let _release = Release(&fuse);
     let c = p.client();
     let mut d = c.connect_disk_v1().await.unwrap();
-    let mut v = c.connect_volume_v1().await.unwrap();
+    let v = c.connect_volume_v1().await.unwrap();
     // The proxy knows the disk before it hangs.
     d.get_disk_stats(dk::GetDiskStatsRequest {
         disk_number: hung.number,
@@ -246,24 +272,9 @@ async fn a_disk_whose_reads_hang_stalls_no_other_call() {
     let quiet_threads = threads(pid);
     let quiet = summary(&quiet);
 
-    // Hang it: nothing of it cached, the fs frozen, one write queued.
+    // Hang it: nothing of it cached, then every read waits.
     sh("blockdev", &["--flushbufs", &hung.dev]);
-    outer.freeze();
-    let mut writer: Child = Command::new("dd")
-        .args([
-            "if=/dev/zero",
-            &format!("of={}", hung.dev),
-            "bs=4096",
-            "count=1",
-            "oflag=direct",
-            "conv=notrunc",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(writer.try_wait().unwrap().is_none(), "the queued write waits for the thaw");
+    fuse.hang();
 
     let start = Instant::now();
     let mut busy = Vec::new();
@@ -320,9 +331,8 @@ async fn a_disk_whose_reads_hang_stalls_no_other_call() {
         );
     }
 
-    // Thaw: the write goes through, the disk answers again.
-    outer.thaw();
-    assert!(writer.wait().unwrap().success());
+    // Released: the disk answers again.
+    fuse.release();
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let r = d

@@ -415,6 +415,40 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
         inner.stash = stash.merge(Pending::Keys(BTreeSet::from([key])));
     }
 
+    /// Runs `read`, a read of disk `key` that may ask the device (its
+    /// identifiers), on a thread of its own within the disk's budget,
+    /// waiting at most the read timeout. A read that does not return in
+    /// time marks the disk unresponsive: [`Error::Unavailable`].
+    pub fn read_disk<T: Send + 'static>(
+        &self,
+        key: &S::Key,
+        read: impl FnOnce() -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        match self.readers.run(Some(key.clone()), self.read_timeout, read) {
+            Read::Done(r) => r,
+            Read::Unresponsive => {
+                let since = *self
+                    .lock()
+                    .unresponsive
+                    .entry(key.clone())
+                    .or_insert_with(Instant::now);
+                Err(Error::Unavailable(format!(
+                    "disk {key:?} is not answering: a read of it has not returned for {} s; retry later",
+                    since.elapsed().as_secs()
+                )))
+            }
+        }
+    }
+
+    /// [`Error::Unavailable`] if disk `key` (number `number`) did not
+    /// answer its last read; nothing is read or scanned.
+    pub fn responsive(&self, key: &S::Key, number: u32) -> Result<()> {
+        match self.lock().unresponsive.get(key) {
+            Some(since) => Err(unresponsive_disk(number, key, *since)),
+            None => Ok(()),
+        }
+    }
+
     /// Makes the next call scan everything (the Rescan call).
     pub fn invalidate(&self) {
         self.lock().valid = false;
@@ -562,8 +596,17 @@ impl<'a, S: Scan, E: EventSource<Key = S::Key>> View<'a, S, E> {
             }
         }
         g.swapped.retain(|_, s| *s > seq_before);
+        // A disk stays unresponsive while a read of it is still stuck (a
+        // backend that scans in full reads only part of what a disk is
+        // asked for: Windows' identifiers are read apart).
+        let still: Vec<S::Key> = g
+            .unresponsive
+            .keys()
+            .filter(|k| self.inv.readers.in_flight(Some(k)) > 0)
+            .cloned()
+            .collect();
         let mut unresponsive = BTreeMap::new();
-        for k in f.unresponsive {
+        for k in f.unresponsive.into_iter().chain(still) {
             if !g.unresponsive.contains_key(&k) {
                 tracing::warn!(disk = ?k, "a disk did not answer in time; its calls are answered Unavailable until it does");
             }
@@ -734,3 +777,5 @@ impl<'a, S: Scan, E: EventSource<Key = S::Key>> View<'a, S, E> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_hung;

@@ -104,24 +104,27 @@ impl<K: Ord + Clone + Send + 'static> Readers<K> {
             .name("csi-disk-read".into())
             .spawn(move || {
                 let r = read();
-                let late = {
-                    let mut a = h.answer.lock().unwrap_or_else(|p| p.into_inner());
-                    if !a.1 {
-                        a.0 = Some(r);
+                // The thread counts as done before its caller sees the
+                // answer: a caller that reads the same disk again at once
+                // finds the budget free.
+                let mut a = h.answer.lock().unwrap_or_else(|p| p.into_inner());
+                {
+                    let mut st = me.lock();
+                    if let Some(n) = st.in_flight.get_mut(&k) {
+                        *n -= 1;
+                        if *n == 0 {
+                            st.in_flight.remove(&k);
+                        }
                     }
-                    a.1
-                };
+                    if a.1 {
+                        st.late.insert(k);
+                    }
+                }
+                if !a.1 {
+                    a.0 = Some(r);
+                }
+                drop(a);
                 h.ready.notify_all();
-                let mut st = me.lock();
-                if let Some(n) = st.in_flight.get_mut(&k) {
-                    *n -= 1;
-                    if *n == 0 {
-                        st.in_flight.remove(&k);
-                    }
-                }
-                if late {
-                    st.late.insert(k);
-                }
             });
         match spawned {
             Ok(_) => Some(Ok(hand)),
