@@ -256,13 +256,10 @@ async fn a_disk_whose_reads_hang_stalls_no_other_call() {
     let _release = Release(&fuse);
     let c = p.client();
     let mut d = c.connect_disk_v1().await.unwrap();
-    let v = c.connect_volume_v1().await.unwrap();
-    // The proxy knows the disk before it hangs.
-    d.get_disk_stats(dk::GetDiskStatsRequest {
-        disk_number: hung.number,
-    })
-    .await
-    .expect("the disk answers before it hangs");
+    let mut v = c.connect_volume_v1().await.unwrap();
+    // The disk has a partition table (what a scan reads) and a volume,
+    // and the proxy knows both before it hangs.
+    let hung_id = partition_and_format(&p.client(), hung.number).await;
 
     // Quiet: the same rounds, nothing hung.
     let mut quiet = Vec::new();
@@ -313,6 +310,36 @@ async fn a_disk_whose_reads_hang_stalls_no_other_call() {
                 own_unavailable += 1;
             }
         }
+        // Its volume's calls too.
+        let t = Instant::now();
+        let r = tokio::time::timeout(
+            Duration::from_secs(10),
+            v.is_volume_formatted({
+                // Before a scan marks the disk, the call reads it and
+                // waits: until its own deadline.
+                let mut r = tonic::Request::new(vl::IsVolumeFormattedRequest {
+                    volume_id: hung_id.clone(),
+                });
+                r.set_timeout(Duration::from_secs(3));
+                r
+            }),
+        )
+        .await
+        .expect("the hung disk's volume call answers");
+        match &r {
+            Err(s) if s.code() == Code::Unavailable => {
+                assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+                own_unavailable += 1;
+            }
+            // The server's DeadlineExceeded, or the client's own timeout.
+            Err(s) => assert!(
+                matches!(s.code(), Code::DeadlineExceeded | Code::Cancelled),
+                "{:?} {}",
+                s.code(),
+                s.message()
+            ),
+            Ok(_) => panic!("a read of the hung disk answered"),
+        }
         max_threads = max_threads.max(threads(pid));
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -356,10 +383,15 @@ async fn a_disk_whose_reads_hang_stalls_no_other_call() {
     eprintln!("threads after the thaw: {after_threads}");
 
     assert!(own_unavailable > 0, "the hung disk's calls were never answered Unavailable");
-    // Bounded: the stuck reads of one disk, plus what the quiet load used
-    // (the tokio blocking pool grows with concurrent calls, not with time).
+    // Bounded: the stuck inventory reads and calls of one disk, plus what
+    // the quiet load used (the tokio blocking pool grows with concurrent
+    // calls, not with time).
     assert!(
-        max_threads <= quiet_threads + csi_proxy_host::storage::inventory::DISK_THREADS + 8,
+        max_threads
+            <= quiet_threads
+                + csi_proxy_host::storage::inventory::DISK_THREADS
+                + csi_proxy_host::storage::budget::DISK_CALLS
+                + 8,
         "threads grew from {quiet_threads} to {max_threads}"
     );
     // Every call on other disks and endpoints: median within twice quiet
