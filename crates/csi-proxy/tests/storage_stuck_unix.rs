@@ -152,12 +152,26 @@ async fn round(p: &Proxy, healthy: u32, id: &str, kubelet: &str) -> Round {
             })
         })
         .collect();
-    timed("GetDiskStats", &mut r, d.get_disk_stats(dk::GetDiskStatsRequest { disk_number: healthy })).await;
-    timed("ListDiskIDs", &mut r, d.list_disk_i_ds(dk::ListDiskIDsRequest {})).await;
+    timed(
+        "GetDiskStats",
+        &mut r,
+        d.get_disk_stats(dk::GetDiskStatsRequest {
+            disk_number: healthy,
+        }),
+    )
+    .await;
+    timed(
+        "ListDiskIDs",
+        &mut r,
+        d.list_disk_i_ds(dk::ListDiskIDsRequest {}),
+    )
+    .await;
     timed(
         "IsVolumeFormatted",
         &mut r,
-        v.is_volume_formatted(vl::IsVolumeFormattedRequest { volume_id: id.into() }),
+        v.is_volume_formatted(vl::IsVolumeFormattedRequest {
+            volume_id: id.into(),
+        }),
     )
     .await;
     timed(
@@ -171,7 +185,9 @@ async fn round(p: &Proxy, healthy: u32, id: &str, kubelet: &str) -> Round {
     timed(
         "PathExists",
         &mut r,
-        f.path_exists(fs::PathExistsRequest { path: kubelet.into() }),
+        f.path_exists(fs::PathExistsRequest {
+            path: kubelet.into(),
+        }),
     )
     .await;
     timed(
@@ -233,7 +249,10 @@ fn random_id() -> String {
 async fn a_disk_whose_reads_hang_stalls_no_other_call() {
     if !can_run() || !can_hang() {
         // CI installs python3-fusepy (scripts/setup.sh): there this runs.
-        assert!(std::env::var_os("CI").is_none(), "CI must run this test: needs root, loop devices, /dev/fuse and python3-fusepy");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run this test: needs root, loop devices, /dev/fuse and python3-fusepy"
+        );
         eprintln!("skipping: needs root, loop devices, /dev/fuse and python3-fusepy");
         return;
     }
@@ -382,7 +401,10 @@ async fn a_disk_whose_reads_hang_stalls_no_other_call() {
     let after_threads = threads(pid);
     eprintln!("threads after the thaw: {after_threads}");
 
-    assert!(own_unavailable > 0, "the hung disk's calls were never answered Unavailable");
+    assert!(
+        own_unavailable > 0,
+        "the hung disk's calls were never answered Unavailable"
+    );
     // Bounded: the stuck inventory reads and calls of one disk, plus what
     // the quiet load used (the tokio blocking pool grows with concurrent
     // calls, not with time).

@@ -73,7 +73,10 @@ mod tests {
         let b = DiskBudget::default();
         let held: Vec<_> = (0..DISK_CALLS).map(|_| b.enter(3, "x").unwrap()).collect();
         let e = b.enter(3, "IsVolumeFormatted").err().unwrap();
-        assert!(matches!(e, Error::Unavailable(ref m) if m.contains("disk 3")), "{e}");
+        assert!(
+            matches!(e, Error::Unavailable(ref m) if m.contains("disk 3")),
+            "{e}"
+        );
         assert!(b.enter(4, "x").is_ok(), "another disk is not affected");
         drop(held);
         assert_eq!(b.in_flight(3), 0);

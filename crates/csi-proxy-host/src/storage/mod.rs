@@ -233,7 +233,9 @@ impl<B: StorageBackend> Storage<B> {
 
     /// Runs `f` as the one operation `op` of volume `v`.
     fn on_volume(&self, v: &VolumeId, op: Operation, f: impl FnOnce() -> Result<()>) -> Result<()> {
-        let _permit = self.budget.enter(self.backend.volume_disk(v)?, &op.to_string())?;
+        let _permit = self
+            .budget
+            .enter(self.backend.volume_disk(v)?, &op.to_string())?;
         self.ops.run(Target::Volume(v.clone()), op, f)
     }
 
@@ -245,7 +247,12 @@ impl<B: StorageBackend> Storage<B> {
     }
 
     /// [`Storage::reading_disk`] for the disk of volume `v`.
-    fn reading_volume<T>(&self, v: &VolumeId, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    fn reading_volume<T>(
+        &self,
+        v: &VolumeId,
+        what: &str,
+        f: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
         let _permit = self.budget.enter(self.backend.volume_disk(v)?, what)?;
         f()
     }
@@ -447,9 +454,8 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
     ) -> Result<volume::IsVolumeFormattedResponse> {
         let v = volume_id(&req.volume_id)?;
         Ok(volume::IsVolumeFormattedResponse {
-            formatted: self.reading_volume(&v, "IsVolumeFormatted", || {
-                self.backend.is_formatted(&v)
-            })?,
+            formatted: self
+                .reading_volume(&v, "IsVolumeFormatted", || self.backend.is_formatted(&v))?,
         })
     }
     fn format_volume(

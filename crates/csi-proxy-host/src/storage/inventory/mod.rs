@@ -45,8 +45,8 @@ pub use snapshot::Snapshot;
 
 use crate::inline;
 use crate::storage::VolumeId;
-use crate::Result;
 use crate::Error;
+use crate::Result;
 use reader::{Read, Readers};
 use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
@@ -525,7 +525,9 @@ impl<'a, S: Scan, E: EventSource<Key = S::Key>> View<'a, S, E> {
     }
 
     fn state(&self) -> &Inner<S::Key, S::Disk, E> {
-        self.inner.as_ref().expect("a view holds the lock between reads")
+        self.inner
+            .as_ref()
+            .expect("a view holds the lock between reads")
     }
 
     fn rescan(&mut self) -> Result<()> {
@@ -545,11 +547,7 @@ impl<'a, S: Scan, E: EventSource<Key = S::Key>> View<'a, S, E> {
                 None
             } else {
                 FULL_SCANS.fetch_add(1, Ordering::Relaxed);
-                Some(
-                    self.inv
-                        .full_scan()
-                        .map(|f| self.swap_full(seq_before, f)),
-                )
+                Some(self.inv.full_scan().map(|f| self.swap_full(seq_before, f)))
             }
         };
         self.rescanned = true;
@@ -629,7 +627,10 @@ impl<'a, S: Scan, E: EventSource<Key = S::Key>> View<'a, S, E> {
             DISK_SCANS.fetch_add(1, Ordering::Relaxed);
             let scan = self.inv.scan.clone();
             let k = key.clone();
-            let read = self.inv.readers.run(Some(key.clone()), timeout, move || scan.scan_one(&k));
+            let read = self
+                .inv
+                .readers
+                .run(Some(key.clone()), timeout, move || scan.scan_one(&k));
             let g = self.guard();
             match read {
                 Read::Done(Ok(found)) => {

@@ -87,17 +87,30 @@ fn a_hung_disk_is_unavailable_and_the_others_answer() {
     let t = Instant::now();
     let e = inv.view().unwrap().volume(&id(99)).unwrap_err();
     assert!(t.elapsed() < TIMEOUT * 3, "{:?}", t.elapsed());
-    assert!(matches!(e, Error::Unavailable(ref m) if m.contains("sdb")), "{e}");
+    assert!(
+        matches!(e, Error::Unavailable(ref m) if m.contains("sdb")),
+        "{e}"
+    );
     // Its own calls: Unavailable naming it, at once.
     let t = Instant::now();
     let e = inv.view().unwrap().disk(2).err().expect("unavailable");
-    assert!(matches!(e, Error::Unavailable(ref m) if m.contains("disk 2") && m.contains("sdb")), "{e}");
-    assert!(matches!(inv.view().unwrap().volume(&id(22)), Err(Error::Unavailable(_))));
+    assert!(
+        matches!(e, Error::Unavailable(ref m) if m.contains("disk 2") && m.contains("sdb")),
+        "{e}"
+    );
+    assert!(matches!(
+        inv.view().unwrap().volume(&id(22)),
+        Err(Error::Unavailable(_))
+    ));
     assert!(t.elapsed() < TIMEOUT);
     // Every other disk answers from what is known.
     assert_eq!(inv.view().unwrap().disk(1).unwrap(), Some(&1));
     assert_eq!(inv.view().unwrap().volume(&id(11)).unwrap()[0].disk, 1);
-    assert_eq!(inv.view().unwrap().disks().count(), 2, "listed as last known");
+    assert_eq!(
+        inv.view().unwrap().disks().count(),
+        2,
+        "listed as last known"
+    );
     // However many scans: at most DISK_THREADS threads for it.
     for _ in 0..10 {
         let _ = inv.view().unwrap().volume(&id(98));

@@ -470,7 +470,10 @@ fn a_disk_whose_reads_hang_holds_up_no_other_call() {
     // Its own calls: Unavailable naming it, at once.
     let t = Instant::now();
     let e = s.disk_size(0).unwrap_err();
-    assert!(matches!(e, Error::Unavailable(ref m) if m.contains("disk 0")), "{e}");
+    assert!(
+        matches!(e, Error::Unavailable(ref m) if m.contains("disk 0")),
+        "{e}"
+    );
     // Other calls answer, without waiting for the read timeout.
     for _ in 0..5 {
         s.disk_ids().unwrap();
