@@ -42,9 +42,11 @@ impl Drop for Cleanup {
     }
 }
 
-fn attach(file: &Path) -> (String, u32) {
+fn attach(file: &Path, direct: bool) -> (String, u32) {
     let out = Command::new("losetup")
         .args(["-f", "--show", "-P"])
+        // The hung disk's reads bypass the page cache of the FUSE file.
+        .args(direct.then_some("--direct-io=on"))
         .arg(file)
         .output()
         .unwrap();
@@ -108,9 +110,9 @@ pub fn run(dir: &Path) {
         .unwrap()
         .set_len(128 << 20)
         .unwrap();
-    let (hdev, healthy) = attach(&healthy_img);
+    let (hdev, healthy) = attach(&healthy_img, false);
     c.devs.push(hdev);
-    let (sdev, stuck) = attach(&mnt.join("disk.img"));
+    let (sdev, stuck) = attach(&mnt.join("disk.img"), true);
     c.devs.push(sdev.clone());
 
     let kubelet = dir.join("stuck-kubelet");
@@ -142,9 +144,9 @@ pub fn run(dir: &Path) {
         .unwrap();
     rt.block_on(async {
         let cl = Client::builder().socket_dir(&sock).build().unwrap();
-        let mut d = cl.connect_disk_v1().await.unwrap();
+        let d = cl.connect_disk_v1().await.unwrap();
         let mut v = cl.connect_volume_v2alpha1().await.unwrap();
-        let mut vol = |n: u32| {
+        let vol = |n: u32| {
             let mut d = d.clone();
             let mut v = v.clone();
             async move {
@@ -164,7 +166,7 @@ pub fn run(dir: &Path) {
         };
         let id = vol(healthy).await;
         vol(stuck).await;
-        let mut time_formats = |v: &mut crate::format::VolumeClient| {
+        let time_formats = |v: &mut crate::format::VolumeClient| {
             let (mut v, id) = (v.clone(), id.clone());
             async move {
                 let mut t = Vec::new();
@@ -191,25 +193,35 @@ pub fn run(dir: &Path) {
         let prober = {
             let (mut v, stop) = (v.clone(), stop.clone());
             tokio::spawn(async move {
-                let mut i = 0u32;
+                let (mut i, mut unavailable, mut slowest) = (0u32, 0u32, Duration::ZERO);
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     i += 1;
-                    let _ = v
+                    let t = Instant::now();
+                    let r = v
                         .get_disk_number_from_volume_id(vl::GetDiskNumberFromVolumeIdRequest {
                             volume_id: format!(
                                 "\\\\?\\Volume{{{i:08x}-dead-4bee-8f00-000000000000}}\\"
                             ),
                         })
                         .await;
+                    slowest = slowest.max(t.elapsed());
+                    if r.is_err_and(|s| s.code() == tonic::Code::Unavailable) {
+                        unavailable += 1;
+                    }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
+                (i, unavailable, slowest)
             })
         };
         tokio::time::sleep(Duration::from_millis(300)).await;
         let hung = median(time_formats(&mut v).await);
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let _ = std::fs::remove_file(&marker);
-        let _ = prober.await;
+        let (probes, unavailable, slowest) = prober.await.unwrap();
+        println!(
+            "unknown-id probes while hung: {probes}, {unavailable} answered Unavailable, slowest {:.2} s",
+            slowest.as_secs_f64()
+        );
         println!("stuck neighbour: FormatVolume of one 128 MiB loop disk (ext4), median of {formats}, in s");
         println!(
             "{:<28} {:>10}\n{:<28} {:>10.3}\n{:<28} {:>10.3}\n{:<28} {:>9.2}x",
