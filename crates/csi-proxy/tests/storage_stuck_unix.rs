@@ -233,7 +233,7 @@ fn summary(rounds: &[Round]) -> std::collections::BTreeMap<&'static str, (Durati
 }
 
 fn random_id() -> String {
-    let n = std::process::id() as u128 * 0x9e37_79b9_7f4a_7c15 ^ rand_dir() as u128;
+    let n = (std::process::id() as u128 * 0x9e37_79b9_7f4a_7c15) ^ rand_dir() as u128;
     let g = format!("{:032x}", n.wrapping_mul(0x2545_f491_4f6c_dd1d));
     format!(
         "\\\\?\\Volume{{{}-{}-{}-{}-{}}}\\",

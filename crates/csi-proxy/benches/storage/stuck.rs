@@ -80,7 +80,10 @@ pub fn run(dir: &Path) {
     let bin = std::env::var("CSI_PROXY_BIN")
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_csi-proxy").to_string());
     let back = dir.join("stuck-back.img");
-    std::fs::File::create(&back).unwrap().set_len(64 << 20).unwrap();
+    std::fs::File::create(&back)
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
     let mnt = dir.join("stuck-fuse");
     std::fs::create_dir_all(&mnt).unwrap();
     let marker = dir.join("stuck-hang");

@@ -497,12 +497,15 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
     }
 }
 
+/// The inventory's lock, held.
+type Guard<'a, S, E> = MutexGuard<'a, Inner<<S as Scan>::Key, <S as Scan>::Disk, E>>;
+
 /// The inventory for one call, with every queued change applied. It holds
 /// the inventory lock while the call reads it, and lets it go whenever a
 /// disk must be read.
 pub struct View<'a, S: Scan, E> {
     inv: &'a Inventory<S, E>,
-    inner: Option<MutexGuard<'a, Inner<S::Key, S::Disk, E>>>,
+    inner: Option<Guard<'a, S, E>>,
     /// A full scan happened in this view: an unknown id stays unknown.
     rescanned: bool,
     fallback_interval: Duration,
@@ -517,7 +520,7 @@ fn unresponsive_disk(number: u32, key: &dyn std::fmt::Debug, since: Instant) -> 
 }
 
 impl<'a, S: Scan, E: EventSource<Key = S::Key>> View<'a, S, E> {
-    fn guard(&mut self) -> &mut MutexGuard<'a, Inner<S::Key, S::Disk, E>> {
+    fn guard(&mut self) -> &mut Guard<'a, S, E> {
         if self.inner.is_none() {
             self.inner = Some(self.inv.lock());
         }

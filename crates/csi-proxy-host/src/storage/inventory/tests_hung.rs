@@ -93,7 +93,7 @@ fn a_hung_disk_is_unavailable_and_the_others_answer() {
     );
     // Its own calls: Unavailable naming it, at once.
     let t = Instant::now();
-    let e = inv.view().unwrap().disk(2).err().expect("unavailable");
+    let e = inv.view().unwrap().disk(2).expect_err("unavailable");
     assert!(
         matches!(e, Error::Unavailable(ref m) if m.contains("disk 2") && m.contains("sdb")),
         "{e}"
