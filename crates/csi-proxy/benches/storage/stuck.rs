@@ -216,7 +216,24 @@ pub fn run(dir: &Path) {
                 (i, unavailable, slowest)
             })
         };
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Timed once the hung disk is found out (an unknown id answers
+        // Unavailable), then while the prober goes on scanning.
+        let marked = Instant::now();
+        loop {
+            let r = v
+                .get_disk_number_from_volume_id(vl::GetDiskNumberFromVolumeIdRequest {
+                    volume_id: "\\\\?\\Volume{0badf00d-dead-4bee-8f00-000000000001}\\".into(),
+                })
+                .await;
+            if r.is_err_and(|s| s.code() == tonic::Code::Unavailable) {
+                break;
+            }
+            if marked.elapsed() > Duration::from_secs(20) {
+                println!("stuck neighbour: the hung disk was never reported Unavailable");
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         let hung = median(time_formats(&mut v).await);
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let _ = std::fs::remove_file(&marker);
