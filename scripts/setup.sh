@@ -49,7 +49,8 @@ system32="$WINEPREFIX/drive_c/windows/system32"
 # gcc/libc6-dev: linker for the Linux target; mingw: linker for the Windows
 # target and the shim; wine/wine64/libwine: runs the Windows test binaries;
 # e2fsprogs/xfsprogs/util-linux: mkfs, resize2fs, xfs_growfs, losetup for the
-# Linux storage backend and its tests;
+# Linux storage backend and its tests; python3-fusepy: the FUSE file whose
+# reads hang in crates/csi-proxy/tests/storage_stuck_unix.rs;
 # golang-go and Debian's packaged grpc-go (with x/net for HTTP/2 framing, x/sys
 # for named pipes), built in GOPATH mode from /usr/share/gocode: the real Go
 # client of crates/csi-proxy/tests/go_client.rs (compat/go); golang-go is the
@@ -66,7 +67,7 @@ apt_packages=(
     gcc libc6-dev
     gcc-mingw-w64-x86-64 binutils-mingw-w64-x86-64
     wine wine64 libwine
-    e2fsprogs xfsprogs util-linux
+    e2fsprogs xfsprogs util-linux python3-fusepy
     golang-go golang-google-grpc-dev golang-golang-x-net-dev golang-golang-x-sys-dev
     python3-venv systemd dbus-daemon
     open-iscsi tgt

@@ -38,6 +38,10 @@ pub enum Error {
     /// operation itself goes on; a retry joins it or finds it done).
     #[error("{0}")]
     DeadlineExceeded(String),
+    /// The object is there but does not answer now (a disk whose reads
+    /// hang): retry later; nothing else waits for it.
+    #[error("{0}")]
+    Unavailable(String),
     /// An unexpected failure of the host.
     #[error("{0}")]
     Internal(String),
@@ -65,6 +69,7 @@ impl Clone for Error {
             Error::Unimplemented(m) => Error::Unimplemented(m.clone()),
             Error::Aborted(m) => Error::Aborted(m.clone()),
             Error::DeadlineExceeded(m) => Error::DeadlineExceeded(m.clone()),
+            Error::Unavailable(m) => Error::Unavailable(m.clone()),
             Error::Internal(m) => Error::Internal(m.clone()),
             Error::Io { op, path, source } => Error::Io {
                 op,

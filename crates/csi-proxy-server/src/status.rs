@@ -65,6 +65,7 @@ pub fn from_host(err: Error) -> Status {
         Error::Unimplemented(_) => Code::Unimplemented,
         Error::Aborted(_) => Code::Aborted,
         Error::DeadlineExceeded(_) => Code::DeadlineExceeded,
+        Error::Unavailable(_) => Code::Unavailable,
         Error::Internal(_) => Code::Internal,
         Error::Io { source, .. } if out_of_descriptors(source) => Code::ResourceExhausted,
         Error::Io { source, .. } => io_code(source.kind()),

@@ -17,6 +17,7 @@
 //! worker thread where Windows has no other API) and [`fake::FakeStorage`]
 //! (an in-memory model for tests of the layers above).
 
+pub mod budget;
 pub mod content;
 pub mod fake;
 pub mod inventory;
@@ -194,6 +195,7 @@ pub struct Storage<B> {
     fs: Arc<Confined>,
     backend: B,
     ops: Operations,
+    budget: budget::DiskBudget,
 }
 
 impl<B: StorageBackend> Storage<B> {
@@ -210,6 +212,7 @@ impl<B: StorageBackend> Storage<B> {
             fs,
             backend,
             ops: Operations::new(),
+            budget: budget::DiskBudget::default(),
         }
     }
 
@@ -225,12 +228,39 @@ impl<B: StorageBackend> Storage<B> {
 
     /// Runs `f` as the one operation `op` of disk `n`.
     fn on_disk(&self, n: u32, op: Operation, f: impl FnOnce() -> Result<()>) -> Result<()> {
+        let _permit = self.budget.enter(n, &op.to_string())?;
         self.ops.run(Target::Disk(n), op, f)
     }
 
     /// Runs `f` as the one operation `op` of volume `v`.
     fn on_volume(&self, v: &VolumeId, op: Operation, f: impl FnOnce() -> Result<()>) -> Result<()> {
+        let _permit = self
+            .budget
+            .enter(self.backend.volume_disk(v)?, &op.to_string())?;
         self.ops.run(Target::Volume(v.clone()), op, f)
+    }
+
+    /// Runs `f`, a call that does I/O on disk `n`, within the disk's
+    /// budget of calls in flight ([`budget`]).
+    fn reading_disk<T>(&self, n: u32, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let _permit = self.budget.enter(n, what)?;
+        f()
+    }
+
+    /// [`Storage::reading_disk`] for the disk of volume `v`.
+    fn reading_volume<T>(
+        &self,
+        v: &VolumeId,
+        what: &str,
+        f: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        let _permit = self.budget.enter(self.backend.volume_disk(v)?, what)?;
+        f()
+    }
+
+    /// Calls in flight on disk `n` (tests).
+    pub fn calls_in_flight(&self, n: u32) -> usize {
+        self.budget.in_flight(n)
     }
 
     /// A target path for a mount or unmount: inside the roots, never a root
@@ -321,7 +351,11 @@ impl<B: StorageBackend> DiskApi for Storage<B> {
         req: disk::IsDiskInitializedRequest,
     ) -> Result<disk::IsDiskInitializedResponse> {
         Ok(disk::IsDiskInitializedResponse {
-            initialized: self.backend.disk_layout(req.disk_number)?.initialized,
+            initialized: self
+                .reading_disk(req.disk_number, "IsDiskInitialized", || {
+                    self.backend.disk_layout(req.disk_number)
+                })?
+                .initialized,
         })
     }
     fn initialize_disk(
@@ -339,7 +373,11 @@ impl<B: StorageBackend> DiskApi for Storage<B> {
         req: disk::BasicPartitionsExistRequest,
     ) -> Result<disk::BasicPartitionsExistResponse> {
         Ok(disk::BasicPartitionsExistResponse {
-            exist: self.backend.disk_layout(req.disk_number)?.has_data,
+            exist: self
+                .reading_disk(req.disk_number, "BasicPartitionsExist", || {
+                    self.backend.disk_layout(req.disk_number)
+                })?
+                .has_data,
         })
     }
     fn create_basic_partition(
@@ -434,7 +472,8 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
     ) -> Result<volume::IsVolumeFormattedResponse> {
         let v = volume_id(&req.volume_id)?;
         Ok(volume::IsVolumeFormattedResponse {
-            formatted: self.backend.is_formatted(&v)?,
+            formatted: self
+                .reading_volume(&v, "IsVolumeFormatted", || self.backend.is_formatted(&v))?,
         })
     }
     fn format_volume(
@@ -476,7 +515,7 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
         req: volume::GetVolumeStatsRequest,
     ) -> Result<volume::GetVolumeStatsResponse> {
         let v = volume_id(&req.volume_id)?;
-        let s = self.backend.volume_stats(&v)?;
+        let s = self.reading_volume(&v, "GetVolumeStats", || self.backend.volume_stats(&v))?;
         Ok(volume::GetVolumeStatsResponse {
             total_bytes: size_i64(s.total_bytes),
             used_bytes: size_i64(s.used_bytes),
@@ -524,7 +563,7 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
         req: volume::WriteVolumeCacheRequest,
     ) -> Result<volume::WriteVolumeCacheResponse> {
         let v = volume_id(&req.volume_id)?;
-        self.backend.flush(&v)?;
+        self.reading_volume(&v, "WriteVolumeCache", || self.backend.flush(&v))?;
         Ok(volume::WriteVolumeCacheResponse {})
     }
 }

@@ -133,12 +133,14 @@ fn hostile_target_paths_never_reach_the_backend() {
             "{e}"
         );
     }
-    assert_eq!(
-        s.backend().calls().len(),
-        before,
-        "{:?}",
-        s.backend().calls()
-    );
+    // Only lookups of the volume's disk (for its budget of calls in
+    // flight, `storage::budget`) may have reached the backend.
+    let calls = s.backend().calls();
+    let acting: Vec<_> = calls[before..]
+        .iter()
+        .filter(|c| !c.starts_with("volume_disk "))
+        .collect();
+    assert!(acting.is_empty(), "{acting:?}");
     assert!(s.backend().mounts().is_empty());
 }
 

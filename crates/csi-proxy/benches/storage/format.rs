@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub type VolumeClient = vl::volume_client::VolumeClient<csi_proxy_client::ProxyChannel>;
+
 const THROTTLE: &str = "/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device";
 
 struct Disks {

@@ -6,14 +6,17 @@
 //! (it logs its count on shutdown).
 //!
 //! Then the format case (`format.rs`): 16 disks formatted by 16 clients at
-//! once against one after the other.
+//! once against one after the other; and the stuck neighbour (`stuck.rs`):
+//! a format while another disk's reads hang, against the format alone.
 //!
 //! Run as root: `cargo bench -p csi-proxy --bench storage`
 //! (CALLS=n calls per method, default 2000; DISKS=n, default 16;
-//! ONLY=reads or ONLY=format for one part).
+//! ONLY=reads, ONLY=format or ONLY=stuck for one part).
 
 #[cfg(target_os = "linux")]
 mod format;
+#[cfg(target_os = "linux")]
+mod stuck;
 
 #[cfg(target_os = "linux")]
 fn main() {
@@ -112,12 +115,16 @@ mod linux {
             return;
         }
         let only = std::env::var("ONLY").unwrap_or_default();
-        if only != "format" {
+        if only.is_empty() || only == "reads" {
             reads();
         }
-        if only != "reads" {
+        if only.is_empty() || only == "format" {
             let dir = tempfile::tempdir().unwrap();
             crate::format::run(dir.path());
+        }
+        if only.is_empty() || only == "stuck" {
+            let dir = tempfile::tempdir().unwrap();
+            crate::stuck::run(dir.path());
         }
     }
 

@@ -36,18 +36,25 @@
 pub mod netlink;
 #[cfg(windows)]
 pub mod notify;
+pub mod reader;
 mod snapshot;
 pub mod uevent;
+mod view;
 
+pub use reader::{DISK_THREADS, READ_TIMEOUT};
 pub use snapshot::Snapshot;
+use view::unresponsive_disk;
+pub use view::View;
 
 use crate::inline;
 use crate::storage::VolumeId;
+use crate::Error;
 use crate::Result;
-use std::collections::BTreeSet;
+use reader::{Read, Readers};
+use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 /// The shortest time between two full scans for an unknown id or number.
@@ -84,11 +91,18 @@ pub struct Scanned<K, D> {
     pub volumes: Vec<DiskVolume>,
 }
 
-/// How a backend reads its disks.
-pub trait Scan: Send + Sync {
-    type Key: Ord + Clone + std::fmt::Debug + Send;
-    type Disk: Send;
-    /// Every disk of the host.
+/// How a backend reads its disks. Reads run on threads of their own
+/// ([`reader`]), bounded in time.
+pub trait Scan: Send + Sync + 'static {
+    type Key: Ord + Clone + std::fmt::Debug + Send + 'static;
+    type Disk: Send + 'static;
+    /// The keys of every disk, read without asking any device (Linux:
+    /// `/sys/block`); a full scan then reads each with [`Scan::scan_one`].
+    /// `None`: the backend scans only in full ([`Scan::scan_all`]).
+    fn keys(&self) -> Option<Result<Vec<Self::Key>>> {
+        None
+    }
+    /// Every disk of the host (when [`Scan::keys`] is `None`).
     fn scan_all(&self) -> Result<Vec<Scanned<Self::Key, Self::Disk>>>;
     /// The disk `key` now; `None` when it is gone (or is not listed, like a
     /// detached loop device). An error makes the inventory scan everything.
@@ -214,13 +228,40 @@ struct Inner<K, D, E> {
     generation: u64,
     /// When the last full scan finished.
     last_full_scan: Option<Instant>,
+    /// Full scans finished (a caller that waited for another's scan
+    /// does not make one more).
+    full_scans: u64,
+    /// Bumped at every swap of one disk; `swapped` says when each disk was
+    /// last swapped, so that a full scan that read a disk before a newer
+    /// single-disk read does not put the older state back.
+    seq: u64,
+    swapped: BTreeMap<K, u64>,
+    /// Reads of pending changes in progress (calls that start meanwhile
+    /// wait for them, bounded by the read timeout).
+    applying: usize,
+    /// Disks whose last read did not return in time, and since when.
+    unresponsive: BTreeMap<K, Instant>,
 }
 
 /// The inventory of one backend.
 pub struct Inventory<S: Scan, E> {
-    scan: S,
+    scan: Arc<S>,
     inner: Mutex<Inner<S::Key, S::Disk, E>>,
+    applied: Condvar,
+    /// Held by a full scan (outside `inner`): scans do not overlap.
+    scanning: Mutex<()>,
+    readers: Arc<Readers<S::Key>>,
     fallback_interval: Duration,
+    read_timeout: Duration,
+}
+
+/// What a full scan found.
+struct FullScan<K, D> {
+    disks: Vec<Scanned<K, D>>,
+    /// Disks that did not answer in time.
+    unresponsive: Vec<K>,
+    /// The scan itself did not finish (a backend that scans only in full).
+    incomplete: bool,
 }
 
 impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
@@ -230,7 +271,7 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
     /// happens between now and the first scan is missed.
     pub fn new(scan: S, events: Option<E>) -> Self {
         Inventory {
-            scan,
+            scan: Arc::new(scan),
             inner: Mutex::new(Inner {
                 events,
                 snap: Snapshot::default(),
@@ -238,8 +279,17 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
                 stash: Pending::Nothing,
                 generation: 0,
                 last_full_scan: None,
+                full_scans: 0,
+                seq: 0,
+                swapped: BTreeMap::new(),
+                applying: 0,
+                unresponsive: BTreeMap::new(),
             }),
+            applied: Condvar::new(),
+            scanning: Mutex::new(()),
+            readers: Arc::new(Readers::default()),
             fallback_interval: FALLBACK_INTERVAL,
+            read_timeout: READ_TIMEOUT,
         }
     }
 
@@ -249,9 +299,21 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
         self
     }
 
+    /// Changes how long one disk's read may take (tests).
+    pub fn with_read_timeout(mut self, timeout: Duration) -> Self {
+        self.read_timeout = timeout;
+        self
+    }
+
     /// The scanner.
     pub fn scanner(&self) -> &S {
         &self.scan
+    }
+
+    /// Threads still reading disk `key` (stuck ones included; at most
+    /// [`DISK_THREADS`]).
+    pub fn reads_in_flight(&self, key: &S::Key) -> usize {
+        self.readers.in_flight(Some(key))
     }
 
     /// Whether changes are followed through events (else every call scans
@@ -264,8 +326,10 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The inventory with every queued change applied, locked for one call.
-    /// In an inline attempt, "would block" unless that needs no I/O.
+    /// The inventory with every queued change applied, for one call. The
+    /// lock is held only to copy or swap state: every read of a disk runs
+    /// outside it, on a thread of its own, bounded by the read timeout. In
+    /// an inline attempt, "would block" unless that needs no I/O.
     pub fn view(&self) -> Result<View<'_, S, E>> {
         VIEWS.fetch_add(1, Ordering::Relaxed);
         let inline = inline::active();
@@ -280,12 +344,36 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
         } else {
             self.lock()
         };
+        // Another call is reading changes announced before this one
+        // started: wait for it (bounded: its reads are).
+        if inner.applying > 0 {
+            if inline {
+                return Err(inline::would_block("the disk inventory is reading changes"));
+            }
+            let limit = Instant::now() + self.read_timeout * 2;
+            while inner.applying > 0 && Instant::now() < limit {
+                let left = limit.saturating_duration_since(Instant::now());
+                inner = self
+                    .applied
+                    .wait_timeout(inner, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
         let from_events = match &mut inner.events {
             Some(e) => e.drain(),
             None => Pending::Unknown,
         };
+        // Reads left behind that returned since: read those disks again.
+        let mut late = Pending::Nothing;
+        for k in self.readers.take_late() {
+            late = late.merge(match k {
+                Some(k) => Pending::Keys(BTreeSet::from([k])),
+                None => Pending::Unknown,
+            });
+        }
         let stash = std::mem::replace(&mut inner.stash, Pending::Nothing);
-        let pending = from_events.merge(stash);
+        let pending = from_events.merge(stash).merge(late);
         let valid = inner.valid;
         if inline && (!valid || pending != Pending::Nothing) {
             inner.stash = pending;
@@ -293,23 +381,32 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
                 "the disk inventory has changes to read",
             ));
         }
+        let applying = pending != Pending::Nothing || !valid;
+        if applying {
+            inner.applying += 1;
+        }
         let mut view = View {
-            scan: &self.scan,
-            inner,
+            inv: self,
+            inner: Some(inner),
             rescanned: false,
             fallback_interval: self.fallback_interval,
         };
-        match pending {
+        let r = match pending {
             Pending::Lost(why) => {
                 LOST.fetch_add(1, Ordering::Relaxed);
                 tracing::info!("device events were lost ({why}); scanning every disk");
-                view.rescan()?;
+                view.rescan()
             }
-            _ if !valid => view.rescan()?,
-            Pending::Unknown => view.rescan()?,
-            Pending::Keys(keys) => view.refresh(keys)?,
-            Pending::Nothing => {}
+            _ if !valid => view.rescan(),
+            Pending::Unknown => view.rescan(),
+            Pending::Keys(keys) => view.refresh(keys),
+            Pending::Nothing => Ok(()),
+        };
+        if applying {
+            view.guard().applying -= 1;
+            self.applied.notify_all();
         }
+        r?;
         Ok(view)
     }
 
@@ -321,134 +418,89 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
         inner.stash = stash.merge(Pending::Keys(BTreeSet::from([key])));
     }
 
+    /// Runs `read`, a read of disk `key` that may ask the device (its
+    /// identifiers), on a thread of its own within the disk's budget,
+    /// waiting at most the read timeout. A read that does not return in
+    /// time marks the disk unresponsive: [`Error::Unavailable`].
+    pub fn read_disk<T: Send + 'static>(
+        &self,
+        key: &S::Key,
+        read: impl FnOnce() -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        match self.readers.run(Some(key.clone()), self.read_timeout, read) {
+            Read::Done(r) => r,
+            Read::Unresponsive => {
+                let since = *self
+                    .lock()
+                    .unresponsive
+                    .entry(key.clone())
+                    .or_insert_with(Instant::now);
+                Err(Error::Unavailable(format!(
+                    "disk {key:?} is not answering: a read of it has not returned for {} s; retry later",
+                    since.elapsed().as_secs()
+                )))
+            }
+        }
+    }
+
+    /// [`Error::Unavailable`] if disk `key` (number `number`) did not
+    /// answer its last read; nothing is read or scanned.
+    pub fn responsive(&self, key: &S::Key, number: u32) -> Result<()> {
+        match self.lock().unresponsive.get(key) {
+            Some(since) => Err(unresponsive_disk(number, key, *since)),
+            None => Ok(()),
+        }
+    }
+
     /// Makes the next call scan everything (the Rescan call).
     pub fn invalidate(&self) {
         self.lock().valid = false;
     }
-}
 
-/// The inventory locked for one call, with every queued change applied.
-pub struct View<'a, S: Scan, E> {
-    scan: &'a S,
-    inner: MutexGuard<'a, Inner<S::Key, S::Disk, E>>,
-    /// A full scan happened in this view: an unknown id stays unknown.
-    rescanned: bool,
-    fallback_interval: Duration,
-}
-
-impl<S: Scan, E> View<'_, S, E> {
-    fn rescan(&mut self) -> Result<()> {
-        if inline::active() {
-            return Err(inline::would_block("a full scan of the disks"));
-        }
-        FULL_SCANS.fetch_add(1, Ordering::Relaxed);
-        self.inner.valid = false;
-        let all = self.scan.scan_all()?;
-        self.inner.snap = Snapshot::from_scan(all);
-        self.inner.valid = true;
-        self.inner.last_full_scan = Some(Instant::now());
-        self.inner.generation = next_generation();
-        self.rescanned = true;
-        Ok(())
-    }
-
-    fn refresh(&mut self, keys: BTreeSet<S::Key>) -> Result<()> {
-        for key in keys {
-            DISK_SCANS.fetch_add(1, Ordering::Relaxed);
-            match self.scan.scan_one(&key) {
-                Ok(Some(d)) => self.inner.snap.insert(d),
-                Ok(None) => self.inner.snap.remove(&key),
-                Err(e) => {
-                    tracing::info!(disk = ?key, error = %e, "scanning one disk failed; scanning every disk");
-                    return self.rescan();
+    /// Reads every disk, outside the inventory lock: disk by disk, each on
+    /// its own thread, all bounded by one deadline; a backend that scans
+    /// only in full runs its scan on one thread under the same bound.
+    fn full_scan(&self) -> Result<FullScan<S::Key, S::Disk>> {
+        let timeout = self.read_timeout;
+        let Some(keys) = self.scan.keys() else {
+            let scan = self.scan.clone();
+            return match self.readers.run(None, timeout, move || scan.scan_all()) {
+                Read::Done(r) => r.map(|disks| FullScan {
+                    disks,
+                    unresponsive: Vec::new(),
+                    incomplete: false,
+                }),
+                Read::Unresponsive => Ok(FullScan {
+                    disks: Vec::new(),
+                    unresponsive: Vec::new(),
+                    incomplete: true,
+                }),
+            };
+        };
+        let scan = self.scan.clone();
+        let mut out = FullScan {
+            disks: Vec::new(),
+            unresponsive: Vec::new(),
+            incomplete: false,
+        };
+        for (k, r) in self
+            .readers
+            .run_all(keys?, timeout, move |k| scan.scan_one(k))
+        {
+            match r {
+                Read::Done(Ok(Some(d))) => out.disks.push(d),
+                Read::Done(Ok(None)) => {}
+                Read::Done(Err(e)) => {
+                    tracing::debug!(disk = ?k, error = %e, "skipping unreadable block device");
                 }
+                Read::Unresponsive => out.unresponsive.push(k),
             }
         }
-        self.inner.generation = next_generation();
-        Ok(())
-    }
-
-    /// The snapshot, as it is (no fallback scan).
-    pub fn snapshot(&self) -> &Snapshot<S::Key, S::Disk> {
-        &self.inner.snap
-    }
-
-    /// Changes whenever the snapshot changes, and is never the same for
-    /// two states in this process (to key caches derived from it: encoded
-    /// list answers, the Windows disk locations).
-    pub fn generation(&self) -> u64 {
-        self.inner.generation
-    }
-
-    /// Every disk, by ascending number.
-    pub fn disks(&self) -> impl Iterator<Item = (u32, &S::Disk)> {
-        self.inner.snap.disks()
-    }
-
-    /// Whether an unknown id may make a full scan now.
-    fn may_fall_back(&self) -> bool {
-        !self.rescanned
-            && self
-                .inner
-                .last_full_scan
-                .is_none_or(|t| t.elapsed() >= self.fallback_interval)
-    }
-
-    /// Makes sure a disk number is known if it exists: an unknown number
-    /// makes a full scan (see [`FALLBACK_INTERVAL`]). Returns whether it is
-    /// known.
-    pub fn knows_disk(&mut self, number: u32) -> Result<bool> {
-        if self.inner.snap.disk(number).is_none() && self.may_fall_back() {
-            self.rescan()?;
-        }
-        Ok(self.inner.snap.disk(number).is_some())
-    }
-
-    /// The disk with this number (a full scan first if it is unknown).
-    pub fn disk(&mut self, number: u32) -> Result<Option<&S::Disk>> {
-        self.knows_disk(number)?;
-        Ok(self.inner.snap.disk(number))
-    }
-
-    /// The key of a known disk.
-    pub fn key(&self, number: u32) -> Option<&S::Key> {
-        self.inner.snap.key(number)
-    }
-
-    /// The volumes of a disk (a full scan first if the disk is unknown);
-    /// `None` when there is no such disk.
-    pub fn volumes_on(&mut self, number: u32) -> Result<Option<&[DiskVolume]>> {
-        self.knows_disk(number)?;
-        Ok(self.inner.snap.volumes_on(number))
-    }
-
-    /// Every place the volume id is seen (a full scan first if it is seen
-    /// nowhere, see [`FALLBACK_INTERVAL`]); empty when it does not exist.
-    pub fn volume(&mut self, id: &VolumeId) -> Result<Vec<Placement>> {
-        if self.inner.snap.places(id).is_empty() && self.may_fall_back() {
-            self.rescan()?;
-        }
-        Ok(self.inner.snap.places(id).to_vec())
-    }
-
-    /// A full scan for something the snapshot does not know (see
-    /// [`FALLBACK_INTERVAL`]); nothing if one is not due.
-    pub fn fall_back(&mut self) -> Result<()> {
-        if self.may_fall_back() {
-            self.rescan()?;
-        }
-        Ok(())
-    }
-
-    /// Forces a full scan now (a changing operation found the snapshot
-    /// stale), unless this view has just made one.
-    pub fn rescan_now(&mut self) -> Result<()> {
-        if self.rescanned {
-            return Ok(());
-        }
-        self.rescan()
+        Ok(out)
     }
 }
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_hung;

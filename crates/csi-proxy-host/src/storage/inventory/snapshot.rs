@@ -72,15 +72,25 @@ impl<K: Ord + Clone + std::fmt::Debug, D> Snapshot<K, D> {
         );
     }
 
+    /// Takes the disk with this key out, as it was scanned.
+    pub fn take(&mut self, key: &K) -> Option<Scanned<K, D>> {
+        self.remove_entry(key).map(|(number, e)| Scanned {
+            key: e.key,
+            number,
+            disk: e.disk,
+            volumes: e.volumes,
+        })
+    }
+
     /// Forgets the disk with this key (a disk that went away).
     pub fn remove(&mut self, key: &K) {
-        let Some(number) = self.numbers.remove(key) else {
-            return;
-        };
-        let Some(entry) = self.disks.remove(&number) else {
-            return;
-        };
-        for v in entry.volumes {
+        self.remove_entry(key);
+    }
+
+    fn remove_entry(&mut self, key: &K) -> Option<(u32, Entry<K, D>)> {
+        let number = self.numbers.remove(key)?;
+        let entry = self.disks.remove(&number)?;
+        for v in &entry.volumes {
             if let Some(places) = self.volumes.get_mut(&v.id) {
                 places.retain(|p| p.disk != number);
                 if places.is_empty() {
@@ -88,6 +98,7 @@ impl<K: Ord + Clone + std::fmt::Debug, D> Snapshot<K, D> {
                 }
             }
         }
+        Some((number, entry))
     }
 
     /// The disk with this number.

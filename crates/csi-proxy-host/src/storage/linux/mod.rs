@@ -438,8 +438,11 @@ impl StorageBackend for LinuxStorage {
         let sysfs = &self.inventory.scanner().sysfs;
         let view = self.view()?;
         ids_ready(&view)?;
+        // A disk that does not answer is listed only if its ids are known
+        // already (reading them may ask the device).
         let ids = view
             .disks()
+            .filter(|(n, d)| d.ids_known() || !view.is_unresponsive(*n))
             .map(|(n, d)| (n, d.ids(sysfs).clone()))
             .collect();
         Ok(ids)
@@ -459,6 +462,7 @@ impl StorageBackend for LinuxStorage {
         ids_ready(&view)?;
         let found = view
             .disks()
+            .filter(|(n, d)| d.ids_known() || !view.is_unresponsive(*n))
             .find(|(_, d)| d.ids(sysfs).page83 == page83)
             .map(|(n, _)| n);
         Ok(found)

@@ -73,6 +73,16 @@ impl Scan for LinuxScan {
     type Key = String;
     type Disk = LinuxDisk;
 
+    /// The names in `/sys/block` (no device is asked): each disk is then
+    /// read on its own, bounded in time.
+    fn keys(&self) -> Option<Result<Vec<String>>> {
+        Some(
+            self.sysfs
+                .names()
+                .map_err(|e| Error::io("read", "/sys/block", e)),
+        )
+    }
+
     fn scan_all(&self) -> Result<Vec<Scanned<String, LinuxDisk>>> {
         let names = self
             .sysfs

@@ -79,6 +79,34 @@ impl Scan for WinScan {
     }
 }
 
+/// A test hook: reads of one disk's identifiers wait while it is set (as
+/// a hung `\\.\PhysicalDriveN` would).
+#[cfg(test)]
+pub(super) mod hang {
+    use std::sync::{Condvar, Mutex};
+
+    #[derive(Default)]
+    pub struct Hang {
+        disk: Mutex<Option<u32>>,
+        released: Condvar,
+    }
+
+    impl Hang {
+        /// Makes reads of disk `n`'s identifiers wait (`None`: release).
+        pub fn set(&self, n: Option<u32>) {
+            *self.disk.lock().unwrap() = n;
+            self.released.notify_all();
+        }
+
+        pub(crate) fn wait(&self, n: u32) {
+            let mut h = self.disk.lock().unwrap();
+            while *h == Some(n) {
+                h = self.released.wait(h).unwrap();
+            }
+        }
+    }
+}
+
 /// The inventory, listening for notifications first.
 pub fn new_inventory() -> WinInventory {
     Inventory::new(WinScan, DeviceEvents::register())
@@ -94,23 +122,42 @@ impl WindowsStorage {
     }
 
     /// The identifiers of every disk, read where not yet known (an inline
-    /// attempt would block instead: they are IOCTLs).
+    /// attempt would block instead: they are IOCTLs). Each disk's read runs
+    /// outside the inventory lock, bounded in time ([`Inventory::read_disk`]);
+    /// a disk that does not answer is left out (and its own calls answer
+    /// `Unavailable`).
     fn with_ids<T>(&self, f: impl FnOnce(Vec<(u32, &DiskIds)>) -> T) -> Result<T> {
-        let view = self.view()?;
-        for (n, d) in view.disks() {
-            if d.ids.get().is_some() {
-                continue;
-            }
-            if inline::active() {
-                return Err(inline::would_block("reading disk identifiers"));
-            }
-            match disk::disk_ids(n) {
-                Ok(ids) => {
-                    let _ = d.ids.set(ids);
-                }
+        let missing: Vec<u32> = {
+            let view = self.view()?;
+            view.disks()
+                .filter(|(n, d)| d.ids.get().is_none() && !view.is_unresponsive(*n))
+                .map(|(n, _)| n)
+                .collect()
+        };
+        if !missing.is_empty() && inline::active() {
+            return Err(inline::would_block("reading disk identifiers"));
+        }
+        let mut read = Vec::new();
+        for n in missing {
+            #[cfg(test)]
+            let hang = self.hang.clone();
+            match self.inventory.read_disk(&n, move || {
+                #[cfg(test)]
+                hang.wait(n);
+                disk::disk_ids(n)
+            }) {
+                Ok(ids) => read.push((n, ids)),
                 // Removed since it was listed: the notification follows.
                 Err(Error::NotFound(_)) => {}
+                // Not answering: answered from what is known.
+                Err(Error::Unavailable(m)) => tracing::warn!("{m}"),
                 Err(e) => return Err(e),
+            }
+        }
+        let view = self.view()?;
+        for (n, ids) in read {
+            if let Some(d) = view.snapshot().disk(n) {
+                let _ = d.ids.set(ids);
             }
         }
         let known = view

@@ -41,6 +41,9 @@ pub struct WindowsStorage {
     locations: inventory::Locations,
     /// What PartitionDisk and FormatVolume may write over.
     overwrite: Overwrite,
+    /// Test hook: reads of one disk's identifiers hang.
+    #[cfg(test)]
+    hang: std::sync::Arc<inventory::hang::Hang>,
 }
 
 impl Default for WindowsStorage {
@@ -59,6 +62,8 @@ impl WindowsStorage {
             inventory: inventory::new_inventory(),
             locations: inventory::Locations::default(),
             overwrite: Overwrite::default(),
+            #[cfg(test)]
+            hang: Default::default(),
         }
     }
 
@@ -155,11 +160,13 @@ impl StorageBackend for WindowsStorage {
 
     fn disk_size(&self, disk: u32) -> Result<u64> {
         device_io("IOCTL_DISK_GET_DRIVE_GEOMETRY_EX")?;
+        self.inventory.responsive(&disk, disk)?;
         disk::disk_size(disk)
     }
 
     fn disk_online(&self, disk: u32) -> Result<bool> {
         device_io("IOCTL_DISK_GET_DISK_ATTRIBUTES")?;
+        self.inventory.responsive(&disk, disk)?;
         disk::disk_online(disk)
     }
 
@@ -178,6 +185,7 @@ impl StorageBackend for WindowsStorage {
     }
 
     fn disk_layout(&self, disk: u32) -> Result<DiskLayout> {
+        self.inventory.responsive(&disk, disk)?;
         drop(disk::open_disk(disk, 0)?);
         stor::disk_layout(&self.wmi, disk)
     }

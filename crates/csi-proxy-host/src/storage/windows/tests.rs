@@ -451,3 +451,54 @@ fn inventory_lists_match_the_ioctls_and_inline_attempts_never_block() {
     // Locations (WMI; none under wine) are the same twice.
     assert_eq!(s.disk_locations().unwrap(), s.disk_locations().unwrap());
 }
+
+/// Under wine: reads of disk 0's identifiers hang (the test hook, as a hung
+/// `\\.\PhysicalDrive0` would). ListDiskIDs answers within the read timeout
+/// from what is known, disk 0's own calls answer `Unavailable` at once,
+/// other calls answer; released, disk 0 answers again.
+#[test]
+fn a_disk_whose_reads_hang_holds_up_no_other_call() {
+    use crate::storage::inventory::{DISK_THREADS, READ_TIMEOUT};
+    use std::time::{Duration, Instant};
+    let s = WindowsStorage::new();
+    assert!(s.disk_size(0).unwrap() > 0);
+    s.hang.set(Some(0));
+    let t = Instant::now();
+    let ids = s.disk_ids().unwrap();
+    assert!(t.elapsed() < READ_TIMEOUT * 2, "{:?}", t.elapsed());
+    assert!(!ids.contains_key(&0), "{ids:?}");
+    // Its own calls: Unavailable naming it, at once.
+    let t = Instant::now();
+    let e = s.disk_size(0).unwrap_err();
+    assert!(
+        matches!(e, Error::Unavailable(ref m) if m.contains("disk 0")),
+        "{e}"
+    );
+    // Other calls answer, without waiting for the read timeout.
+    for _ in 0..5 {
+        s.disk_ids().unwrap();
+        assert!(!s.volumes().unwrap().is_empty());
+        let e = s.volumes_on_disk(4000, None).unwrap_err();
+        assert!(matches!(e, Error::NotFound(_)), "{e}");
+    }
+    assert!(t.elapsed() < READ_TIMEOUT, "{:?}", t.elapsed());
+    assert!(s.inventory.reads_in_flight(&0) <= DISK_THREADS);
+    s.hang.set(None);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match s.disk_size(0) {
+            Ok(n) => {
+                assert!(n > 0);
+                break;
+            }
+            Err(e) if Instant::now() < deadline => {
+                assert!(matches!(e, Error::Unavailable(_)), "{e}");
+                // A view takes the returned read back.
+                let _ = s.disk_ids();
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("disk 0 does not answer after the release: {e}"),
+        }
+    }
+    assert!(s.disk_ids().unwrap().contains_key(&0));
+}

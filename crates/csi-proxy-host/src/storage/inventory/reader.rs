@@ -1,0 +1,212 @@
+//! Bounded device reads: each read of a disk runs on a thread of its own and
+//! its caller waits for it at most a given time.
+//!
+//! A thread stuck in uninterruptible I/O (a loop disk over a frozen file
+//! system, a multipath LUN queueing without a path, a hung virtio disk)
+//! cannot be cancelled. The caller gives up at its deadline and leaves the
+//! thread behind; the reader counts such threads per disk and starts no
+//! new read of a disk that already holds [`DISK_THREADS`] of them, so one
+//! hung disk holds a bounded number of threads whatever the callers do.
+//! When a read left behind finally returns, its disk is reported
+//! ([`Readers::take_late`]) so that the inventory reads it again and
+//! forgets that it was unresponsive.
+
+use crate::{Error, Result};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Reads of one disk that may run at once, stuck ones included.
+pub const DISK_THREADS: usize = 2;
+
+/// How long a read of one disk may take before the disk is taken as
+/// unresponsive.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What a bounded read gave.
+pub enum Read<T> {
+    /// It returned in time.
+    Done(Result<T>),
+    /// It did not return in time (the thread goes on), or the disk already
+    /// holds its budget of threads and no read was started.
+    Unresponsive,
+}
+
+/// Which disk a read is for; `None`: a full scan of a backend that cannot
+/// read disk by disk (one budget for all of them).
+type Slot<K> = Option<K>;
+
+struct State<K> {
+    in_flight: BTreeMap<Slot<K>, usize>,
+    late: BTreeSet<Slot<K>>,
+}
+
+/// The reads in flight, per disk.
+pub struct Readers<K> {
+    state: Mutex<State<K>>,
+}
+
+impl<K: Ord + Clone + Send + 'static> Default for Readers<K> {
+    fn default() -> Self {
+        Readers {
+            state: Mutex::new(State {
+                in_flight: BTreeMap::new(),
+                late: BTreeSet::new(),
+            }),
+        }
+    }
+}
+
+/// One read's answer, handed from its thread to its caller.
+struct Handoff<T> {
+    answer: Mutex<(Option<Result<T>>, bool)>,
+    ready: Condvar,
+}
+
+impl<K: Ord + Clone + Send + 'static> Readers<K> {
+    fn lock(&self) -> MutexGuard<'_, State<K>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Threads still reading disk `key` (`None`: full scans).
+    pub fn in_flight(&self, key: Option<&K>) -> usize {
+        let slot = key.cloned();
+        self.lock().in_flight.get(&slot).copied().unwrap_or(0)
+    }
+
+    /// Disks (`None`: the full scan) whose reads returned after their
+    /// caller gave up, since the last call.
+    pub fn take_late(&self) -> BTreeSet<Option<K>> {
+        std::mem::take(&mut self.lock().late)
+    }
+
+    /// Starts `read` for `key` on a thread of its own, unless the disk's
+    /// budget is spent. `None`: not started.
+    fn start<T: Send + 'static>(
+        self: &Arc<Self>,
+        key: Option<K>,
+        read: impl FnOnce() -> Result<T> + Send + 'static,
+    ) -> Option<Result<Arc<Handoff<T>>>> {
+        {
+            let mut st = self.lock();
+            let n = st.in_flight.entry(key.clone()).or_insert(0);
+            if *n >= DISK_THREADS {
+                return None;
+            }
+            *n += 1;
+        }
+        let hand = Arc::new(Handoff {
+            answer: Mutex::new((None, false)),
+            ready: Condvar::new(),
+        });
+        let (h, me, k) = (hand.clone(), self.clone(), key.clone());
+        let spawned = std::thread::Builder::new()
+            .name("csi-disk-read".into())
+            .spawn(move || {
+                let r = read();
+                // The thread counts as done before its caller sees the
+                // answer: a caller that reads the same disk again at once
+                // finds the budget free.
+                let mut a = h.answer.lock().unwrap_or_else(|p| p.into_inner());
+                {
+                    let mut st = me.lock();
+                    if let Some(n) = st.in_flight.get_mut(&k) {
+                        *n -= 1;
+                        if *n == 0 {
+                            st.in_flight.remove(&k);
+                        }
+                    }
+                    if a.1 {
+                        st.late.insert(k);
+                    }
+                }
+                if !a.1 {
+                    a.0 = Some(r);
+                }
+                drop(a);
+                h.ready.notify_all();
+            });
+        match spawned {
+            Ok(_) => Some(Ok(hand)),
+            Err(e) => {
+                let mut st = self.lock();
+                if let Some(n) = st.in_flight.get_mut(&key) {
+                    *n -= 1;
+                }
+                Some(Err(Error::io("start a disk read thread", "", e)))
+            }
+        }
+    }
+
+    /// Waits for a started read until `deadline`; a read not done by then
+    /// is abandoned (its thread reports itself late when it returns).
+    fn wait<T>(hand: &Handoff<T>, deadline: Instant) -> Read<T> {
+        let mut a = hand.answer.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(r) = a.0.take() {
+                return Read::Done(r);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                a.1 = true;
+                return Read::Unresponsive;
+            }
+            a = hand
+                .ready
+                .wait_timeout(a, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// Runs `read` for disk `key` (`None`: a full scan), waiting at most
+    /// `timeout`.
+    pub fn run<T: Send + 'static>(
+        self: &Arc<Self>,
+        key: Option<K>,
+        timeout: Duration,
+        read: impl FnOnce() -> Result<T> + Send + 'static,
+    ) -> Read<T> {
+        let deadline = Instant::now() + timeout;
+        match self.start(key, read) {
+            None => Read::Unresponsive,
+            Some(Err(e)) => Read::Done(Err(e)),
+            Some(Ok(h)) => Self::wait(&h, deadline),
+        }
+    }
+
+    /// Runs `read` for every key at once, each waited for until the same
+    /// deadline `timeout` from now: one hung disk costs the whole scan at
+    /// most `timeout`, not one timeout per disk.
+    pub fn run_all<T: Send + 'static, F>(
+        self: &Arc<Self>,
+        keys: Vec<K>,
+        timeout: Duration,
+        read: F,
+    ) -> Vec<(K, Read<T>)>
+    where
+        F: Fn(&K) -> Result<T> + Send + Sync + 'static,
+    {
+        let deadline = Instant::now() + timeout;
+        let read = Arc::new(read);
+        let started: Vec<_> = keys
+            .into_iter()
+            .map(|k| {
+                let (r, kk) = (read.clone(), k.clone());
+                let h = self.start(Some(k.clone()), move || r(&kk));
+                (k, h)
+            })
+            .collect();
+        started
+            .into_iter()
+            .map(|(k, h)| {
+                let r = match h {
+                    None => Read::Unresponsive,
+                    Some(Err(e)) => Read::Done(Err(e)),
+                    Some(Ok(h)) => Self::wait(&h, deadline),
+                };
+                (k, r)
+            })
+            .collect()
+    }
+}
