@@ -109,8 +109,8 @@ impl<'de> Deserialize<'de> for ServiceEntry {
             pod_uid: s.pod_uid,
         })
         .map_err(in_rule)?;
-        let services =
-            ServicePolicy::exactly(&s.services, Flavor::NATIVE).map_err(|e| in_rule(e.to_string()))?;
+        let services = ServicePolicy::exactly(&s.services, Flavor::NATIVE)
+            .map_err(|e| in_rule(e.to_string()))?;
         Ok(ServiceEntry(caller, Arc::new(services)))
     }
 }
