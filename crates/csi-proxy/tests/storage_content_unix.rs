@@ -148,6 +148,74 @@ async fn foreign_content_on_a_disk_without_a_table_is_never_partitioned() {
     }
 }
 
+/// Formats libblkid (util-linux 2.38) identifies that the probes lacked:
+/// never partitioned over, nor formatted over unless a filesystem, even
+/// with `-overwrite-unidentified-content`; IsVolumeFormatted is true.
+#[tokio::test(flavor = "multi_thread")]
+async fn formats_libblkid_knows_are_never_written_over() {
+    if !can_run() {
+        return;
+    }
+    let proxy = Proxy::start(&["-overwrite-unidentified-content"]);
+    let ultrix = [0x0003_2957u32.to_le_bytes(), 1u32.to_le_bytes()].concat();
+    // (blkid's name, where, what, a filesystem)
+    let cases: Vec<(&str, u64, Vec<u8>, bool)> = vec![
+        ("aix", 0, b"\xC9\xC2\xD4\xC1".to_vec(), false),
+        ("ultrix", 16312, ultrix, false),
+        ("drbdproxy_datalog", 0, b"DRBDdlh*".to_vec(), false),
+        ("xenix", 2048, b"\x2b\x55\x44".to_vec(), true),
+        ("sysv", 1016, 0xFD18_7E20u32.to_le_bytes().to_vec(), true),
+        (
+            "sysv",
+            18 * 1024 + 1016,
+            0xFD18_7E20u32.to_be_bytes().to_vec(),
+            true,
+        ),
+    ];
+    for (name, off, bytes, _) in &cases {
+        let d = LoopDisk::new(proxy.root.path(), SIZE);
+        write_dev(&d.dev, *off, bytes);
+        let before = digest(&d.dev);
+        let err = partition(&proxy, d.number).await.expect_err(name);
+        assert_eq!(err.code(), Code::FailedPrecondition, "{name}: {err:?}");
+        assert!(err.message().contains(name), "{name}: {}", err.message());
+        assert_eq!(digest(&d.dev), before, "{name}: the disk changed");
+    }
+    let d = LoopDisk::new(proxy.root.path(), SIZE);
+    partition(&proxy, d.number).await.unwrap();
+    let id = only_volume(&proxy, d.number).await;
+    let node = part1(&d);
+    let mut v = proxy.client().connect_volume_v1().await.unwrap();
+    for (name, off, bytes, filesystem) in cases {
+        if name == "aix" || name == "ultrix" {
+            continue;
+        }
+        write_dev(&node, 0, &vec![0u8; 32 * 1024]);
+        write_dev(&node, off, &bytes);
+        let formatted = v
+            .is_volume_formatted(volume::v1::IsVolumeFormattedRequest {
+                volume_id: id.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .formatted;
+        assert!(formatted, "{name}: IsVolumeFormatted");
+        if !filesystem {
+            let before = digest(&node);
+            let err = v
+                .format_volume(volume::v1::FormatVolumeRequest {
+                    volume_id: id.clone(),
+                })
+                .await
+                .expect_err(name);
+            assert_eq!(err.code(), Code::FailedPrecondition, "{name}: {err:?}");
+            assert!(err.message().contains(name), "{name}: {}", err.message());
+            assert_eq!(digest(&node), before, "{name}: written over");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lone_backup_gpt_keeps_its_partitions() {
     if !can_run() {
