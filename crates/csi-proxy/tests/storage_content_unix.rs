@@ -406,3 +406,80 @@ async fn a_table_of_ours_cut_short_is_completed_by_the_retry() {
         );
     }
 }
+
+/// Data deeper than the probes read: 6 MiB of random bytes 2 MiB into a
+/// 63 MiB volume whose first and last MiB are zero is not formatted over
+/// (the zero check covers the volume's first 64 MiB whole); and a
+/// partition added to an existing table has its region checked the same
+/// way before the table is written.
+#[tokio::test(flavor = "multi_thread")]
+async fn data_in_the_middle_of_a_region_is_never_written_over() {
+    if !can_run() {
+        return;
+    }
+    let proxy = Proxy::start(&[]);
+    let d = LoopDisk::new(proxy.root.path(), SIZE);
+    partition(&proxy, d.number).await.unwrap();
+    let id = only_volume(&proxy, d.number).await;
+    let node = part1(&d);
+    write_dev(&node, 2 * MIB, &random(6 * MIB as usize));
+    let before = digest(&node);
+    let mut v = proxy.client().connect_volume_v1().await.unwrap();
+    let err = v
+        .format_volume(volume::v1::FormatVolumeRequest {
+            volume_id: id.clone(),
+        })
+        .await
+        .expect_err("data at 2 MiB");
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(
+        err.message().contains("-overwrite-unidentified-content"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(digest(&node), before, "the data was written over");
+
+    // A disk with a table but no partition, old data where the new
+    // partition will be: random bytes 10 MiB in, or a LUKS header where
+    // the partition starts (refused with the flag too).
+    let luks = {
+        let mut b = vec![0u8; 8];
+        b[..6].copy_from_slice(b"LUKS\xba\xbe");
+        b[6..8].copy_from_slice(&2u16.to_be_bytes());
+        b
+    };
+    let cases: Vec<(&str, u64, Vec<u8>, &[&str], &str)> = vec![
+        (
+            "random bytes",
+            10 * MIB,
+            random(4096),
+            &[],
+            "-overwrite-unidentified-content",
+        ),
+        (
+            "a LUKS header",
+            MIB,
+            luks,
+            &["-overwrite-unidentified-content"],
+            "crypto_LUKS",
+        ),
+    ];
+    for (what, off, bytes, args, named) in cases {
+        let proxy = Proxy::start(args);
+        let d = LoopDisk::new(proxy.root.path(), SIZE);
+        for w in gpt::create_empty(512, SIZE / 512, gpt::Guid([0x44; 16])).unwrap() {
+            write_dev(&d.dev, w.offset, &w.bytes);
+        }
+        write_dev(&d.dev, off, &bytes);
+        let before = digest(&d.dev);
+        let err = partition(&proxy, d.number).await.expect_err(what);
+        assert_eq!(err.code(), Code::FailedPrecondition, "{what}: {err:?}");
+        assert!(err.message().contains(named), "{what}: {}", err.message());
+        assert!(
+            err.message().contains("new partition"),
+            "{what}: {}",
+            err.message()
+        );
+        assert_eq!(digest(&d.dev), before, "{what}: the disk changed");
+    }
+}

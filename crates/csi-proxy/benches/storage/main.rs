@@ -6,12 +6,15 @@
 //! (it logs its count on shutdown).
 //!
 //! Then the format case (`format.rs`): 16 disks formatted by 16 clients at
-//! once against one after the other.
+//! once against one after the other; and the cost of FormatVolume's zero
+//! check (`check.rs`).
 //!
 //! Run as root: `cargo bench -p csi-proxy --bench storage`
 //! (CALLS=n calls per method, default 2000; DISKS=n, default 16;
-//! ONLY=reads or ONLY=format for one part).
+//! ONLY=reads, ONLY=format or ONLY=check for one part).
 
+#[cfg(target_os = "linux")]
+mod check;
 #[cfg(target_os = "linux")]
 mod format;
 
@@ -112,12 +115,16 @@ mod linux {
             return;
         }
         let only = std::env::var("ONLY").unwrap_or_default();
-        if only != "format" {
+        if only.is_empty() || only == "reads" {
             reads();
         }
-        if only != "reads" {
+        if only.is_empty() || only == "format" {
             let dir = tempfile::tempdir().unwrap();
             crate::format::run(dir.path());
+        }
+        if only.is_empty() || only == "check" {
+            let dir = tempfile::tempdir().unwrap();
+            crate::check::run(dir.path());
         }
     }
 
