@@ -448,7 +448,9 @@ async fn data_in_the_middle_of_a_region_is_never_written_over() {
         b[6..8].copy_from_slice(&2u16.to_be_bytes());
         b
     };
-    let cases: Vec<(&str, u64, Vec<u8>, &[&str], &str)> = vec![
+    // (what, where, the bytes, the proxy's flags, what the refusal names)
+    type Case<'a> = (&'a str, u64, Vec<u8>, &'a [&'a str], &'a str);
+    let cases: Vec<Case> = vec![
         (
             "random bytes",
             10 * MIB,
