@@ -11,7 +11,7 @@
 //!   other identified content (volume-manager, RAID and pool members,
 //!   encrypted containers, swap, partition tables) is refused, and so are
 //!   unidentified non-zero bytes in the volume's zero-check spans (its
-//!   first 64 MiB, 4 KiB every 256 MiB, its last MiB) unless allowed.
+//!   first 64 MiB, 4 KiB every 4 GiB, its last MiB) unless allowed.
 //! * PartitionDisk adding a partition to an existing table checks the
 //!   region that partition will cover as FormatVolume would.
 //! * IsVolumeFormatted is true for any identified content: drivers format
@@ -230,7 +230,9 @@ mod tests {
 #[cfg(test)]
 mod region_tests {
     use super::*;
-    use crate::storage::parse::content::{zero_check_spans, ZERO_HEAD, ZERO_SAMPLE};
+    use crate::storage::parse::content::{
+        zero_check_spans, ZERO_HEAD, ZERO_SAMPLE, ZERO_SAMPLE_EVERY,
+    };
     use std::cell::RefCell;
 
     const MIB: u64 = 1 << 20;
@@ -275,23 +277,25 @@ mod region_tests {
             zero_check_spans(100 * MIB),
             [(0, ZERO_HEAD), (99 * MIB, MIB)]
         );
-        let gib = 1024 * MIB;
+        let e = ZERO_SAMPLE_EVERY;
+        assert_eq!(zero_check_spans(e), [(0, ZERO_HEAD), (e - MIB, MIB)]);
         assert_eq!(
-            zero_check_spans(gib),
+            zero_check_spans(4 * e),
             [
                 (0, ZERO_HEAD),
-                (256 * MIB, ZERO_SAMPLE),
-                (512 * MIB, ZERO_SAMPLE),
-                (768 * MIB, ZERO_SAMPLE),
-                (gib - MIB, MIB)
+                (e, ZERO_SAMPLE),
+                (2 * e, ZERO_SAMPLE),
+                (3 * e, ZERO_SAMPLE),
+                (4 * e - MIB, MIB)
             ]
         );
-        let tib = 1024 * gib;
+        let tib = 1 << 40;
+        let samples = tib / e - 1;
         let spans = zero_check_spans(tib);
-        assert_eq!(spans.len(), 1 + 4095 + 1);
+        assert_eq!(spans.len() as u64, 1 + samples + 1);
         let bytes: u64 = spans.iter().map(|s| s.1).sum();
-        assert_eq!(bytes, ZERO_HEAD + 4095 * ZERO_SAMPLE + MIB);
-        for size in [1, 511, 4097, 256 * MIB + 1, 256 * MIB + 4095, 3 * gib + 7] {
+        assert_eq!(bytes, ZERO_HEAD + samples * ZERO_SAMPLE + MIB);
+        for size in [1, 511, 4097, e + 1, e + 4095, 3 * e + 7] {
             let spans = zero_check_spans(size);
             for w in spans.windows(2) {
                 assert!(w[0].0 + w[0].1 < w[1].0, "{size}: {spans:?}");
@@ -328,32 +332,26 @@ mod region_tests {
 
     #[test]
     fn samples_see_data_on_their_blocks_and_not_between() {
-        let gib = 1024 * MIB;
+        let every = ZERO_SAMPLE_EVERY;
+        let gib = every / 4;
         let at = |off: u64| Sparse {
-            size: 4 * gib,
+            size: 16 * gib,
             data: vec![(off, vec![1])],
             read: RefCell::new(0),
         };
-        assert_eq!(
-            at(3 * 256 * MIB + 4095).scan().nonzero,
-            Some(3 * 256 * MIB + 4095)
-        );
-        assert_eq!(
-            at(3 * 256 * MIB + 4096).scan().nonzero,
-            None,
-            "between samples"
-        );
+        assert_eq!(at(3 * every + 4095).scan().nonzero, Some(3 * every + 4095));
+        assert_eq!(at(3 * every + 4096).scan().nonzero, None, "between samples");
         assert_eq!(at(ZERO_HEAD - 1).scan().nonzero, Some(ZERO_HEAD - 1));
         assert_eq!(at(ZERO_HEAD).scan().nonzero, None, "past the head");
-        assert_eq!(at(4 * gib - MIB).scan().nonzero, Some(4 * gib - MIB));
+        assert_eq!(at(16 * gib - MIB).scan().nonzero, Some(16 * gib - MIB));
         // What the probes read is not read twice: the head past HEAD_LEN,
         // the samples, nothing of the last MiB.
-        let d = at(4 * gib - 1);
+        let d = at(16 * gib - 1);
         let s = d.scan();
         let regions = (content::HEAD_LEN + content::TAIL_LEN) as u64;
         let extra = *d.read.borrow() - regions;
         assert!(extra <= ZERO_HEAD - 4 * MIB + 15 * ZERO_SAMPLE, "{extra}");
-        assert_eq!(s.nonzero, Some(4 * gib - 1));
+        assert_eq!(s.nonzero, Some(16 * gib - 1));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! and of its image dropped before every read. Baseline: the check before
 //! it (the probes' regions, 4 MiB and 4 KiB at the start, 2 MiB at the
 //! end); then the adopted check (the first 64 MiB whole, 4 KiB every
-//! 256 MiB, the last MiB) and a wider one (4 KiB every 64 MiB) for
+//! 4 GiB, the last MiB) and a wider one (4 KiB every GiB) for
 //! comparison. Medians of ROUNDS (5) rounds, the variants alternating.
 //!
 //! `ONLY=check cargo bench -p csi-proxy --bench storage` (as root).
@@ -92,10 +92,10 @@ fn check(dev: &File, size: u64, variant: usize) -> Option<u64> {
         _ => {
             let r = Regions::read(size, read_at).unwrap();
             let mut spans = zero_check_spans(size);
-            let mut at = 64 << 20;
+            let mut at = 1 << 30;
             while at < size {
                 spans.push((at, ZERO_SAMPLE.min(size - at)));
-                at += 64 << 20;
+                at += 1 << 30;
             }
             spans.sort_unstable();
             first_nonzero_in(&r.device(), &spans, read_at).unwrap()
@@ -105,8 +105,8 @@ fn check(dev: &File, size: u64, variant: usize) -> Option<u64> {
 
 const VARIANTS: [&str; 3] = [
     "baseline (4 MiB + 4 KiB head, 2 MiB tail)",
-    "adopted (64 MiB head, 4 KiB / 256 MiB, last MiB)",
-    "wider (64 MiB head, 4 KiB / 64 MiB, last MiB)",
+    "adopted (64 MiB head, 4 KiB / 4 GiB, last MiB)",
+    "wider (64 MiB head, 4 KiB / GiB, last MiB)",
 ];
 
 fn measure(disk: &Disk, size: u64, rounds: usize) -> Vec<Duration> {
