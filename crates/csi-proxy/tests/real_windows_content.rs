@@ -2,7 +2,8 @@
 //! bytes carry an ext4 superblock and an LVM2 label, written raw. Windows
 //! reports such a disk RAW and such a volume unformatted; the proxy reads
 //! the bytes itself, so PartitionDisk refuses the disk, IsVolumeFormatted
-//! is true for the volume and FormatVolume refuses it. Under wine (no
+//! is true for the volume and FormatVolume refuses it, and data 5 MiB into
+//! a volume is inside FormatVolume's zero check. Under wine (no
 //! Virtual Disk API) only the skip is reported.
 #![cfg(windows)]
 
@@ -118,4 +119,42 @@ async fn a_volume_holding_ext4_and_lvm_is_formatted_and_never_formatted_over() {
         "GetVolumeStats of a RAW volume",
     );
     assert!(msg.unwrap().contains("LVM2_member"));
+}
+
+/// Data deeper than the probes read (at 5 MiB of the volume, its first and
+/// last MiB zero) is inside FormatVolume's zero check (the first 64 MiB
+/// whole; `parse::content::zero_check_spans`, the same as on Linux): the
+/// volume is not formatted over. On real Windows only: the check reads
+/// through the volume device, which the storage service owns.
+#[tokio::test]
+async fn data_in_the_middle_of_a_volume_is_never_formatted_over() {
+    let (p, mut c) = start("rw-content-middle").await;
+    let Some(_w) = require("a VHDX volume with data 5 MiB in, written raw") else {
+        return;
+    };
+    let v = Vhd::create(&p.root, "middle-vol", 256 * MIB).unwrap();
+    let n = v.disk();
+    let vol = c.partitioned_volume(n).await;
+    let data = disks::layout(n)
+        .unwrap()
+        .partitions
+        .into_iter()
+        .find(|p| p.gpt_type == Some(BASIC_DATA))
+        .unwrap();
+    let bytes: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 1) as u8).collect();
+    write_disk(n, data.offset + 5 * MIB, &bytes);
+    assert!(!c.is_formatted(&vol).await.unwrap(), "no known format");
+    let r = c.format(&vol).await;
+    let msg = r.as_ref().err().map(|e| e.message().to_string());
+    assert_code(
+        r,
+        Code::FailedPrecondition,
+        "FormatVolume over data at 5 MiB",
+    );
+    assert!(msg.unwrap().contains("-overwrite-unidentified-content"));
+    assert_eq!(
+        read_disk(n, data.offset + 5 * MIB, 4096),
+        bytes,
+        "written over"
+    );
 }

@@ -518,6 +518,113 @@ async fn a_format_cut_short_is_completed_by_the_retry() {
     assert!(left.is_empty(), "records left: {left:?}");
 }
 
+/// A format record names the disk it was made on: a different disk whose
+/// GPT partition has the same GUID (a clone, a restored snapshot), with
+/// data in that partition's first MiB, does not inherit it. The record is
+/// ignored (the format refused as content in doubt) and removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_format_record_does_not_follow_its_guid_to_another_disk() {
+    if !can_run() || !can_throttle() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let state_flag = format!("-state-dir={}", state.path().display());
+    let mut proxy = Proxy::start(&[&state_flag]);
+    let mut slow = LoopDisk::new(proxy.root.path(), 128 * MIB);
+    let vol = partitioned(&proxy, slow.number).await;
+    let part = format!("{}p1", slow.dev);
+    let throttle = Throttle::of(&slow);
+    let server = proxy.child.as_ref().unwrap().id();
+    let mut v = proxy.client().connect_volume_v2alpha1().await.unwrap();
+    let format = {
+        let id = vol.clone();
+        tokio::spawn(async move {
+            v.format_volume(vl::FormatVolumeRequest { volume_id: id })
+                .await
+                .map(drop)
+        })
+    };
+    wait_for("the format's mkfs starts", 20, || {
+        server_mkfs_running(server)
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    proxy.kill_and_restart(&[&state_flag]);
+    for pid in mkfs_pids(&part) {
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    wait_for("the killed mkfs is gone", 30, || !mkfs_on(&part));
+    assert!(format.await.unwrap().is_err());
+    drop(throttle);
+    let records = || {
+        std::fs::read_dir(state.path().join("formatting"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    assert_eq!(records(), 1, "the cut-short format's record stays");
+
+    // Another disk: the same bytes (the same partition GUID), then
+    // application data in the partition's first MiB; the first disk gone.
+    let clone = proxy.root.path().join("clone.img");
+    std::fs::copy(&slow.file, &clone).unwrap();
+    let data: Vec<u8> = (0..MIB).map(|i| (i * 7 + 3) as u8).collect();
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&clone)
+            .unwrap();
+        f.write_all_at(&data, MIB).unwrap();
+        f.sync_all().unwrap();
+    }
+    slow.detach();
+    slow.wait_detached();
+    let other = LoopDisk::from_file(clone);
+    let other_part = format!("{}p1", other.dev);
+    proxy.kill_and_restart(&[&state_flag]);
+    // The kernel here does not read the table of a disk it attaches:
+    // PartitionDisk on a disk that has its data partition only tells the
+    // kernel about it.
+    proxy
+        .client()
+        .connect_disk_v1()
+        .await
+        .unwrap()
+        .partition_disk(dk::PartitionDiskRequest {
+            disk_number: other.number,
+        })
+        .await
+        .unwrap();
+    wait_for("the other disk's partition appears", 10, || {
+        std::path::Path::new(&other_part).exists()
+    });
+    let mut v = proxy.client().connect_volume_v2alpha1().await.unwrap();
+    let e = v
+        .format_volume(vl::FormatVolumeRequest {
+            volume_id: vol.clone(),
+        })
+        .await
+        .expect_err("a record made on another disk");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(
+        e.message().contains("-overwrite-unidentified-content"),
+        "{}",
+        e.message()
+    );
+    let mut head = vec![0u8; MIB as usize];
+    std::fs::File::open(&other_part)
+        .unwrap()
+        .read_exact(&mut head)
+        .unwrap();
+    assert!(head == data, "the other disk's data was written over");
+    assert_eq!(records(), 0, "the record was removed");
+    assert!(
+        proxy.log().contains("names another disk"),
+        "{}",
+        proxy.log()
+    );
+}
+
 /// Rescan while one disk is busy with a slow format: the other disks are
 /// refreshed at once and the busy one once its format ends; the call
 /// returns (it waits for that disk, it never holds a lock twice).

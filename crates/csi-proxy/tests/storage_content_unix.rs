@@ -148,6 +148,74 @@ async fn foreign_content_on_a_disk_without_a_table_is_never_partitioned() {
     }
 }
 
+/// Formats libblkid (util-linux 2.38) identifies that the probes lacked:
+/// never partitioned over, nor formatted over unless a filesystem, even
+/// with `-overwrite-unidentified-content`; IsVolumeFormatted is true.
+#[tokio::test(flavor = "multi_thread")]
+async fn formats_libblkid_knows_are_never_written_over() {
+    if !can_run() {
+        return;
+    }
+    let proxy = Proxy::start(&["-overwrite-unidentified-content"]);
+    let ultrix = [0x0003_2957u32.to_le_bytes(), 1u32.to_le_bytes()].concat();
+    // (blkid's name, where, what, a filesystem)
+    let cases: Vec<(&str, u64, Vec<u8>, bool)> = vec![
+        ("aix", 0, b"\xC9\xC2\xD4\xC1".to_vec(), false),
+        ("ultrix", 16312, ultrix, false),
+        ("drbdproxy_datalog", 0, b"DRBDdlh*".to_vec(), false),
+        ("xenix", 2048, b"\x2b\x55\x44".to_vec(), true),
+        ("sysv", 1016, 0xFD18_7E20u32.to_le_bytes().to_vec(), true),
+        (
+            "sysv",
+            18 * 1024 + 1016,
+            0xFD18_7E20u32.to_be_bytes().to_vec(),
+            true,
+        ),
+    ];
+    for (name, off, bytes, _) in &cases {
+        let d = LoopDisk::new(proxy.root.path(), SIZE);
+        write_dev(&d.dev, *off, bytes);
+        let before = digest(&d.dev);
+        let err = partition(&proxy, d.number).await.expect_err(name);
+        assert_eq!(err.code(), Code::FailedPrecondition, "{name}: {err:?}");
+        assert!(err.message().contains(name), "{name}: {}", err.message());
+        assert_eq!(digest(&d.dev), before, "{name}: the disk changed");
+    }
+    let d = LoopDisk::new(proxy.root.path(), SIZE);
+    partition(&proxy, d.number).await.unwrap();
+    let id = only_volume(&proxy, d.number).await;
+    let node = part1(&d);
+    let mut v = proxy.client().connect_volume_v1().await.unwrap();
+    for (name, off, bytes, filesystem) in cases {
+        if name == "aix" || name == "ultrix" {
+            continue;
+        }
+        write_dev(&node, 0, &vec![0u8; 32 * 1024]);
+        write_dev(&node, off, &bytes);
+        let formatted = v
+            .is_volume_formatted(volume::v1::IsVolumeFormattedRequest {
+                volume_id: id.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .formatted;
+        assert!(formatted, "{name}: IsVolumeFormatted");
+        if !filesystem {
+            let before = digest(&node);
+            let err = v
+                .format_volume(volume::v1::FormatVolumeRequest {
+                    volume_id: id.clone(),
+                })
+                .await
+                .expect_err(name);
+            assert_eq!(err.code(), Code::FailedPrecondition, "{name}: {err:?}");
+            assert!(err.message().contains(name), "{name}: {}", err.message());
+            assert_eq!(digest(&node), before, "{name}: written over");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lone_backup_gpt_keeps_its_partitions() {
     if !can_run() {
@@ -336,5 +404,84 @@ async fn a_table_of_ours_cut_short_is_completed_by_the_retry() {
                 .contains(&part_guid.canonical().to_string().to_lowercase()),
             "cut {cut}: {id} is not the partition the first attempt wrote"
         );
+    }
+}
+
+/// Data deeper than the probes read: 6 MiB of random bytes 2 MiB into a
+/// 63 MiB volume whose first and last MiB are zero is not formatted over
+/// (the zero check covers the volume's first 64 MiB whole); and a
+/// partition added to an existing table has its region checked the same
+/// way before the table is written.
+#[tokio::test(flavor = "multi_thread")]
+async fn data_in_the_middle_of_a_region_is_never_written_over() {
+    if !can_run() {
+        return;
+    }
+    let proxy = Proxy::start(&[]);
+    let d = LoopDisk::new(proxy.root.path(), SIZE);
+    partition(&proxy, d.number).await.unwrap();
+    let id = only_volume(&proxy, d.number).await;
+    let node = part1(&d);
+    write_dev(&node, 2 * MIB, &random(6 * MIB as usize));
+    let before = digest(&node);
+    let mut v = proxy.client().connect_volume_v1().await.unwrap();
+    let err = v
+        .format_volume(volume::v1::FormatVolumeRequest {
+            volume_id: id.clone(),
+        })
+        .await
+        .expect_err("data at 2 MiB");
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(
+        err.message().contains("-overwrite-unidentified-content"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(digest(&node), before, "the data was written over");
+
+    // A disk with a table but no partition, old data where the new
+    // partition will be: random bytes 10 MiB in, or a LUKS header where
+    // the partition starts (refused with the flag too).
+    let luks = {
+        let mut b = vec![0u8; 8];
+        b[..6].copy_from_slice(b"LUKS\xba\xbe");
+        b[6..8].copy_from_slice(&2u16.to_be_bytes());
+        b
+    };
+    // (what, where, the bytes, the proxy's flags, what the refusal names)
+    type Case<'a> = (&'a str, u64, Vec<u8>, &'a [&'a str], &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            "random bytes",
+            10 * MIB,
+            random(4096),
+            &[],
+            "-overwrite-unidentified-content",
+        ),
+        (
+            "a LUKS header",
+            MIB,
+            luks,
+            &["-overwrite-unidentified-content"],
+            "crypto_LUKS",
+        ),
+    ];
+    for (what, off, bytes, args, named) in cases {
+        let proxy = Proxy::start(args);
+        let d = LoopDisk::new(proxy.root.path(), SIZE);
+        for w in gpt::create_empty(512, SIZE / 512, gpt::Guid([0x44; 16])).unwrap() {
+            write_dev(&d.dev, w.offset, &w.bytes);
+        }
+        write_dev(&d.dev, off, &bytes);
+        let before = digest(&d.dev);
+        let err = partition(&proxy, d.number).await.expect_err(what);
+        assert_eq!(err.code(), Code::FailedPrecondition, "{what}: {err:?}");
+        assert!(err.message().contains(named), "{what}: {}", err.message());
+        assert!(
+            err.message().contains("new partition"),
+            "{what}: {}",
+            err.message()
+        );
+        assert_eq!(digest(&d.dev), before, "{what}: the disk changed");
     }
 }

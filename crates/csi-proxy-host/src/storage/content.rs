@@ -10,11 +10,14 @@
 //! * FormatVolume replaces a filesystem, or formats an empty volume; every
 //!   other identified content (volume-manager, RAID and pool members,
 //!   encrypted containers, swap, partition tables) is refused, and so are
-//!   unidentified non-zero bytes unless allowed.
+//!   unidentified non-zero bytes in the volume's zero-check spans (its
+//!   first 64 MiB, 4 KiB every 4 GiB, its last MiB) unless allowed.
+//! * PartitionDisk adding a partition to an existing table checks the
+//!   region that partition will cover as FormatVolume would.
 //! * IsVolumeFormatted is true for any identified content: drivers format
 //!   whatever is reported unformatted.
 
-use super::parse::content::{self, Class, Device, Found, Regions};
+use super::parse::content::{self, Class, Device, Found, Regions, Scanned};
 use super::VolumeId;
 use crate::{Error, Result};
 
@@ -71,9 +74,24 @@ pub fn check_partition(
 }
 
 /// FormatVolume's check: a filesystem may be replaced, an empty volume
-/// formatted; anything else is refused.
-pub fn check_format(volume: &VolumeId, dev: &Regions, allow: Overwrite) -> Result<()> {
-    let found = &dev.found;
+/// formatted; anything else is refused. Empty means: every byte of the
+/// volume's [`content::zero_check_spans`] is zero.
+pub fn check_format(volume: &VolumeId, dev: &Scanned, allow: Overwrite) -> Result<()> {
+    check_region(&format!("volume {volume}"), "format", dev, allow)
+}
+
+/// PartitionDisk's check of the region a partition it adds to an existing
+/// table will cover (`first..first + dev size` on disk `disk`): the same
+/// as FormatVolume's, as that partition will be formatted next.
+pub fn check_new_partition(disk: u32, first: u64, dev: &Scanned, allow: Overwrite) -> Result<()> {
+    let end = first + dev.regions.size;
+    let subject =
+        format!("the region of disk {disk} a new partition would cover (bytes {first} to {end})");
+    check_region(&subject, "partition over", dev, allow)
+}
+
+fn check_region(subject: &str, verb: &str, dev: &Scanned, allow: Overwrite) -> Result<()> {
+    let found = &dev.regions.found;
     let others: Vec<Found> = found
         .iter()
         .copied()
@@ -81,18 +99,18 @@ pub fn check_format(volume: &VolumeId, dev: &Regions, allow: Overwrite) -> Resul
         .collect();
     if !others.is_empty() {
         return Err(Error::FailedPrecondition(format!(
-            "volume {volume} holds {}, which is not a filesystem; refusing to format it ({HOW_TO_CLEAR})",
+            "{subject} holds {}, which is not a filesystem; refusing to {verb} it ({HOW_TO_CLEAR})",
             content::describe(&others)
         )));
     }
     if !found.is_empty() || allow.unidentified {
         return Ok(());
     }
-    match content::first_nonzero_in_write_span(&dev.device()) {
+    match dev.nonzero {
         None => Ok(()),
         Some(at) => Err(Error::FailedPrecondition(format!(
-            "volume {volume} is not empty (the first non-zero byte is at {at}), but no known format explains \
-             its content; refusing to format it ({HOW_TO_CLEAR}, or start csi-proxy with \
+            "{subject} is not empty (the first non-zero byte is at {at}), but no known format explains \
+             its content; refusing to {verb} it ({HOW_TO_CLEAR}, or start csi-proxy with \
              -overwrite-unidentified-content)"
         ))),
     }
@@ -130,6 +148,14 @@ mod tests {
         .unwrap()
     }
 
+    fn scanned(bytes: &[u8]) -> Scanned {
+        Scanned::read(bytes.len() as u64, |off, buf| {
+            buf.copy_from_slice(&bytes[off as usize..off as usize + buf.len()]);
+            Ok(())
+        })
+        .unwrap()
+    }
+
     fn vol() -> VolumeId {
         VolumeId::parse("\\\\?\\Volume{01234567-89ab-cdef-0123-456789abcdef}\\").unwrap()
     }
@@ -150,7 +176,7 @@ mod tests {
                 matches!(&e, Error::FailedPrecondition(m) if m.contains("LVM2_member") && m.contains("byte 512")),
                 "{e}"
             );
-            let e = check_format(&vol(), &dev(&b), allow).unwrap_err();
+            let e = check_format(&vol(), &scanned(&b), allow).unwrap_err();
             assert!(
                 matches!(&e, Error::FailedPrecondition(m) if m.contains("LVM2_member")),
                 "{e}"
@@ -168,8 +194,8 @@ mod tests {
             matches!(&e, Error::FailedPrecondition(m) if m.contains("-overwrite-unidentified-content"))
         );
         check_partition(3, &dev(&b), false, Overwrite { unidentified: true }).unwrap();
-        assert!(check_format(&vol(), &dev(&b), Overwrite::default()).is_err());
-        check_format(&vol(), &dev(&b), Overwrite { unidentified: true }).unwrap();
+        assert!(check_format(&vol(), &scanned(&b), Overwrite::default()).is_err());
+        check_format(&vol(), &scanned(&b), Overwrite { unidentified: true }).unwrap();
         assert!(dev(&b).found.is_empty());
     }
 
@@ -177,11 +203,11 @@ mod tests {
     fn zeros_are_partitioned_and_formatted_and_filesystems_replaced() {
         let b = vec![0u8; 4 * MIB];
         check_partition(3, &dev(&b), false, Overwrite::default()).unwrap();
-        check_format(&vol(), &dev(&b), Overwrite::default()).unwrap();
+        check_format(&vol(), &scanned(&b), Overwrite::default()).unwrap();
         let mut x = vec![0u8; 4 * MIB];
         x[..4].copy_from_slice(b"XFSB");
         x[4..8].copy_from_slice(&4096u32.to_be_bytes()); // block size
-        check_format(&vol(), &dev(&x), Overwrite::default()).unwrap();
+        check_format(&vol(), &scanned(&x), Overwrite::default()).unwrap();
         assert!(!dev(&x).found.is_empty());
         assert_eq!(filesystem(&dev(&x).found), Some("xfs"));
         // But a filesystem on a disk without a table is not partitioned.
@@ -198,5 +224,152 @@ mod tests {
         assert!(check_partition(3, &dev(&b), false, Overwrite::default()).is_err());
         b[600] = 1;
         assert!(check_partition(3, &dev(&b), true, Overwrite::default()).is_err());
+    }
+}
+
+#[cfg(test)]
+mod region_tests {
+    use super::*;
+    use crate::storage::parse::content::{
+        zero_check_spans, ZERO_HEAD, ZERO_SAMPLE, ZERO_SAMPLE_EVERY,
+    };
+    use std::cell::RefCell;
+
+    const MIB: u64 = 1 << 20;
+
+    fn vol() -> VolumeId {
+        VolumeId::parse("\\\\?\\Volume{01234567-89ab-cdef-0123-456789abcdef}\\").unwrap()
+    }
+
+    /// A sparse device: zero but for `data` (offset, bytes); counts the
+    /// bytes read.
+    struct Sparse {
+        size: u64,
+        data: Vec<(u64, Vec<u8>)>,
+        read: RefCell<u64>,
+    }
+
+    impl Sparse {
+        fn scan(&self) -> Scanned {
+            Scanned::read(self.size, |off, buf| {
+                *self.read.borrow_mut() += buf.len() as u64;
+                buf.fill(0);
+                for (o, d) in &self.data {
+                    for (i, b) in d.iter().enumerate() {
+                        let at = o + i as u64;
+                        if at >= off && at < off + buf.len() as u64 {
+                            buf[(at - off) as usize] = *b;
+                        }
+                    }
+                }
+                Ok(())
+            })
+            .unwrap()
+        }
+    }
+
+    #[test]
+    fn the_spans_are_the_head_the_samples_and_the_tail() {
+        assert_eq!(zero_check_spans(0), []);
+        assert_eq!(zero_check_spans(63 * MIB), [(0, 63 * MIB)]);
+        assert_eq!(zero_check_spans(65 * MIB), [(0, 65 * MIB)]);
+        assert_eq!(
+            zero_check_spans(100 * MIB),
+            [(0, ZERO_HEAD), (99 * MIB, MIB)]
+        );
+        let e = ZERO_SAMPLE_EVERY;
+        assert_eq!(zero_check_spans(e), [(0, ZERO_HEAD), (e - MIB, MIB)]);
+        assert_eq!(
+            zero_check_spans(4 * e),
+            [
+                (0, ZERO_HEAD),
+                (e, ZERO_SAMPLE),
+                (2 * e, ZERO_SAMPLE),
+                (3 * e, ZERO_SAMPLE),
+                (4 * e - MIB, MIB)
+            ]
+        );
+        let tib = 1 << 40;
+        let samples = tib / e - 1;
+        let spans = zero_check_spans(tib);
+        assert_eq!(spans.len() as u64, 1 + samples + 1);
+        let bytes: u64 = spans.iter().map(|s| s.1).sum();
+        assert_eq!(bytes, ZERO_HEAD + samples * ZERO_SAMPLE + MIB);
+        for size in [1, 511, 4097, e + 1, e + 4095, 3 * e + 7] {
+            let spans = zero_check_spans(size);
+            for w in spans.windows(2) {
+                assert!(w[0].0 + w[0].1 < w[1].0, "{size}: {spans:?}");
+            }
+            let last = spans.last().unwrap();
+            assert_eq!(last.0 + last.1, size, "{size}: {spans:?}");
+        }
+    }
+
+    #[test]
+    fn data_in_the_middle_of_a_small_volume_is_refused() {
+        // 6 MiB of data at 2 MiB of a 63 MiB volume, its first and last
+        // MiB zero: past what the probes read, inside the first 64 MiB.
+        let d = Sparse {
+            size: 63 * MIB,
+            data: vec![(2 * MIB + 3 * MIB, vec![0x5a; 4096])],
+            read: RefCell::new(0),
+        };
+        let s = d.scan();
+        assert!(s.regions.found.is_empty());
+        assert_eq!(s.nonzero, Some(5 * MIB));
+        let e = check_format(&vol(), &s, Overwrite::default()).unwrap_err();
+        assert!(
+            matches!(&e, Error::FailedPrecondition(m) if m.contains("at 5242880")),
+            "{e}"
+        );
+        check_format(&vol(), &s, Overwrite { unidentified: true }).unwrap();
+        let e = check_new_partition(2, MIB, &s, Overwrite::default()).unwrap_err();
+        assert!(
+            matches!(&e, Error::FailedPrecondition(m) if m.contains("bytes 1048576 to")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn samples_see_data_on_their_blocks_and_not_between() {
+        let every = ZERO_SAMPLE_EVERY;
+        let gib = every / 4;
+        let at = |off: u64| Sparse {
+            size: 16 * gib,
+            data: vec![(off, vec![1])],
+            read: RefCell::new(0),
+        };
+        assert_eq!(at(3 * every + 4095).scan().nonzero, Some(3 * every + 4095));
+        assert_eq!(at(3 * every + 4096).scan().nonzero, None, "between samples");
+        assert_eq!(at(ZERO_HEAD - 1).scan().nonzero, Some(ZERO_HEAD - 1));
+        assert_eq!(at(ZERO_HEAD).scan().nonzero, None, "past the head");
+        assert_eq!(at(16 * gib - MIB).scan().nonzero, Some(16 * gib - MIB));
+        // What the probes read is not read twice: the head past HEAD_LEN,
+        // the samples, nothing of the last MiB.
+        let d = at(16 * gib - 1);
+        let s = d.scan();
+        let regions = (content::HEAD_LEN + content::TAIL_LEN) as u64;
+        let extra = *d.read.borrow() - regions;
+        assert!(extra <= ZERO_HEAD - 4 * MIB + 15 * ZERO_SAMPLE, "{extra}");
+        assert_eq!(s.nonzero, Some(16 * gib - 1));
+    }
+
+    #[test]
+    fn identified_content_is_not_scanned() {
+        let mut lvm = vec![0u8; 32];
+        lvm[..8].copy_from_slice(b"LABELONE");
+        lvm[24..].copy_from_slice(b"LVM2 001");
+        let d = Sparse {
+            size: 8 * 1024 * MIB,
+            data: vec![(512, lvm), (10 * MIB, vec![1])],
+            read: RefCell::new(0),
+        };
+        let s = d.scan();
+        assert_eq!(s.nonzero, None);
+        assert_eq!(
+            *d.read.borrow(),
+            (content::HEAD_LEN + content::TAIL_LEN) as u64
+        );
+        assert!(check_format(&vol(), &s, Overwrite { unidentified: true }).is_err());
     }
 }

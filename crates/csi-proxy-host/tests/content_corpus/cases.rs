@@ -286,6 +286,64 @@ pub fn cases() -> Vec<Case> {
         case("sgi", "fdisk", &["sfdisk"], &["sgi"], |c| {
             c.sfdisk(64, "label: sgi\n")
         }),
+        // Formats no Debian package makes: images laid out by hand where
+        // util-linux 2.38's libblkid looks (blkid is the only tool).
+        case("sysv", "util-linux", &["blkid"], &["sysv"], |c| {
+            c.handmade(8, &[(1016, &0xFD18_7E20u32.to_le_bytes())])
+        }),
+        case(
+            "sysv-be-block-18",
+            "util-linux",
+            &["blkid"],
+            &["sysv"],
+            |c| c.handmade(8, &[(18 * 1024 + 1016, &0xFD18_7E20u32.to_be_bytes())]),
+        ),
+        case("xenix", "util-linux", &["blkid"], &["xenix"], |c| {
+            c.handmade(8, &[(2048, b"\x2b\x55\x44")])
+        }),
+        case("xenix-be", "util-linux", &["blkid"], &["xenix"], |c| {
+            c.handmade(8, &[(2048, b"\x44\x55\x2b")])
+        }),
+        case(
+            "drbdproxy_datalog",
+            "util-linux",
+            &["blkid"],
+            &["drbdproxy_datalog"],
+            |c| c.handmade(8, &[(0, b"DRBDdlh*")]),
+        ),
+        case("exfs", "xfsprogs", &["mkfs.xfs"], &["exfs"], |c| {
+            // An XFS superblock under EXFS's magic: the same layout.
+            c.mkfs(300, "mkfs.xfs", &["-q", "-f"])?;
+            c.put(0, b"EXFS")
+        }),
+        case("aix", "util-linux", &["blkid"], &["aix"], |c| {
+            c.handmade(8, &[(0, b"\xC9\xC2\xD4\xC1")])
+        }),
+        case("ultrix", "util-linux", &["blkid"], &["ultrix"], |c| {
+            let label = [0x0003_2957u32.to_le_bytes(), 1u32.to_le_bytes()].concat();
+            c.handmade(8, &[(16312, &label)])
+        }),
+        case("unixware", "util-linux", &["blkid"], &["unixware"], |c| {
+            let vtoc = 0x600D_DEEEu32.to_le_bytes();
+            c.handmade(8, &[(29174, &0xCAE5_600Du32.to_le_bytes()), (15004, &vtoc)])
+        }),
+        case(
+            "unixware-label-in-sector-29",
+            "util-linux",
+            &["blkid"],
+            &["unixware"],
+            |c| {
+                let vtoc = 0x600D_DEEEu32.to_le_bytes();
+                c.handmade(8, &[(14852, &0xCAE5_600Du32.to_le_bytes()), (15004, &vtoc)])
+            },
+        ),
+        case("solaris", "util-linux", &["blkid"], &["solaris"], |c| {
+            let vtoc = [0x600D_DEEEu32.to_le_bytes(), 1u32.to_le_bytes()].concat();
+            c.handmade(8, &[(524, &vtoc)])
+        }),
+        case("pmbr", "util-linux", &["blkid"], &["PMBR"], |c| {
+            c.handmade(8, &[(446 + 4, &[0xEE]), (510, &[0x55, 0xAA])])
+        }),
         case(
             "luks1",
             "cryptsetup-bin",

@@ -96,6 +96,26 @@ impl Ctx {
         Ok(src)
     }
 
+    /// Writes `bytes` at `off` of the image.
+    pub fn put(&self, off: u64, bytes: &[u8]) -> Result<(), String> {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .open(&self.img)
+            .map_err(|e| e.to_string())?;
+        f.seek(SeekFrom::Start(off)).map_err(|e| e.to_string())?;
+        f.write_all(bytes).map_err(|e| e.to_string())?;
+        f.sync_all().map_err(|e| e.to_string())
+    }
+
+    /// An image of `mib` MiB, zero but for `bytes` at each offset: for
+    /// the formats no Debian package makes, laid out as libblkid reads
+    /// them.
+    pub fn handmade(&self, mib: u64, puts: &[(u64, &[u8])]) -> Result<(), String> {
+        self.sized(mib)?;
+        puts.iter()
+            .try_for_each(|&(off, bytes)| self.put(off, bytes))
+    }
+
     /// Zeroes `len` bytes at `off` of the image.
     pub fn zero(&self, off: u64, len: usize) -> Result<(), String> {
         let mut f = OpenOptions::new()

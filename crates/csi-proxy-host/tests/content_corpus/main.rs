@@ -45,6 +45,13 @@ const KNOWN: &[(&str, &str, &str)] = &[
          later versions skip exFAT boot sectors, as we do",
     ),
     (
+        "unixware-label-in-sector-29",
+        "unixware",
+        "libblkid 2.38 looks for the label's magic at byte 29174 (its offset macro \
+         subtracts kilobytes as bytes), not 4 bytes into sector 29 where the label \
+         puts it; we look at both",
+    ),
+    (
         "gpt-backup-only",
         "gpt",
         "libblkid needs the protective MBR to look for a GPT; the backup header \

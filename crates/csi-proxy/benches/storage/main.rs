@@ -6,13 +6,16 @@
 //! (it logs its count on shutdown).
 //!
 //! Then the format case (`format.rs`): 16 disks formatted by 16 clients at
-//! once against one after the other; and the stuck neighbour (`stuck.rs`):
-//! a format while another disk's reads hang, against the format alone.
+//! once against one after the other; the stuck neighbour (`stuck.rs`):
+//! a format while another disk's reads hang, against the format alone;
+//! and the cost of FormatVolume's zero check (`check.rs`).
 //!
 //! Run as root: `cargo bench -p csi-proxy --bench storage`
 //! (CALLS=n calls per method, default 2000; DISKS=n, default 16;
-//! ONLY=reads, ONLY=format or ONLY=stuck for one part).
+//! ONLY=reads, ONLY=format, ONLY=stuck or ONLY=check for one part).
 
+#[cfg(target_os = "linux")]
+mod check;
 #[cfg(target_os = "linux")]
 mod format;
 #[cfg(target_os = "linux")]
@@ -125,6 +128,10 @@ mod linux {
         if only.is_empty() || only == "stuck" {
             let dir = tempfile::tempdir().unwrap();
             crate::stuck::run(dir.path());
+        }
+        if only.is_empty() || only == "check" {
+            let dir = tempfile::tempdir().unwrap();
+            crate::check::run(dir.path());
         }
     }
 

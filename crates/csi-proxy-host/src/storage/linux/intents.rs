@@ -13,8 +13,11 @@
 //! link or empty file is none (and is replaced when a format starts).
 //! The state directory must not be inside an allowed root (checked at
 //! start-up): a plugin cannot write there.
-//! The volume id is the partition's random GPT GUID, so a record speaks
-//! for that partition only. Without a state directory (library mode,
+//! The volume id is the partition's random GPT GUID, which a clone of the
+//! disk carries too: the record also names the disk and the partition's
+//! place on it ([`FormatRecord`], in `format_record.rs`), and a record
+//! that does not match the disk the volume is on now is ignored and
+//! removed ([`FormatIntents::pending`]). Without a state directory (library mode,
 //! tests of the library) nothing is recorded and a cut-short format is
 //! refused on retry until an operator clears the volume.
 
@@ -28,6 +31,7 @@ use nix::fcntl::{open, openat, OFlag};
 use nix::sys::stat::{fstat, mkdirat, Mode, SFlag};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
+use super::format_record::FormatRecord;
 use crate::storage::VolumeId;
 
 /// The directory of the records, below the state directory.
@@ -50,8 +54,15 @@ pub struct Intent {
 
 /// What a record holds: written by [`FormatIntents::begin`] and checked by
 /// [`FormatIntents::pending`], so that a file we did not write (an empty
-/// file, a copy of another volume's record) is no record.
-fn content(guid: &str) -> String {
+/// file, a copy of another volume's record) is no record, and a record of
+/// ours made on another disk (a clone with the same partition GUID) or at
+/// another place is not this one.
+fn content(guid: &str, record: &FormatRecord) -> String {
+    format!("{}{}", header(guid), record.encode())
+}
+
+/// The first lines of a record: ours, and of which volume.
+fn header(guid: &str) -> String {
     format!("csi-proxy format record\nvolume {guid}\n")
 }
 
@@ -90,13 +101,13 @@ fn open_dir(state_dir: &Path, create: bool) -> io::Result<OwnedFd> {
 /// Whether `name` in `dir` is a record we wrote for `guid`: a regular
 /// file (not a link: `O_NOFOLLOW`), ours, with one name, holding exactly
 /// [`content`].
-fn is_record(dir: &OwnedFd, name: &str) -> bool {
+fn is_record(dir: &OwnedFd, name: &str, record: &FormatRecord) -> bool {
     let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
     let Ok(fd) = openat(dir, name, flags, Mode::empty()) else {
         return false;
     };
     let Ok(st) = fstat(&fd) else { return false };
-    let want = content(name);
+    let want = content(name, record);
     if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) != SFlag::S_IFREG
         || st.st_uid != nix::unistd::geteuid().as_raw()
         || st.st_nlink != 1
@@ -108,7 +119,10 @@ fn is_record(dir: &OwnedFd, name: &str) -> bool {
     let read = File::from(fd)
         .take(want.len() as u64 + 1)
         .read_to_end(&mut got);
-    read.is_ok() && got == want.as_bytes()
+    read.is_ok()
+        && got
+            .strip_prefix(header(name).as_bytes())
+            .is_some_and(|rest| record.matches(rest))
 }
 
 impl FormatIntents {
@@ -126,23 +140,42 @@ impl FormatIntents {
         Some(id.split(['{', '}']).nth(1)?.to_ascii_lowercase())
     }
 
-    /// Whether a format of `volume` was started here and never finished:
-    /// a record we wrote is there (anything else in its place is not).
-    pub fn pending(&self, volume: &VolumeId) -> bool {
+    /// Whether a format of `volume`, on the disk and at the place `record`
+    /// names, was started here and never finished: a record we wrote for
+    /// it is there. Anything else in its place (a record naming another
+    /// disk or place, an older or damaged record, a planted file or link)
+    /// is not, and is removed by name, with a warning.
+    pub fn pending(&self, volume: &VolumeId, record: &FormatRecord) -> bool {
         let (Some(state), Some(name)) = (&self.state_dir, Self::name(volume)) else {
             return false;
         };
-        open_dir(state, false).is_ok_and(|dir| is_record(&dir, &name))
+        let Ok(dir) = open_dir(state, false) else {
+            return false;
+        };
+        if is_record(&dir, &name, record) {
+            return true;
+        }
+        match unlinkat(&dir, name.as_str(), UnlinkatFlags::NoRemoveDir) {
+            Err(Errno::ENOENT) => {}
+            removed => tracing::warn!(
+                record = %state.join(DIR).join(&name).display(),
+                now = %record.encode().escape_debug(),
+                removed = removed.is_ok(),
+                "a format record of this volume names another disk or another place on it, \
+                 or is none of ours: ignored and removed; what a cut-short format left is content in doubt"
+            ),
+        }
+        false
     }
 
     /// Records that a format of `volume` starts. A record that cannot be
     /// written is logged and the format goes ahead unrecorded: its retry,
     /// if it is cut short, will be refused rather than unsafe.
-    pub fn begin(&self, volume: &VolumeId) -> Intent {
+    pub fn begin(&self, volume: &VolumeId, record: &FormatRecord) -> Intent {
         let (Some(state), Some(name)) = (&self.state_dir, Self::name(volume)) else {
             return Intent { record: None };
         };
-        match write_record(state, &name) {
+        match write_record(state, &name, record) {
             Ok(dir) => Intent {
                 record: Some((dir, name)),
             },
@@ -162,9 +195,9 @@ impl FormatIntents {
 /// `O_EXCL | O_NOFOLLOW` (a planted link or file is never written
 /// through); whatever else is in its place (not a record of ours) is
 /// removed first, by name, without following it.
-fn write_record(state: &Path, name: &str) -> io::Result<OwnedFd> {
+fn write_record(state: &Path, name: &str, record: &FormatRecord) -> io::Result<OwnedFd> {
     let dir = open_dir(state, true)?;
-    if is_record(&dir, name) {
+    if is_record(&dir, name, record) {
         return Ok(dir);
     }
     let flags =
@@ -185,7 +218,7 @@ fn write_record(state: &Path, name: &str) -> io::Result<OwnedFd> {
         r => r.map_err(errno)?,
     };
     let mut f = File::from(fd);
-    f.write_all(content(name).as_bytes())?;
+    f.write_all(content(name, record).as_bytes())?;
     f.sync_all()?;
     nix::unistd::fsync(dir.as_fd()).map_err(errno)?;
     Ok(dir)
@@ -218,34 +251,65 @@ mod tests {
         .unwrap()
     }
 
+    fn rec(seq: u64) -> FormatRecord {
+        FormatRecord::new(
+            &crate::disk::DiskIds::default(),
+            ("boot", seq),
+            1 << 20,
+            63 << 20,
+        )
+    }
+
+    #[test]
+    fn a_record_for_another_disk_is_ignored_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let i = FormatIntents::new(Some(dir.path()));
+        drop(i.begin(&vol(1), &rec(1)));
+        let file = dir
+            .path()
+            .join("formatting/01234561-89ab-cdef-0123-456789abcdef");
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            content("01234561-89ab-cdef-0123-456789abcdef", &rec(1))
+        );
+        // The same GUID on another disk: not this record's, and it goes.
+        assert!(!i.pending(&vol(1), &rec(2)));
+        assert!(!file.exists());
+        assert!(!i.pending(&vol(1), &rec(1)));
+        // An empty record (made before records named their disk) too.
+        std::fs::write(&file, b"").unwrap();
+        assert!(!i.pending(&vol(1), &rec(1)));
+        assert!(!file.exists());
+    }
+
     #[test]
     fn a_record_lives_from_begin_until_finished() {
         let dir = tempfile::tempdir().unwrap();
         let i = FormatIntents::new(Some(dir.path()));
-        assert!(!i.pending(&vol(1)));
-        let a = i.begin(&vol(1));
-        assert!(i.pending(&vol(1)));
-        assert!(!i.pending(&vol(2)), "one volume's record only");
+        assert!(!i.pending(&vol(1), &rec(1)));
+        let a = i.begin(&vol(1), &rec(1));
+        assert!(i.pending(&vol(1), &rec(1)));
+        assert!(!i.pending(&vol(2), &rec(1)), "one volume's record only");
         let record = dir
             .path()
             .join("formatting/01234561-89ab-cdef-0123-456789abcdef");
         assert!(record.is_file());
         assert_eq!(
             std::fs::read_to_string(&record).unwrap(),
-            content("01234561-89ab-cdef-0123-456789abcdef")
+            content("01234561-89ab-cdef-0123-456789abcdef", &rec(1))
         );
         a.finished();
-        assert!(!i.pending(&vol(1)));
+        assert!(!i.pending(&vol(1), &rec(1)));
         // Dropped unfinished (failed or cut short): kept for the retry.
-        drop(i.begin(&vol(2)));
-        assert!(FormatIntents::new(Some(dir.path())).pending(&vol(2)));
+        drop(i.begin(&vol(2), &rec(1)));
+        assert!(FormatIntents::new(Some(dir.path())).pending(&vol(2), &rec(1)));
     }
 
     #[test]
     fn without_a_state_dir_nothing_is_recorded() {
         let i = FormatIntents::new(None);
-        let a = i.begin(&vol(1));
-        assert!(!i.pending(&vol(1)));
+        let a = i.begin(&vol(1), &rec(1));
+        assert!(!i.pending(&vol(1), &rec(1)));
         a.finished();
     }
 
@@ -255,8 +319,8 @@ mod tests {
         let file = dir.path().join("not-a-dir");
         std::fs::write(&file, b"x").unwrap();
         let i = FormatIntents::new(Some(&file));
-        drop(i.begin(&vol(1)));
-        assert!(!i.pending(&vol(1)));
+        drop(i.begin(&vol(1), &rec(1)));
+        assert!(!i.pending(&vol(1), &rec(1)));
     }
 
     /// The bypasses: a planted empty file counted as a record (a format
@@ -277,30 +341,34 @@ mod tests {
         for planted in [
             String::new(),
             "x".into(),
-            content("01234562-89ab-cdef-0123-456789abcdef"),
+            content("01234562-89ab-cdef-0123-456789abcdef", &rec(1)),
         ] {
             std::fs::write(&record, planted).unwrap();
-            assert!(!i.pending(&vol(1)));
+            assert!(!i.pending(&vol(1), &rec(1)));
         }
-        std::fs::remove_file(&record).unwrap();
+        // (pending removed the last one: none of ours.)
+        assert!(!record.exists());
         // A link to a host file, even to a file holding a record's text.
         let host_file = dir.path().join("host-file");
-        std::fs::write(&host_file, content(guid)).unwrap();
+        std::fs::write(&host_file, content(guid, &rec(1))).unwrap();
         std::os::unix::fs::symlink(&host_file, &record).unwrap();
-        assert!(!i.pending(&vol(1)));
-        let a = i.begin(&vol(1));
-        assert_eq!(std::fs::read_to_string(&host_file).unwrap(), content(guid));
+        assert!(!i.pending(&vol(1), &rec(1)));
+        let a = i.begin(&vol(1), &rec(1));
+        assert_eq!(
+            std::fs::read_to_string(&host_file).unwrap(),
+            content(guid, &rec(1))
+        );
         assert!(!std::fs::symlink_metadata(&record).unwrap().is_symlink());
-        assert!(i.pending(&vol(1)));
+        assert!(i.pending(&vol(1), &rec(1)));
         a.finished();
-        assert!(!i.pending(&vol(1)));
+        assert!(!i.pending(&vol(1), &rec(1)));
         assert!(host_file.is_file(), "the link's target stays");
         // The records' directory itself a link: not followed.
         std::fs::remove_dir(&formatting).unwrap();
         let elsewhere = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(elsewhere.path(), &formatting).unwrap();
-        drop(i.begin(&vol(1)));
-        assert!(!i.pending(&vol(1)));
+        drop(i.begin(&vol(1), &rec(1)));
+        assert!(!i.pending(&vol(1), &rec(1)));
         assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
     }
 }

@@ -2,9 +2,12 @@
 //! filesystem on a volume, a volume's size.
 
 use super::devices::DiskTable;
+use super::format_record::FormatRecord;
+use super::scan;
 use super::sys::{self, Access};
 use super::{
-    ensure_online, filesystem_lags, from_io, random_guid, read_content, tools, FsType, LinuxStorage,
+    ensure_online, filesystem_lags, from_io, random_guid, read_content, read_scanned, tools, Found,
+    FsType, LinuxStorage,
 };
 use crate::storage::content;
 use crate::storage::parse::gpt;
@@ -120,14 +123,23 @@ impl LinuxStorage {
         let name = PARTITION_NAME;
         let writes = match table {
             gpt::Table::Gpt(_) if step == Step::Initialize => return Ok(()),
-            gpt::Table::Gpt(g) => gpt::add_single_partition(
-                &g,
-                ss,
-                sectors,
-                random_guid()?,
-                gpt::Guid::BASIC_DATA,
-                name,
-            ),
+            gpt::Table::Gpt(g) => {
+                // The partition will be formatted next: its region is
+                // checked as FormatVolume would check it.
+                if let Ok((first, last)) = gpt::single_partition_extent(&g, ss, sectors) {
+                    let (start, end) = (first * u64::from(ss), (last + 1) * u64::from(ss));
+                    let c = read_scanned(&fd, &shown, start, end - start)?;
+                    content::check_new_partition(disk, start, &c, self.overwrite)?;
+                }
+                gpt::add_single_partition(
+                    &g,
+                    ss,
+                    sectors,
+                    random_guid()?,
+                    gpt::Guid::BASIC_DATA,
+                    name,
+                )
+            }
             gpt::Table::Mbr { .. } if step == Step::Initialize => return Ok(()),
             gpt::Table::Raw if step == Step::Partition => return Err(not_initialized(disk)),
             gpt::Table::Raw | gpt::Table::Mbr { .. } => {
@@ -180,21 +192,41 @@ impl LinuxStorage {
         // What a format of ours cut short left (no superblock yet) is ours
         // to format over.
         let (node, fd) = self.open_part(&f.part, Access::Read)?;
+        let record = self.format_record(&f);
         let allow = content::Overwrite {
-            unidentified: self.overwrite.unidentified || self.intents.pending(volume),
+            unidentified: self.overwrite.unidentified || self.intents.pending(volume, &record),
         };
-        content::check_format(volume, &read_content(&fd, &f.part.name)?, allow)?;
+        let size = sys::size_bytes(&fd).map_err(|e| from_io("BLKGETSIZE64", &f.part.name, e))?;
+        let c = read_scanned(&fd, &f.part.name, 0, size)?;
+        content::check_format(volume, &c, allow)?;
         drop(fd);
         let node = node
             .to_str()
             .ok_or_else(|| Error::Internal("device path".into()))?;
-        let intent = self.intents.begin(volume);
+        let intent = self.intents.begin(volume, &record);
         match self.fs_type {
             FsType::Xfs => tools::run("mkfs.xfs", &["-f", "-q", node], &[]),
             t => tools::run(&format!("mkfs.{}", t.name()), &["-F", "-q", node], &[]),
         }?;
         intent.finished();
         Ok(())
+    }
+
+    /// What a format record of the partition `f` names: its disk's
+    /// identities as ListDiskIDs gives them (else this boot and the disk's
+    /// diskseq) and its place on the disk.
+    fn format_record(&self, f: &Found) -> FormatRecord {
+        let ids = scan::ids(&self.inventory.scanner().sysfs, &f.disk.name);
+        // Unreadable: a value no later run repeats, so the record never
+        // matches after a restart (refused as content in doubt).
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .unwrap_or_else(|e| format!("unreadable ({e}), pid {}", std::process::id()));
+        FormatRecord::new(
+            &ids,
+            (&boot, u64::from(f.disk.number)),
+            f.part.start,
+            f.part.size,
+        )
     }
 
     pub(super) fn resize_volume(&self, volume: &VolumeId, target: ResizeTarget) -> Result<()> {

@@ -11,6 +11,7 @@
 //! argv. Device nodes missing from `/dev` (no udev) are created from sysfs.
 
 mod devices;
+mod format_record;
 mod intents;
 mod layout;
 mod locks;
@@ -26,7 +27,7 @@ mod usage;
 
 use super::content::{self, Overwrite};
 use super::inventory::netlink;
-use super::parse::content::{self as identify, Regions};
+use super::parse::content::{self as identify, Regions, Scanned};
 use super::parse::{ext, gpt};
 use super::{ResizeTarget, StorageBackend, VolumeId, VolumeStats};
 use crate::confined::{Confined, Located};
@@ -370,6 +371,14 @@ fn read_exact_at(fd: &OwnedFd, offset: u64, buf: &mut [u8]) -> io::Result<()> {
 fn read_content(fd: &OwnedFd, shown: &str) -> Result<Regions> {
     let size = sys::size_bytes(fd).map_err(|e| from_io("BLKGETSIZE64", shown, e))?;
     Regions::read(size, |offset, buf| read_exact_at(fd, offset, buf))
+        .map_err(|e| from_io("read", shown, e))
+}
+
+/// What the device open as `fd` holds, as FormatVolume checks it (see
+/// [`Scanned::read`]): `first` and `len` bound the region (the whole
+/// device: 0 and its size).
+fn read_scanned(fd: &OwnedFd, shown: &str, first: u64, len: u64) -> Result<Scanned> {
+    Scanned::read(len, |offset, buf| read_exact_at(fd, first + offset, buf))
         .map_err(|e| from_io("read", shown, e))
 }
 

@@ -1108,17 +1108,7 @@ pub fn add_single_partition(
     let number = (1..=gpt.entry_count)
         .find(|n| gpt.partition(*n).is_none())
         .ok_or(GptError::TableFull)?;
-    let after = gpt
-        .partitions
-        .iter()
-        .map(|p| p.last_lba.saturating_add(1))
-        .fold(layout.first_usable, u64::max);
-    let align = MIB / ss;
-    let first_lba = align_up(after, align).ok_or(GptError::NoSpace)?;
-    let last_lba = layout.last_usable;
-    if first_lba > last_lba || last_lba - first_lba + 1 < align {
-        return Err(GptError::NoSpace);
-    }
+    let (first_lba, last_lba) = new_extent(gpt, ss, &layout)?;
     let mut partitions = gpt.partitions.clone();
     partitions.push(GptPartition {
         number,
@@ -1134,6 +1124,36 @@ pub fn add_single_partition(
         encode_entry(&mut array, gpt.entry_size, p)?;
     }
     Ok(layout.writes(&array, None, Some(gpt.alternate_lba)))
+}
+
+/// Where [`add_single_partition`] puts the partition it adds, as its
+/// first and last LBA: what that partition will cover, to be checked
+/// before the table is written.
+pub fn single_partition_extent(
+    gpt: &Gpt,
+    sector_size: u32,
+    disk_sectors: u64,
+) -> Result<(u64, u64), GptError> {
+    let ss = check_sector_size(sector_size)?;
+    check_disk_bytes(ss, disk_sectors)?;
+    check_gpt(gpt, ss)?;
+    new_extent(gpt, ss, &Layout::relocated(gpt, ss, disk_sectors)?)
+}
+
+/// 1 MiB-aligned after the last existing partition, to the last usable LBA.
+fn new_extent(gpt: &Gpt, ss: u64, layout: &Layout) -> Result<(u64, u64), GptError> {
+    let after = gpt
+        .partitions
+        .iter()
+        .map(|p| p.last_lba.saturating_add(1))
+        .fold(layout.first_usable, u64::max);
+    let align = MIB / ss;
+    let first_lba = align_up(after, align).ok_or(GptError::NoSpace)?;
+    let last_lba = layout.last_usable;
+    if first_lba > last_lba || last_lba - first_lba + 1 < align {
+        return Err(GptError::NoSpace);
+    }
+    Ok((first_lba, last_lba))
 }
 
 /// The largest last LBA partition `number` can have once the table spans a

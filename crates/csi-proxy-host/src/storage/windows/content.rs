@@ -9,7 +9,7 @@ use windows_sys::Win32::System::Ioctl::IOCTL_DISK_GET_LENGTH_INFO;
 use super::disk::{self, bad_answer};
 use super::errors::{self, win32};
 use super::win32::{self as w, Handle, GENERIC_READ};
-use crate::storage::parse::content::{self as identify, Regions};
+use crate::storage::parse::content::{self as identify, Regions, Scanned};
 use crate::storage::parse::{extents, gpt};
 use crate::storage::VolumeId;
 use crate::Result;
@@ -38,6 +38,14 @@ pub fn of_disk(number: u32) -> Result<(Regions, bool)> {
 pub fn of_volume(v: &VolumeId) -> Result<Regions> {
     let (h, size) = open_volume(v)?;
     read(&h, size, v.as_str())
+}
+
+/// Volume `v` as FormatVolume checks it: its regions and, when nothing is
+/// identified, its zero-check spans (the same as on Linux).
+pub fn scan_volume(v: &VolumeId) -> Result<Scanned> {
+    let (h, size) = open_volume(v)?;
+    Scanned::read(size, |off, buf| w::read_at(&h, off, buf))
+        .map_err(|e| win32("ReadFile", v.as_str(), e))
 }
 
 /// Whether anything is identified on volume `v`: its first bytes first (a

@@ -230,7 +230,7 @@ impl StorageBackend for WindowsStorage {
                 "volume {v} is mounted at {p:?}: unmount it (or remove the drive letter) before formatting"
             )));
         }
-        rules::check_format(v, &content::of_volume(v)?, self.overwrite)?;
+        rules::check_format(v, &content::scan_volume(v)?, self.overwrite)?;
         let r = stor::format(&self.wmi, v);
         self.inventory.invalidate();
         r

@@ -789,6 +789,11 @@ fn add_after_msr() {
         assert_eq!(p.first_lba * s, 17 * MIB);
         assert_eq!(p.last_lba, g2.last_usable);
         assert_eq!(p.unique_guid, guid(9));
+        // What is checked before the write is what was written.
+        assert_eq!(
+            single_partition_extent(&g, ss, sectors),
+            Ok((p.first_lba, p.last_lba))
+        );
         assert!(disk.backup().unwrap().same_table(&g2));
         // Now it has a data partition.
         assert_eq!(

@@ -12,6 +12,12 @@ pub fn xfs(d: &Device<'_>) -> Option<u64> {
     (d.has(0, b"XFSB") && pow2_in(d.u32_be(4)?.into(), 512, 65536)).then_some(0)
 }
 
+/// EXFS (an XFS variant): `EXFS` at 0 with a power-of-two block size
+/// (512 B to 64 KiB), as for XFS.
+pub fn exfs(d: &Device<'_>) -> Option<u64> {
+    (d.has(0, b"EXFS") && pow2_in(d.u32_be(4)?.into(), 512, 65536)).then_some(0)
+}
+
 /// Btrfs: the superblock at 64 KiB, its magic 0x40 bytes in.
 pub fn btrfs(d: &Device<'_>) -> Option<u64> {
     d.has(0x10040, b"_BHRfS_M").then_some(0x10040)
@@ -417,4 +423,22 @@ pub fn ubifs(d: &Device<'_>) -> Option<u64> {
 /// VMFS (the VMware filesystem): its magic at 2 MiB.
 pub fn vmfs(d: &Device<'_>) -> Option<u64> {
     (d.u32_le(0x200000) == Some(0x2FAB_F15E)).then_some(0x200000)
+}
+
+/// System V: the superblock's magic `0xFD187E20` (either byte order) 504
+/// bytes into the second half of 1 KiB block 0, 9, 15 or 18 (where the
+/// SysV, Coherent and Xenix-derived layouts put it).
+pub fn sysv(d: &Device<'_>) -> Option<u64> {
+    const MAGIC: u32 = 0xFD18_7E20;
+    [0u64, 9, 15, 18].iter().find_map(|&block| {
+        let o = block * 1024 + 512 + 504;
+        let m = d.u32_le(o)?;
+        (m == MAGIC || m == MAGIC.swap_bytes()).then_some(o)
+    })
+}
+
+/// Xenix: its 3-byte magic (either byte order) at 2048, the superblock's
+/// `s_magic` in the second KiB.
+pub fn xenix(d: &Device<'_>) -> Option<u64> {
+    at_any(d, &[2048], b"\x2b\x55\x44").or_else(|| at_any(d, &[2048], b"\x44\x55\x2b"))
 }

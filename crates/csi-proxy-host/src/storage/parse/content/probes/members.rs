@@ -356,6 +356,11 @@ pub fn drbdmanage(d: &Device<'_>) -> Option<u64> {
     d.has(0, b"$DRBDmgr=q").then_some(0)
 }
 
+/// A DRBD proxy data log: `DRBDdlh*` at 0 on a device of 16 KiB or more.
+pub fn drbdproxy_datalog(d: &Device<'_>) -> Option<u64> {
+    (d.size() >= 16 * 1024 && d.has(0, b"DRBDdlh*")).then_some(0)
+}
+
 /// An XFS external log: a log record header (magic `0xFEEDBABE`, version
 /// 1 or 2, a non-empty body, a known format) at the start of one of the
 /// first 512 sectors, before any XFS superblock.

@@ -22,6 +22,51 @@ pub fn gpt_backup(d: &Device<'_>) -> Option<u64> {
     })
 }
 
+/// A protective MBR alone: the boot signature and a GPT entry (`0xEE`)
+/// but no GPT header where [`gpt_primary`] and [`gpt_backup`] look (with
+/// one, the disk is GPT's and named so).
+pub fn pmbr(d: &Device<'_>) -> Option<u64> {
+    if !d.has(510, &[0x55, 0xAA]) || gpt_primary(d).is_some() || gpt_backup(d).is_some() {
+        return None;
+    }
+    let entries = d.at(446, 64)?;
+    entries.chunks(16).any(|e| e[4] == 0xEE).then_some(510)
+}
+
+/// An AIX disk: its magic (`IBMA` in EBCDIC) at 0.
+pub fn aix(d: &Device<'_>) -> Option<u64> {
+    d.has(0, b"\xC9\xC2\xD4\xC1").then_some(0)
+}
+
+/// An Ultrix disk label: magic `0x032957` and a valid flag of 1 (32-bit
+/// words, little-endian as libblkid reads them on x86) at the end of
+/// sector 31, 72 bytes before 16 KiB.
+pub fn ultrix(d: &Device<'_>) -> Option<u64> {
+    const AT: u64 = 16384 - 72;
+    (d.u32_le(AT) == Some(0x0003_2957) && d.u32_le(AT + 4) == Some(1)).then_some(AT)
+}
+
+/// A UnixWare disk label on a device larger than a floppy (1440 KiB): the
+/// VTOC magic `0x600DDEEE` 156 bytes into sector 29, with the label's
+/// magic `0xCAE5600D` 4 bytes into that sector or where libblkid 2.38
+/// looks for it (byte 29174, its offset macro counts kilobytes as bytes).
+pub fn unixware(d: &Device<'_>) -> Option<u64> {
+    const SECTOR29: u64 = 29 * 512;
+    if d.size() <= 1440 * 1024 || d.u32_le(SECTOR29 + 156) != Some(0x600D_DEEE) {
+        return None;
+    }
+    [SECTOR29 + 4, 29174]
+        .iter()
+        .copied()
+        .find(|&o| d.u32_le(o) == Some(0xCAE5_600D))
+}
+
+/// A Solaris x86 VTOC: its sanity word `0x600DDEEE` 12 bytes into
+/// sector 1, and layout version 1 after it.
+pub fn solaris(d: &Device<'_>) -> Option<u64> {
+    (d.u32_le(524) == Some(0x600D_DEEE) && d.u32_le(528) == Some(1)).then_some(524)
+}
+
 /// An MBR: the boot signature, every entry's boot flag 0 or 0x80 (an
 /// empty table counts: it is a table), none of them GPT's protective entry
 /// (`0xEE`: the disk is GPT's), and not the boot sector of a FAT/NTFS/exFAT

@@ -415,3 +415,51 @@ fn vmfs_filesystem() {
     img.u32_le(0x200004, 0x2FAB_F15E);
     img.is_nothing();
 }
+
+#[test]
+fn exfs_like_xfs() {
+    let mut img = Image::new(8 * MIB);
+    img.put(0, b"EXFS").u32_be(4, 4096);
+    img.is("exfs", 0);
+    // A block size that is not a power of two: not EXFS.
+    img.u32_be(4, 4095);
+    img.is_nothing();
+}
+
+#[test]
+fn sysv_at_each_of_its_blocks_in_either_byte_order() {
+    for block in [0u64, 9, 15, 18] {
+        let at = block * 1024 + 1016;
+        let mut img = Image::new(MIB);
+        img.u32_le(at, 0xFD18_7E20);
+        img.is("sysv", at);
+        let mut img = Image::new(MIB);
+        img.u32_be(at, 0xFD18_7E20);
+        img.is("sysv", at);
+        // Four bytes off, or in a block libblkid does not look at.
+        let mut img = Image::new(MIB);
+        img.u32_le(at + 4, 0xFD18_7E20);
+        img.is_nothing();
+    }
+    let mut img = Image::new(MIB);
+    img.u32_le(10 * 1024 + 1016, 0xFD18_7E20);
+    img.is_nothing();
+    let mut img = Image::new(MIB);
+    img.u32_le(1016, 0xFD18_7E21);
+    img.is_nothing();
+}
+
+#[test]
+fn xenix_three_bytes_at_2048() {
+    for magic in [[0x2b, 0x55, 0x44], [0x44, 0x55, 0x2b]] {
+        let mut img = Image::new(MIB);
+        img.put(2048, &magic);
+        img.is("xenix", 2048);
+    }
+    let mut img = Image::new(MIB);
+    img.put(2048, &[0x2b, 0x55, 0x45]);
+    img.is_nothing();
+    let mut img = Image::new(MIB);
+    img.put(2049, &[0x2b, 0x55, 0x44]);
+    img.is_nothing();
+}

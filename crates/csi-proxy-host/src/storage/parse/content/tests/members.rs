@@ -447,3 +447,17 @@ fn swap_and_hibernation_images_for_every_page_size() {
     img.put(4096 - 11, b"SWAPSPACE2");
     img.is_nothing();
 }
+
+#[test]
+fn drbd_proxy_data_log() {
+    let mut img = Image::new(MIB);
+    img.put(0, b"DRBDdlh*");
+    img.is("drbdproxy_datalog", 0);
+    // libblkid's minimum size.
+    let mut img = Image::new(16 * 1024 - 512);
+    img.put(0, b"DRBDdlh*");
+    img.is_nothing();
+    let mut img = Image::new(MIB);
+    img.put(0, b"DRBDdlh+");
+    img.is_nothing();
+}

@@ -7,6 +7,7 @@ use super::*;
 
 mod fs;
 mod members;
+mod parity;
 mod robustness;
 mod tables;
 

@@ -24,10 +24,10 @@ fn mbr_empty_or_with_entries_but_not_protective_or_with_bad_flags() {
     img.is("dos", 510);
     img.put(446, &[0x80]).put(446 + 4, &[0x83]);
     img.is("dos", 510);
-    // A GPT's protective MBR is GPT's.
+    // A GPT's protective MBR is not a DOS table (alone, it is PMBR).
     let mut img = Image::new(8 * MIB);
     img.put(510, &[0x55, 0xAA]).put(446 + 4, &[0xEE]);
-    img.is_nothing();
+    img.is("PMBR", 510);
     // A boot flag other than 0 or 0x80: boot code, not a table.
     let mut img = Image::new(8 * MIB);
     img.put(510, &[0x55, 0xAA]).put(446 + 16, &[0x12]);
@@ -107,5 +107,68 @@ fn atari_root_sector() {
         .put(0x1C7, b"GEM")
         .u32_be(0x1C6 + 4, 2)
         .u32_be(0x1C6 + 8, 1000);
+    img.is_nothing();
+}
+
+#[test]
+fn a_protective_mbr_without_a_gpt_header() {
+    let mut img = Image::new(8 * MIB);
+    img.put(510, &[0x55, 0xAA]).put(446 + 16 + 4, &[0xEE]);
+    img.is("PMBR", 510);
+    // With a GPT header, it is GPT's.
+    img.put(512, b"EFI PART");
+    img.is("gpt", 512);
+    // Without the boot signature, nothing.
+    let mut img = Image::new(8 * MIB);
+    img.put(510, &[0x55, 0xAB]).put(446 + 4, &[0xEE]);
+    img.is_nothing();
+}
+
+#[test]
+fn aix_magic_at_0() {
+    let mut img = Image::new(8 * MIB);
+    img.put(0, b"\xC9\xC2\xD4\xC1");
+    img.is("aix", 0);
+    let mut img = Image::new(8 * MIB);
+    img.put(0, b"\xC9\xC2\xD4\xC2");
+    img.is_nothing();
+    let mut img = Image::new(8 * MIB);
+    img.put(512, b"\xC9\xC2\xD4\xC1");
+    img.is_nothing();
+}
+
+#[test]
+fn ultrix_label_with_its_valid_flag() {
+    let mut img = Image::new(8 * MIB);
+    img.u32_le(16312, 0x0003_2957).u32_le(16316, 1);
+    img.is("ultrix", 16312);
+    img.u32_le(16316, 0);
+    img.is_nothing();
+}
+
+#[test]
+fn unixware_label_and_vtoc() {
+    for label in [29 * 512 + 4, 29174] {
+        let mut img = Image::new(8 * MIB);
+        img.u32_le(label, 0xCAE5_600D)
+            .u32_le(29 * 512 + 156, 0x600D_DEEE);
+        img.is("unixware", label);
+        // Without the VTOC's magic, nothing.
+        img.u32_le(29 * 512 + 156, 0x600D_DEEF);
+        img.is_nothing();
+    }
+    // A floppy-sized device is not looked at.
+    let mut img = Image::new(1440 * 1024);
+    img.u32_le(29174, 0xCAE5_600D)
+        .u32_le(29 * 512 + 156, 0x600D_DEEE);
+    img.is_nothing();
+}
+
+#[test]
+fn solaris_vtoc_version_1() {
+    let mut img = Image::new(8 * MIB);
+    img.u32_le(524, 0x600D_DEEE).u32_le(528, 1);
+    img.is("solaris", 524);
+    img.u32_le(528, 2);
     img.is_nothing();
 }
