@@ -414,6 +414,8 @@ async fn run_job(
             }
         }
         .map_err(err)?;
+        // Wanted before anything else is awaited: its end may come meanwhile.
+        jobs.want(job.as_str());
         // A reload between the check above and the job: the transaction
         // may hold what the plan did not check. Cancel what is queued.
         if let Err(e) = jobs
@@ -436,7 +438,6 @@ async fn run_job(
                 .await;
             return Err(e);
         }
-        jobs.want(job.as_str());
         // The transaction is in place once systemd answered: the jobs of
         // the dependents it stops exist now (or have ended already).
         let mut theirs = Vec::new();
