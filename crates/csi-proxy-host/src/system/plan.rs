@@ -310,7 +310,7 @@ impl<F: FnMut(&str) -> Result<UnitDeps>> Walk<F> {
         }
         if self.units.len() >= MAX_UNITS {
             return Err(Error::FailedPrecondition(format!(
-                "{}: refused, the service manager's dependency graph from this service reaches more than {MAX_UNITS} units: refused rather than checked in part",
+                "{}: refused, the service manager's dependency graph from this service reaches more than {MAX_UNITS} units, too many to check them all",
                 self.what
             )));
         }
