@@ -217,7 +217,12 @@ pub fn start_bus(dir: &Path, socket: &Path) -> Child {
         .stderr(std::fs::File::create(dir.join("dbus.log")).unwrap())
         .spawn()
         .expect("dbus-daemon (package dbus-daemon)");
-    wait_for(|| socket.exists(), "the bus socket");
+    // The socket file exists from bind(2) on; wait for listen(2) too (a
+    // first call in between was refused: "Connection refused").
+    wait_for(
+        || std::os::unix::net::UnixStream::connect(socket).is_ok(),
+        "the bus socket",
+    );
     child
 }
 
