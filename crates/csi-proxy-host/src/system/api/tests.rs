@@ -295,3 +295,52 @@ fn a_dependent_the_plan_did_not_hold_is_refused() {
         assert_eq!(status(&fake, "free"), ServiceStatus::Running);
     }
 }
+
+/// A backend that cannot read dependencies.
+struct NoDependencies(Arc<RecordingSystem>);
+
+impl SystemBackend for NoDependencies {
+    fn bios_serial(&self) -> Result<String> {
+        self.0.bios_serial()
+    }
+    fn get_service(&self, name: &ServiceName) -> Result<GetServiceResponse> {
+        self.0.get_service(name)
+    }
+    fn start_service(&self, name: &ServiceName) -> Result<()> {
+        self.0.start_service(name)
+    }
+    fn stop_service(&self, name: &ServiceName, force: bool, guard: DependentGuard) -> Result<()> {
+        self.0.stop_service(name, force, guard)
+    }
+    fn dependencies(&self, _: &str) -> Result<Vec<String>> {
+        Err(Error::Internal("the bus went away".into()))
+    }
+    fn plan(&self, name: &ServiceName, op: Op) -> Result<Plan> {
+        self.0.plan(name, op)
+    }
+}
+
+#[test]
+fn a_failed_read_of_the_own_dependencies_names_the_call() {
+    let flavor = Flavor::Windows;
+    let (_, fake) = api(flavor, Protection::none(flavor));
+    let api = System::new(
+        NoDependencies(fake.clone()),
+        ServicePolicy::allow_all(),
+        flavor,
+    )
+    .with_protection(Protection::none(flavor).own_service("self").unwrap());
+    let e = api
+        .start_service(StartServiceRequest {
+            name: "free".into(),
+        })
+        .unwrap_err();
+    let m = e.to_string();
+    assert!(matches!(e, Error::FailedPrecondition(_)), "{m}");
+    assert!(m.starts_with("start service \"free\": refused"), "{m}");
+    assert!(
+        m.contains("\"self\"") && m.contains("the bus went away"),
+        "{m}"
+    );
+    assert!(!fake.calls().iter().any(|c| matches!(c, Call::Start(_))));
+}
