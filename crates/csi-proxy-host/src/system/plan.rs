@@ -165,11 +165,13 @@ impl Plan {
         };
         if !self.target_unmodelled.is_empty() {
             let name = self.target.first().map_or(asked, String::as_str);
-            return Err(refuse(
-                &format!("{} of", op.verb()),
-                name,
-                &self.target_unmodelled,
-            ));
+            return Err(Error::PermissionDenied(format!(
+                "{} service {}: refused, {} itself has {}: csi-proxy cannot tell what that would start or stop in turn, so it never does it",
+                op.verb(),
+                shown(asked),
+                shown(name),
+                self.target_unmodelled.join("; ")
+            )));
         }
         for u in self.started.iter().filter(|u| !u.active) {
             if !u.unmodelled.is_empty() {
@@ -600,7 +602,7 @@ mod tests {
         mark(&mut g, "idle");
         refused(&g, Op::Start).unwrap();
         for (unit, op, how) in [
-            ("x", Op::Start, "start of"),
+            ("x", Op::Start, "itself has"),
             ("pulled", Op::Start, "it would start"),
             ("c", Op::Start, "it would stop"),
         ] {
