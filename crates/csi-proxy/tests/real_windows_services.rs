@@ -521,6 +521,44 @@ fn the_allow_list_and_the_plan_on_windows() {
     }
 }
 
+/// A start that would start a service with trigger-start entries
+/// (`sc triggerinfo ... start/networkon`: the SCM starts it on an event of
+/// its own) as a dependency is refused: the plan cannot follow what the
+/// SCM does with it. Wine keeps no trigger information
+/// (`QueryServiceConfig2W(SERVICE_CONFIG_TRIGGER_INFO)`); the rule itself
+/// is `scm_rules::unmodelled`, unit-tested on Linux.
+#[test]
+fn a_trigger_started_dependency_is_refused() {
+    let Some(_win) =
+        require("trigger-start information kept by the SCM (SERVICE_CONFIG_TRIGGER_INFO)")
+    else {
+        return;
+    };
+    let _turn = one_at_a_time();
+    let t = Throwaway::create("rwtrig", &[("trig", &[]), ("user", &["trig"])]);
+    let (trig, user) = (t.name("trig"), t.name("user"));
+    let out = std::process::Command::new("sc.exe")
+        .args(["triggerinfo", trig, "start/networkon"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "sc triggerinfo: {out:?}");
+    let flag = format!("-allowed-services={user}");
+    let p = pipes::Proxy::start_unique("rwtrig", "system", &[&flag]);
+    block_on(async {
+        let mut c = SysClient::new(p.channel(Group::System, "v1alpha1").await);
+        let e = start(&mut c, user).await.unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+        assert!(
+            e.message().contains("trigger-start") && e.message().contains(trig),
+            "{}",
+            e.message()
+        );
+    });
+    for n in [trig, user] {
+        assert_eq!(t.state(n), ServiceState::Stopped, "{n}");
+    }
+}
+
 /// The pipe DACL of a service: `-pipe-sddl` as installed is the one the
 /// pipes carry (read back through a `READ_CONTROL` handle), and on Windows
 /// it is enforced: with SYSTEM alone admitted, this test (an elevated
