@@ -633,3 +633,45 @@ async fn a_reload_while_the_plan_is_made_refuses_the_call() {
         e.message()
     );
 }
+
+/// A start in conflict with the mount unit of a directory (the kubelet's,
+/// where pod volumes live; the red-team's `12-mount-conflict.sh`): the
+/// mount is real in the manager's private mount namespace; refused, it
+/// stays mounted.
+#[tokio::test]
+async fn a_start_in_conflict_with_a_mount_unit_is_refused() {
+    if !need_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("systemd-escape")
+        .arg("--path")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mount = format!("{}.mount", String::from_utf8_lossy(&out.stdout).trim());
+    let body = format!(
+        "[Mount]\nWhat=tmpfs\nWhere={}\nType=tmpfs\n",
+        dir.path().display()
+    );
+    let x = format!("[Unit]\nConflicts={mount}\n[Service]\nExecStart=/bin/sleep 1000\n");
+    let sd = Systemd::start_with_units(&[(mount.as_str(), body.as_str()), ("{prefix}-x", &x)]);
+    let out = sd.systemctl(&["start", &mount]);
+    assert!(out.status.success(), "{out:?}\n{}", sd.log());
+    assert_eq!(is_active(&sd, &mount), "active");
+    let target = sd.unit("x");
+    let p = proxy_on(&sd, &[&format!("-allowed-services={target}")]);
+    let mut c = client(&p).await;
+    let e = start(&mut c, &target).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
+    assert!(
+        e.message()
+            .starts_with(&format!("start service \"{target}\": refused"))
+            && e.message().contains(&mount),
+        "{}",
+        e.message()
+    );
+    assert_eq!(is_active(&sd, &mount), "active");
+    assert_eq!(state(&mut c, &target).await, STOPPED);
+}
