@@ -369,7 +369,7 @@ fn a_chain_or_a_display_name_never_reaches_a_protected_service() {
             let display = format!("csi-proxy test {top}");
             let e = stop(&mut c, &display, force).await.unwrap_err();
             assert_eq!(e.code(), Code::PermissionDenied, "{display}: {e:?}");
-            assert!(e.message().contains("is a name of"), "{}", e.message());
+            assert!(e.message().contains("by another name"), "{}", e.message());
         }
         for n in [base, mid, top] {
             assert_eq!(t.state(n), ServiceState::Running, "{n}");
@@ -517,6 +517,44 @@ fn the_allow_list_and_the_plan_on_windows() {
         }
     });
     for n in [member, user] {
+        assert_eq!(t.state(n), ServiceState::Stopped, "{n}");
+    }
+}
+
+/// A start that would start a service with trigger-start entries
+/// (`sc triggerinfo ... start/networkon`: the SCM starts it on an event of
+/// its own) as a dependency is refused: the plan cannot follow what the
+/// SCM does with it. Wine keeps no trigger information
+/// (`QueryServiceConfig2W(SERVICE_CONFIG_TRIGGER_INFO)`); the rule itself
+/// is `scm_rules::unmodelled`, unit-tested on Linux.
+#[test]
+fn a_trigger_started_dependency_is_refused() {
+    let Some(_win) =
+        require("trigger-start information kept by the SCM (SERVICE_CONFIG_TRIGGER_INFO)")
+    else {
+        return;
+    };
+    let _turn = one_at_a_time();
+    let t = Throwaway::create("rwtrig", &[("trig", &[]), ("user", &["trig"])]);
+    let (trig, user) = (t.name("trig"), t.name("user"));
+    let out = std::process::Command::new("sc.exe")
+        .args(["triggerinfo", trig, "start/networkon"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "sc triggerinfo: {out:?}");
+    let flag = format!("-allowed-services={user}");
+    let p = pipes::Proxy::start_unique("rwtrig", "system", &[&flag]);
+    block_on(async {
+        let mut c = SysClient::new(p.channel(Group::System, "v1alpha1").await);
+        let e = start(&mut c, user).await.unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+        assert!(
+            e.message().contains("trigger-start") && e.message().contains(trig),
+            "{}",
+            e.message()
+        );
+    });
+    for n in [trig, user] {
         assert_eq!(t.state(n), ServiceState::Stopped, "{n}");
     }
 }

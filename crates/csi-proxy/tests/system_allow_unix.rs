@@ -183,7 +183,184 @@ const CASES: &[Case] = &[
         target: "x",
         unchanged: &["x"],
     },
+    // Found by the red-team of issue 40 (`/work/redteam-40`): units the
+    // plan cannot follow are refused (default-deny), whatever they do.
+    Case {
+        what: "a start wanting a .path unit whose condition holds (Unit=systemd-exit.service)",
+        units: &[
+            (
+                "{prefix}-x",
+                "[Unit]\nWants={prefix}-p.path\n[Service]\nExecStart=/bin/sleep 1000\n",
+            ),
+            (
+                "{prefix}-p.path",
+                "[Path]\nPathExists=/\nUnit=systemd-exit.service\n",
+            ),
+        ],
+        running: &[],
+        call: Call::Start,
+        target: "x",
+        unchanged: &["p.path"],
+    },
+    Case {
+        what: "a start wanting a .timer unit (OnActiveSec=1, Unit=systemd-exit.service)",
+        units: &[
+            (
+                "{prefix}-x",
+                "[Unit]\nWants={prefix}-t.timer\n[Service]\nExecStart=/bin/sleep 1000\n",
+            ),
+            (
+                "{prefix}-t.timer",
+                "[Timer]\nOnActiveSec=1\nUnit=systemd-exit.service\n",
+            ),
+        ],
+        running: &[],
+        call: Call::Start,
+        target: "x",
+        unchanged: &["t.timer"],
+    },
+    Case {
+        what: "a start wanting a .socket unit (Service=systemd-exit.service)",
+        units: &[
+            (
+                "{prefix}-x",
+                "[Unit]\nWants={prefix}-s.socket\n[Service]\nExecStart=/bin/sleep 1000\n",
+            ),
+            (
+                "{prefix}-s.socket",
+                "[Socket]\nListenStream=%t/{prefix}-s.sock\nService=systemd-exit.service\n",
+            ),
+        ],
+        running: &[],
+        call: Call::Start,
+        target: "x",
+        unchanged: &["s.socket"],
+    },
+    Case {
+        what: "the stop of a running unit whose OnSuccess= is a .path unit (Unit=systemd-exit.service)",
+        units: &[
+            (
+                "{prefix}-x",
+                "[Unit]\nOnSuccess={prefix}-p.path\n[Service]\nExecStart=/bin/sleep 1000\n",
+            ),
+            (
+                "{prefix}-p.path",
+                "[Path]\nPathExists=/\nUnit=systemd-exit.service\n",
+            ),
+        ],
+        running: &["x"],
+        call: Call::Stop,
+        target: "x",
+        unchanged: &["x", "p.path"],
+    },
+    Case {
+        what: "a oneshot with OnSuccess= a target and OnSuccessJobMode=isolate",
+        units: &[
+            (
+                "{prefix}-x",
+                "[Unit]\nOnSuccess={prefix}-i.target\nOnSuccessJobMode=isolate\n[Service]\nType=oneshot\nExecStart=/bin/true\n",
+            ),
+            ("{prefix}-i.target", "[Unit]\nAllowIsolate=yes\n"),
+            ("{prefix}-y", SLEEP),
+        ],
+        running: &["y"],
+        call: Call::Start,
+        target: "x",
+        unchanged: &["y"],
+    },
+    Case {
+        what: "a failing unit with OnFailure= a target and OnFailureJobMode=isolate",
+        units: &[
+            (
+                "{prefix}-x",
+                "[Unit]\nOnFailure={prefix}-i.target\nOnFailureJobMode=isolate\n[Service]\nType=oneshot\nExecStart=/bin/false\n",
+            ),
+            ("{prefix}-i.target", "[Unit]\nAllowIsolate=yes\n"),
+            ("{prefix}-y", SLEEP),
+        ],
+        running: &["y"],
+        call: Call::Start,
+        target: "x",
+        unchanged: &["y"],
+    },
+    Case {
+        what: "the stop of a running unit with OnSuccess= a target and OnSuccessJobMode=isolate",
+        units: &[
+            (
+                "{prefix}-x",
+                "[Unit]\nOnSuccess={prefix}-i.target\nOnSuccessJobMode=isolate\n[Service]\nExecStart=/bin/sleep 1000\n",
+            ),
+            ("{prefix}-i.target", "[Unit]\nAllowIsolate=yes\n"),
+            ("{prefix}-y", SLEEP),
+        ],
+        running: &["x", "y"],
+        call: Call::Stop,
+        target: "x",
+        unchanged: &["x", "y"],
+    },
+    Case {
+        what: "a start in conflict with a listening .socket unit",
+        units: &[
+            (
+                "{prefix}-x",
+                "[Unit]\nConflicts={prefix}-s.socket\n[Service]\nExecStart=/bin/sleep 1000\n",
+            ),
+            (
+                "{prefix}-s.socket",
+                "[Socket]\nListenStream=%t/{prefix}-s.sock\n",
+            ),
+            ("{prefix}-s", SLEEP),
+        ],
+        running: &["s.socket"],
+        call: Call::Start,
+        target: "x",
+        unchanged: &["s.socket"],
+    },
+    Case {
+        what: "a start wanting a stopped protected kubelet",
+        units: &[
+            ("kubelet", SLEEP),
+            (
+                "{prefix}-x",
+                "[Unit]\nWants=kubelet.service\n[Service]\nExecStart=/bin/sleep 1000\n",
+            ),
+        ],
+        running: &[],
+        call: Call::Start,
+        target: "x",
+        unchanged: &["kubelet"],
+    },
+    Case {
+        what: "a start in conflict with a running protected kubelet",
+        units: &[
+            ("kubelet", SLEEP),
+            (
+                "{prefix}-x",
+                "[Unit]\nConflicts=kubelet.service\n[Service]\nExecStart=/bin/sleep 1000\n",
+            ),
+        ],
+        running: &["kubelet"],
+        call: Call::Start,
+        target: "x",
+        unchanged: &["kubelet"],
+    },
 ];
+
+/// The full unit name of a case's name (`x` is `{prefix}-x.service`,
+/// `p.path` is `{prefix}-p.path`, `kubelet` is `kubelet.service`).
+fn full_name(sd: &Systemd, n: &str) -> String {
+    if n.contains('.') {
+        sd.unit(n)
+    } else {
+        format!("{}.service", unit_name(sd, n))
+    }
+}
+
+/// `systemctl is-active` of a unit of any type.
+fn is_active(sd: &Systemd, unit: &str) -> String {
+    let out = sd.systemctl(&["is-active", unit]);
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
 
 /// A name of a case (`x` is the run's `{prefix}-x`; `kubelet` itself).
 fn unit_name(sd: &Systemd, n: &str) -> String {
@@ -197,7 +374,7 @@ fn unit_name(sd: &Systemd, n: &str) -> String {
 async fn run_case(case: &Case) {
     let sd = Systemd::start_with_units(case.units);
     for r in case.running {
-        let u = format!("{}.service", unit_name(&sd, r));
+        let u = full_name(&sd, r);
         let out = sd.systemctl(&["start", &u]);
         assert!(out.status.success(), "{}: start {u}: {out:?}", case.what);
     }
@@ -206,13 +383,11 @@ async fn run_case(case: &Case) {
     for (flags, by_list) in [(&[allowed.as_str()][..], false), (&[][..], true)] {
         let p = proxy_on(&sd, flags);
         let mut c = client(&p).await;
-        let before = {
-            let mut v = Vec::new();
-            for u in case.unchanged {
-                v.push(state(&mut c, &unit_name(&sd, u)).await);
-            }
-            v
-        };
+        let before: Vec<String> = case
+            .unchanged
+            .iter()
+            .map(|u| is_active(&sd, &full_name(&sd, u)))
+            .collect();
         let r = match case.call {
             Call::Start => start(&mut c, &target).await,
             Call::Stop => stop(&mut c, &target).await,
@@ -224,9 +399,10 @@ async fn run_case(case: &Case) {
             Call::Start => "start service",
             Call::Stop => "stop service",
         };
+        // The operation and the service asked for lead the message.
         assert!(
-            m.starts_with(verb),
-            "{}: names another operation: {m}",
+            m.starts_with(&format!("{verb} \"{target}\"")),
+            "{}: names another operation or service first: {m}",
             case.what
         );
         let list_refusal = m.contains("not in this csi-proxy's -allowed-services list");
@@ -240,7 +416,7 @@ async fn run_case(case: &Case) {
             sd.log()
         );
         for (u, was) in case.unchanged.iter().zip(before) {
-            let now = state(&mut c, &unit_name(&sd, u)).await;
+            let now = is_active(&sd, &full_name(&sd, u));
             assert_eq!(now, was, "{}: {u} changed", case.what);
         }
         if case.call == Call::Start {
@@ -256,9 +432,21 @@ async fn every_measured_case_is_refused_by_the_plan_and_by_the_list() {
     if !need_root() {
         return;
     }
+    // Every case runs; the failures are listed together.
+    let mut failed = Vec::new();
     for case in CASES {
-        run_case(case).await;
+        let one = tokio::task::spawn_blocking(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(run_case(case))
+        });
+        if one.await.is_err() {
+            failed.push(case.what);
+        }
     }
+    assert!(failed.is_empty(), "failed cases: {failed:#?}");
 }
 
 /// The default list is the storage services; an alias counts for the unit
@@ -377,4 +565,113 @@ async fn a_caller_policy_rule_narrows_the_list() {
     }
     // GetService is not narrowed.
     state(&mut c, "multipathd").await;
+}
+
+/// A drop-in written and `daemon-reload`ed while the plan is walked (the
+/// red-team's `09-toctou-reload.sh`): the call is refused, nothing of the
+/// new configuration runs. The walk of 600 template instances takes
+/// seconds; the reload comes 1 s into it.
+#[tokio::test]
+async fn a_reload_while_the_plan_is_made_refuses_the_call() {
+    if !need_root() {
+        return;
+    }
+    let wants: String = (0..600)
+        .map(|i| format!("{{prefix}}-h@{i}.service "))
+        .collect();
+    let x = format!("[Unit]\nWants={wants}\n[Service]\nExecStart=/bin/sleep 1000\n");
+    let x: &'static str = Box::leak(x.into_boxed_str());
+    let sd = Systemd::start_with_units(&[
+        ("{prefix}-x", x),
+        (
+            "{prefix}-h@",
+            "[Service]\nType=oneshot\nExecStart=/bin/true\n",
+        ),
+    ]);
+    let target = sd.unit("x");
+    let late = sd.unit("late");
+    let p = proxy_on(&sd, &[&format!("-allowed-services={target}")]);
+    let mut c = client(&p).await;
+    let call = {
+        let mut c = c.clone();
+        let target = target.clone();
+        tokio::spawn(async move { start(&mut c, &target).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let dir = sd.unit_dir();
+    std::fs::write(
+        dir.join(format!("{late}.service")),
+        "[Unit]\nSuccessAction=exit\n[Service]\nType=oneshot\nExecStart=/bin/true\n",
+    )
+    .unwrap();
+    let dropin = dir.join(format!("{target}.service.d"));
+    std::fs::create_dir_all(&dropin).unwrap();
+    std::fs::write(
+        dropin.join("late.conf"),
+        format!("[Unit]\nWants={late}.service\n"),
+    )
+    .unwrap();
+    let out = sd.systemctl(&["daemon-reload"]);
+    assert!(out.status.success(), "{out:?}");
+    let e = call.await.unwrap().expect_err("a reload during the plan");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{}", e.message());
+    assert!(
+        e.message().starts_with(&format!("start service {target}"))
+            && e.message().contains("reloaded"),
+        "{}",
+        e.message()
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(alive(&sd), "the manager exited\n{}", sd.log());
+    assert_eq!(state(&mut c, &target).await, STOPPED);
+    // The plan made on the new configuration refuses the call.
+    let e = start(&mut c, &target).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
+    assert!(
+        e.message().contains("SuccessAction=exit"),
+        "{}",
+        e.message()
+    );
+}
+
+/// A start in conflict with the mount unit of a directory (the kubelet's,
+/// where pod volumes live; the red-team's `12-mount-conflict.sh`): the
+/// mount is real in the manager's private mount namespace; refused, it
+/// stays mounted.
+#[tokio::test]
+async fn a_start_in_conflict_with_a_mount_unit_is_refused() {
+    if !need_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("systemd-escape")
+        .arg("--path")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mount = format!("{}.mount", String::from_utf8_lossy(&out.stdout).trim());
+    let body = format!(
+        "[Mount]\nWhat=tmpfs\nWhere={}\nType=tmpfs\n",
+        dir.path().display()
+    );
+    let x = format!("[Unit]\nConflicts={mount}\n[Service]\nExecStart=/bin/sleep 1000\n");
+    let sd = Systemd::start_with_units(&[(mount.as_str(), body.as_str()), ("{prefix}-x", &x)]);
+    let out = sd.systemctl(&["start", &mount]);
+    assert!(out.status.success(), "{out:?}\n{}", sd.log());
+    assert_eq!(is_active(&sd, &mount), "active");
+    let target = sd.unit("x");
+    let p = proxy_on(&sd, &[&format!("-allowed-services={target}")]);
+    let mut c = client(&p).await;
+    let e = start(&mut c, &target).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
+    assert!(
+        e.message()
+            .starts_with(&format!("start service \"{target}\": refused"))
+            && e.message().contains(&mount),
+        "{}",
+        e.message()
+    );
+    assert_eq!(is_active(&sd, &mount), "active");
+    assert_eq!(state(&mut c, &target).await, STOPPED);
 }

@@ -277,10 +277,7 @@ async fn running_protected_services_keep_running() {
     // needs it: refused, and nothing stopped.
     for force in [true, false] {
         let m = assert_denied(stop(&mut c, &kbase, force).await, &kbase);
-        assert!(
-            m.contains("kubelet") && m.contains("would stop it too"),
-            "{m}"
-        );
+        assert!(m.contains("kubelet") && m.contains("as a dependent"), "{m}");
     }
     // Starting a remote-access service is refused.
     assert_denied(start(&mut c, "sshd").await, "sshd");
@@ -406,7 +403,16 @@ async fn the_proxys_own_unit_and_what_it_needs_are_protected() {
         },
     );
     let mut c = client(&p).await;
-    start(&mut c, &own).await.unwrap();
+    // Starting the own unit would start what it needs, which is
+    // protected: a protected unit never starts as a side effect.
+    let m = assert_denied(start(&mut c, &own).await, &own);
+    assert!(
+        m.contains("it would start") && m.contains(&needed) && m.contains("depends on it"),
+        "{m}"
+    );
+    assert_eq!(state(&mut c, &needed).await, STOPPED);
+    let out = sd.systemctl(&["start", &format!("{own}.service")]);
+    assert!(out.status.success(), "{out:?}");
     assert_eq!(state(&mut c, &needed).await, RUNNING);
     let m = assert_denied(stop(&mut c, &own, true).await, &own);
     assert!(m.contains("own service"), "{m}");
@@ -623,7 +629,7 @@ async fn no_chain_and_no_alias_reaches_a_protected_unit() {
         for force in [true, false] {
             let m = assert_denied(stop(&mut c, &name, force).await, &name);
             assert!(
-                m.contains(reaches) && m.contains("would stop it too"),
+                m.contains(reaches) && m.contains("as a dependent"),
                 "{name}: {m}"
             );
         }
@@ -641,7 +647,7 @@ async fn no_chain_and_no_alias_reaches_a_protected_unit() {
         for force in [true, false] {
             let m = assert_denied(stop(&mut c, alias, force).await, alias);
             assert!(
-                m.contains(unit) && m.contains("is a name of"),
+                m.contains(unit) && m.contains("by another name"),
                 "{alias}: {m}"
             );
         }

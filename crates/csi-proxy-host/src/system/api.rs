@@ -45,6 +45,25 @@ pub trait SystemBackend: Send + Sync {
     /// started or stopped with it, transitively ([`super::plan`]).
     /// `NotFound` when the service does not exist.
     fn plan(&self, name: &ServiceName, op: Op) -> Result<Plan>;
+    /// [`SystemBackend::start_service`] once `plan` was admitted: a backend
+    /// that can tell refuses when the manager's configuration changed
+    /// since the plan was made ([`Plan::generation`]).
+    fn start_planned(&self, name: &ServiceName, plan: &Plan) -> Result<()> {
+        let _ = plan;
+        self.start_service(name)
+    }
+    /// [`SystemBackend::stop_service`] once `plan` was admitted (see
+    /// [`SystemBackend::start_planned`]).
+    fn stop_planned(
+        &self,
+        name: &ServiceName,
+        force: bool,
+        guard: DependentGuard,
+        plan: &Plan,
+    ) -> Result<()> {
+        let _ = plan;
+        self.stop_service(name, force, guard)
+    }
 }
 
 /// Most services whose dependencies are followed (the own service's
@@ -110,7 +129,7 @@ impl<B: SystemBackend> System<B> {
 
     /// Reads the own services' dependency closure from the service manager
     /// once (a failure is returned and read again next time: fail closed).
-    fn read_dependencies(&self) -> Result<()> {
+    fn read_dependencies(&self, name: &ServiceName, op: Op) -> Result<()> {
         use std::sync::atomic::Ordering;
         if self.deps_read.load(Ordering::Acquire) {
             return Ok(());
@@ -128,7 +147,10 @@ impl<B: SystemBackend> System<B> {
                     Err(Error::NotFound(_)) => continue,
                     Err(e) => {
                         return Err(Error::FailedPrecondition(format!(
-                            "cannot read what this csi-proxy's own service {root:?} depends on, so no service can be started or stopped: {e}"
+                            "{} service {}: refused, cannot read what this csi-proxy's own service {} depends on, so no service can be started or stopped: {e}",
+                            op.verb(),
+                            crate::path::shown(name.as_str()),
+                            crate::path::shown(root)
                         )))
                     }
                 };
@@ -160,9 +182,11 @@ impl<B: SystemBackend> System<B> {
     /// ([`Protection::check_plan`]) or carry an action of the manager's own
     /// ([`Plan::refuse_actions`]); without `force` a stop that would stop
     /// running units is `FailedPrecondition`; then the iSCSI session guard.
-    fn admit(&self, name: &ServiceName, op: Op, force: bool) -> Result<()> {
+    /// Every unit of the plan must be one the walk can follow
+    /// ([`Plan::refuse_unmodelled`]). Returns the admitted plan.
+    fn admit(&self, name: &ServiceName, op: Op, force: bool) -> Result<Plan> {
         let verdict = self.protection().check(name, op)?;
-        self.read_dependencies()?;
+        self.read_dependencies(name, op)?;
         self.protection().check(name, op)?;
         let plan = match self.backend.plan(name, op) {
             Ok(p) => p,
@@ -193,6 +217,7 @@ impl<B: SystemBackend> System<B> {
         }
         let planned = self.protection().check_plan(name, &plan, op)?;
         plan.refuse_actions(name.as_str(), op)?;
+        plan.refuse_unmodelled(name.as_str(), op)?;
         if op == Op::Stop && !force {
             let running: Vec<&str> = plan
                 .stopped
@@ -220,7 +245,7 @@ impl<B: SystemBackend> System<B> {
                 }
             }
         }
-        Ok(())
+        Ok(plan)
     }
 }
 
@@ -236,16 +261,36 @@ impl<B: SystemBackend> SystemApi for System<B> {
 
     fn start_service(&self, req: StartServiceRequest) -> Result<StartServiceResponse> {
         let name = self.name(&req.name)?;
-        self.admit(&name, Op::Start, false)?;
-        self.backend.start_service(&name)?;
+        let plan = self.admit(&name, Op::Start, false)?;
+        self.backend.start_planned(&name, &plan)?;
         Ok(StartServiceResponse {})
     }
 
     fn stop_service(&self, req: StopServiceRequest) -> Result<StopServiceResponse> {
         let name = self.name(&req.name)?;
-        self.admit(&name, Op::Stop, req.force)?;
-        let guard = |dependent: &str| self.protection().check_os_name(dependent, Op::Stop);
-        self.backend.stop_service(&name, req.force, &guard)?;
+        let plan = self.admit(&name, Op::Stop, req.force)?;
+        // Default-deny: a dependent the admitted plan did not hold (installed
+        // or changed since) was never checked for protection, actions or
+        // what the plan cannot follow.
+        let guard = |dependent: &str| {
+            let known = plan
+                .stopped
+                .iter()
+                .flat_map(|u| &u.names)
+                .any(|n| match self.flavor {
+                    Flavor::Windows => n.eq_ignore_ascii_case(dependent),
+                    _ => n == dependent,
+                });
+            if !known {
+                return Err(Error::PermissionDenied(format!(
+                    "stop service {}: refused, it would stop {} as a dependent, which the checked plan did not hold (installed or changed since); retry",
+                    crate::path::shown(name.as_str()),
+                    crate::path::shown(dependent)
+                )));
+            }
+            self.protection().check_os_name(dependent, Op::Stop)
+        };
+        self.backend.stop_planned(&name, req.force, &guard, &plan)?;
         Ok(StopServiceResponse {})
     }
 

@@ -25,6 +25,15 @@
 //! `JobTimeoutAction=`; Windows failure actions that reboot or run a
 //! command): [`Plan::refuse_actions`] refuses a plan that changes a unit
 //! with one.
+//!
+//! Default-deny: a unit whose effect the walk cannot follow carries the
+//! reasons in [`UnitDeps::unmodelled`] (systemd: a unit that is not a
+//! service, target or slice, such as a `.path`, `.timer`, `.socket`,
+//! `.automount`, `.mount`, `.swap`, `.device`; `OnSuccessJobMode=` or
+//! `OnFailureJobMode=` other than `replace`/`fail`; `AllowIsolate=yes`;
+//! Windows: a driver, a service with trigger-start information), and
+//! [`Plan::refuse_unmodelled`] refuses a plan that would start or stop
+//! one, rather than enumerate what each could do.
 
 use super::protect::Op;
 use crate::path::shown;
@@ -61,6 +70,10 @@ pub struct UnitDeps {
     /// Why the unit is not a service StartService/StopService may act on
     /// (a driver, another unit type); `None` for a service.
     pub not_a_service: Option<String>,
+    /// Why the walk cannot tell what starting or stopping this unit does
+    /// (it triggers other units, isolates, is a mount...): a plan that
+    /// changes it is refused ([`Plan::refuse_unmodelled`]).
+    pub unmodelled: Vec<String>,
 }
 
 /// A unit a plan touches: its names, whether it is active, and the
@@ -70,6 +83,8 @@ pub struct Unit {
     pub names: Vec<String>,
     pub active: bool,
     pub actions: Vec<String>,
+    /// See [`UnitDeps::unmodelled`].
+    pub unmodelled: Vec<String>,
 }
 
 /// What a start or stop of one service would do.
@@ -81,11 +96,17 @@ pub struct Plan {
     pub target_actions: Vec<String>,
     /// Why the service itself is not one the API may act on.
     pub not_a_service: Option<String>,
+    /// Why the walk cannot follow what the service itself does.
+    pub target_unmodelled: Vec<String>,
     /// Units started with it (not the service itself), including those
     /// the manager starts when a unit of the plan ends or fails.
     pub started: Vec<Unit>,
     /// Units stopped with it (not the service itself).
     pub stopped: Vec<Unit>,
+    /// The service manager's configuration generation the plan was made
+    /// on, when it tells (systemd: when it last loaded its units); the
+    /// backend refuses to act on another one.
+    pub generation: Option<u64>,
 }
 
 impl Plan {
@@ -126,6 +147,47 @@ impl Plan {
         }
         Ok(())
     }
+
+    /// `PermissionDenied` when the plan changes a unit whose effect the
+    /// walk cannot follow ([`UnitDeps::unmodelled`]): the service asked
+    /// for, every unit started that is not running yet, and every unit
+    /// stopped (for a start, the running ones). Default-deny: what the
+    /// plan cannot reason about is refused.
+    pub fn refuse_unmodelled(&self, asked: &str, op: Op) -> Result<()> {
+        let refuse = |how: &str, unit: &str, why: &[String]| {
+            Error::PermissionDenied(format!(
+                "{} service {}: refused, {how} {} ({}): csi-proxy cannot tell what that would start or stop in turn, so it never does it",
+                op.verb(),
+                shown(asked),
+                shown(unit),
+                why.join("; ")
+            ))
+        };
+        if !self.target_unmodelled.is_empty() {
+            let name = self.target.first().map_or(asked, String::as_str);
+            return Err(Error::PermissionDenied(format!(
+                "{} service {}: refused, {} itself has {}: csi-proxy cannot tell what that would start or stop in turn, so it never does it",
+                op.verb(),
+                shown(asked),
+                shown(name),
+                self.target_unmodelled.join("; ")
+            )));
+        }
+        for u in self.started.iter().filter(|u| !u.active) {
+            if !u.unmodelled.is_empty() {
+                return Err(refuse("it would start", &u.names[0], &u.unmodelled));
+            }
+        }
+        for u in &self.stopped {
+            if op == Op::Start && !u.active {
+                continue;
+            }
+            if !u.unmodelled.is_empty() {
+                return Err(refuse("it would stop", &u.names[0], &u.unmodelled));
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,6 +206,7 @@ enum Step {
 /// Walk the graph from `root` for `op`, asking `unit` for each unit once.
 pub fn plan(root: &str, op: Op, unit: impl FnMut(&str) -> Result<UnitDeps>) -> Result<Plan> {
     let mut w = Walk {
+        what: format!("{} service {}", op.verb(), shown(root)),
         unit,
         units: Vec::new(),
         index: HashMap::new(),
@@ -155,6 +218,7 @@ pub fn plan(root: &str, op: Op, unit: impl FnMut(&str) -> Result<UnitDeps>) -> R
         target: w.units[first].names.clone(),
         target_actions: w.units[first].actions.clone(),
         not_a_service: w.units[first].not_a_service.clone(),
+        target_unmodelled: w.units[first].unmodelled.clone(),
         ..Plan::default()
     };
     let mut queue: VecDeque<(String, Step)> = VecDeque::new();
@@ -173,6 +237,7 @@ pub fn plan(root: &str, op: Op, unit: impl FnMut(&str) -> Result<UnitDeps>) -> R
             names: u.names.clone(),
             active: u.active,
             actions: u.actions.clone(),
+            unmodelled: u.unmodelled.clone(),
         };
         let mut next = Vec::new();
         match step {
@@ -228,6 +293,8 @@ pub fn plan(root: &str, op: Op, unit: impl FnMut(&str) -> Result<UnitDeps>) -> R
 }
 
 struct Walk<F> {
+    /// The operation and service (for the messages).
+    what: String,
     unit: F,
     /// Every unit asked for once.
     units: Vec<UnitDeps>,
@@ -245,7 +312,8 @@ impl<F: FnMut(&str) -> Result<UnitDeps>> Walk<F> {
         }
         if self.units.len() >= MAX_UNITS {
             return Err(Error::FailedPrecondition(format!(
-                "the service manager's dependency graph from this service reaches more than {MAX_UNITS} units: refused rather than checked in part"
+                "{}: refused, the service manager's dependency graph from this service reaches more than {MAX_UNITS} units, too many to check them all",
+                self.what
             )));
         }
         let mut u = (self.unit)(name)?;
@@ -377,6 +445,11 @@ mod tests {
         .unwrap_err();
         assert!(matches!(e, Error::FailedPrecondition(_)), "{e}");
         assert!(n <= MAX_UNITS + 1, "{n}");
+        // The refusal names the operation and the service first.
+        assert!(
+            e.to_string().contains("stop service \"u0\": refused"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -505,6 +578,41 @@ mod tests {
             assert!(m.contains(how) && m.contains(unit), "{unit}: {m}");
             assert!(m.contains("SuccessAction=exit"), "{m}");
             assert!(m.starts_with(&format!("{} service", op.verb())), "{m}");
+        }
+    }
+
+    #[test]
+    fn units_the_walk_cannot_follow_are_refused_when_they_change() {
+        let mut g = graph(&[
+            ("x", &[], false, &[], &["pulled", "running"], &["c", "idle"]),
+            ("pulled", &[], false, &[], &[], &[]),
+            ("running", &[], true, &[], &[], &[]),
+            ("c", &[], true, &[], &[], &[]),
+            ("idle", &[], false, &[], &[], &[]),
+        ]);
+        let mark = |g: &mut BTreeMap<String, UnitDeps>, n: &str| {
+            g.get_mut(n).unwrap().unmodelled = vec!["evil.path is not a service".into()];
+        };
+        let refused = |g: &BTreeMap<String, UnitDeps>, op: Op| {
+            plan("x", op, ask(g)).unwrap().refuse_unmodelled("x", op)
+        };
+        refused(&g, Op::Start).unwrap();
+        // Unchanged: running and pulled again, stopped and in conflict.
+        mark(&mut g, "running");
+        mark(&mut g, "idle");
+        refused(&g, Op::Start).unwrap();
+        for (unit, op, how) in [
+            ("x", Op::Start, "itself has"),
+            ("pulled", Op::Start, "it would start"),
+            ("c", Op::Start, "it would stop"),
+        ] {
+            let mut g = g.clone();
+            mark(&mut g, unit);
+            let e = refused(&g, op).unwrap_err();
+            let m = e.to_string();
+            assert!(matches!(e, Error::PermissionDenied(_)), "{m}");
+            assert!(m.contains(how) && m.contains(unit), "{unit}: {m}");
+            assert!(m.starts_with("start service \"x\": refused"), "{m}");
         }
     }
 }

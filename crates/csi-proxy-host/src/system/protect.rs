@@ -216,12 +216,22 @@ impl Protection {
     /// `PermissionDenied` (naming the rule) when `op` on `name` is
     /// refused; otherwise whether it still depends on iSCSI sessions.
     pub fn check(&self, name: &ServiceName, op: Op) -> Result<Verdict> {
+        self.refusal(name, op).map_err(|why| {
+            Error::PermissionDenied(format!(
+                "{} service {}: refused, {why}",
+                op.verb(),
+                shown(name.as_str())
+            ))
+        })
+    }
+
+    /// [`Protection::check`] with the reason alone (the service is
+    /// protected..., it ends the manager...), for messages that lead with
+    /// another operation.
+    fn refusal(&self, name: &ServiceName, op: Op) -> std::result::Result<Verdict, String> {
         let key = self.key(name);
         if op == Op::Start && self.flavor == Flavor::Unix && ends_the_manager(&key) {
-            return Err(Error::PermissionDenied(format!(
-                "start service {}: refused, starting it would shut down, reboot, suspend or isolate the node's service manager: such units are protected, never started through csi-proxy",
-                shown(name.as_str())
-            )));
+            return Err("starting it would shut down, reboot, suspend or isolate the node's service manager: such units are protected, never started through csi-proxy".to_string());
         }
         let mut verdict = Verdict::Allowed;
         for r in &self.rules {
@@ -249,11 +259,9 @@ impl Protection {
                     format!("this csi-proxy's own service {} depends on it", shown(of))
                 }
             };
-            return Err(Error::PermissionDenied(format!(
-                "{} service {}: refused, the service is protected on this node ({why}); an operator changes the set with -protected-services and -unprotect-services",
-                op.verb(),
-                shown(name.as_str())
-            )));
+            return Err(format!(
+                "the service is protected on this node ({why}); an operator changes the set with -protected-services and -unprotect-services"
+            ));
         }
         Ok(verdict)
     }
@@ -277,10 +285,12 @@ impl Protection {
     /// manager described it ([`Plan`]): every name of the service itself
     /// (its id and aliases); for a stop, every unit stopped with it, running
     /// or not (one that is stopped now may be started before the stop
-    /// runs); for a start, every unit started with it that is not running
-    /// yet (no unit that ends the manager, no remote-access service) and
-    /// every running unit it would stop through a conflict. `asked` is the name as given (for the
-    /// messages).
+    /// runs); for a start, every running unit it would stop through a
+    /// conflict; for both, every unit started with it that is not running
+    /// yet: no unit that ends the manager, and no protected unit at all (a
+    /// protected unit never starts or stops as a side effect of a call,
+    /// whatever its rule guards when asked for by name). Every refusal
+    /// leads with the operation asked for and `asked`, the name as given.
     pub fn check_plan(&self, asked: &ServiceName, plan: &Plan, op: Op) -> Result<Verdict> {
         let mut verdict = Verdict::Allowed;
         let mut merge = |v: Verdict| {
@@ -288,10 +298,13 @@ impl Protection {
                 verdict = v;
             }
         };
-        let shown_asked = shown(asked.as_str());
+        let lead = format!("{} service {}: refused", op.verb(), shown(asked.as_str()));
         for n in &plan.target {
-            merge(self.check_unit(n, op, |m| {
-                format!("{m} ({shown_asked} is a name of {})", shown(n))
+            merge(self.check_unit(n, op).map_err(|why| {
+                Error::PermissionDenied(format!(
+                    "{lead}, it is {} by another name, and {why}",
+                    shown(n)
+                ))
             })?);
         }
         for u in &plan.started {
@@ -300,21 +313,18 @@ impl Protection {
                 continue;
             }
             for n in &u.names {
-                if self.flavor == Flavor::Unix && ends_the_manager(n) {
-                    return Err(Error::PermissionDenied(format!(
-                        "{} service {shown_asked}: refused, it would start {}, which shuts down, reboots, suspends or isolates the node's service manager: such units are protected, never started through csi-proxy",
-                        op.verb(),
-                        shown(n)
-                    )));
-                }
-                self.check_unit(n, Op::Start, |m| match op {
-                    Op::Start => format!("{m} (starting {shown_asked} would start it too)"),
-                    // The refusal names the stop asked for first.
-                    Op::Stop => format!(
-                        "stop service {shown_asked}: refused, the service manager would start {} when it stops: {m}",
-                        shown(n)
-                    ),
-                })?;
+                let how = match op {
+                    Op::Start => "it would start",
+                    Op::Stop => "the service manager would start, when it stops,",
+                };
+                let refuse = |why: String| {
+                    Error::PermissionDenied(format!("{lead}, {how} {}: {why}", shown(n)))
+                };
+                self.check_unit(n, Op::Start).map_err(refuse)?;
+                // A protected unit started as a side effect: refused
+                // whatever its rule guards (an operator may have stopped
+                // it on purpose).
+                self.check_unit(n, Op::Stop).map_err(refuse)?;
             }
         }
         for u in &plan.stopped {
@@ -322,31 +332,27 @@ impl Protection {
                 continue;
             }
             for n in &u.names {
-                merge(self.check_unit(n, Op::Stop, |m| match op {
-                    Op::Stop => {
-                        format!("{m} (a dependent: stopping {shown_asked} would stop it too)")
-                    }
-                    Op::Start => format!("{m} (starting {shown_asked} would stop it: a conflict)"),
+                let how = match op {
+                    Op::Stop => "it would stop, as a dependent,",
+                    Op::Start => "it would stop, through a conflict,",
+                };
+                merge(self.check_unit(n, Op::Stop).map_err(|why| {
+                    Error::PermissionDenied(format!("{lead}, {how} {}: {why}", shown(n)))
                 })?);
             }
         }
         Ok(verdict)
     }
 
-    /// [`Protection::check`] of a unit the service manager named; names
-    /// that are not services (other unit types) pass.
-    fn check_unit(&self, os_name: &str, op: Op, why: impl Fn(&str) -> String) -> Result<Verdict> {
+    /// [`Protection::refusal`] of a unit the service manager named; names
+    /// that are not services (other unit types) pass here (the plan
+    /// refuses changing them: [`Plan::refuse_unmodelled`]).
+    fn check_unit(&self, os_name: &str, op: Op) -> std::result::Result<Verdict, String> {
         if op == Op::Start && self.flavor == Flavor::Unix && ends_the_manager(os_name) {
-            return Err(Error::PermissionDenied(why(&format!(
-                "start {}: refused, it shuts down, reboots, suspends or isolates the node's service manager: such units are protected, never started through csi-proxy",
-                shown(os_name)
-            ))));
+            return Err("it shuts down, reboots, suspends or isolates the node's service manager: such units are protected, never started through csi-proxy".to_string());
         }
         match ServiceName::parse(os_name, self.flavor) {
-            Ok(n) => self.check(&n, op).map_err(|e| match e {
-                Error::PermissionDenied(m) => Error::PermissionDenied(why(&m)),
-                e => e,
-            }),
+            Ok(n) => self.refusal(&n, op),
             Err(_) => Ok(Verdict::Allowed),
         }
     }

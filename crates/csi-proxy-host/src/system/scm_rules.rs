@@ -7,7 +7,10 @@
 //!   `FailureActions` registry value the SCM keeps them in): a service
 //!   whose failure reboots the node or runs a command carries an action;
 //! - `+Group` dependencies: the SCM starts every member of the load-order
-//!   group, so a start plan takes them all in.
+//!   group, so a start plan takes them all in;
+//! - what a plan cannot follow ([`unmodelled`]): a driver anywhere in the
+//!   plan, a service with trigger-start information (the SCM itself starts
+//!   or stops it on device, network, policy... events).
 
 /// `SERVICE_KERNEL_DRIVER`.
 pub const KERNEL_DRIVER: u32 = 0x1;
@@ -30,6 +33,22 @@ pub fn not_a_service(service_type: u32) -> Option<String> {
     } else {
         None
     }
+}
+
+/// Why a plan cannot tell what starting or stopping a service of
+/// `service_type` with `triggers` trigger-start entries
+/// (`SERVICE_CONFIG_TRIGGER_INFO`) does: a kernel or file system driver
+/// (pulled in as a dependency or `+Group` member as much as named), a
+/// service the SCM starts or stops on its own events. Empty for a plain
+/// Win32 service.
+pub fn unmodelled(service_type: u32, triggers: u32) -> Vec<String> {
+    let mut why: Vec<String> = not_a_service(service_type).into_iter().collect();
+    if triggers > 0 {
+        why.push(format!(
+            "it has {triggers} trigger-start entries (SERVICE_CONFIG_TRIGGER_INFO): the SCM starts or stops it on events of its own"
+        ));
+    }
+    why
 }
 
 /// The failure actions (`SC_ACTION.Type`, in order) that act on the node:
@@ -108,6 +127,20 @@ mod tests {
         for t in [0x10, 0x20, 0x110, 0x50, 0x60] {
             assert_eq!(not_a_service(t), None, "{t:#x}");
         }
+    }
+
+    #[test]
+    fn drivers_and_trigger_started_services_are_unmodelled() {
+        assert!(unmodelled(0x10, 0).is_empty());
+        assert!(unmodelled(0x20, 0).is_empty());
+        let d = unmodelled(KERNEL_DRIVER, 0);
+        assert_eq!(d.len(), 1);
+        assert!(d[0].contains("kernel driver"), "{d:?}");
+        assert!(unmodelled(FILE_SYSTEM_DRIVER, 0)[0].contains("file system driver"));
+        let t = unmodelled(0x10, 2);
+        assert_eq!(t.len(), 1);
+        assert!(t[0].contains("trigger-start"), "{t:?}");
+        assert_eq!(unmodelled(KERNEL_DRIVER, 1).len(), 2);
     }
 
     #[test]

@@ -36,12 +36,17 @@ impl Systemd {
         format!("{}-{name}", self.prefix)
     }
 
+    /// Where the manager reads its unit files.
+    pub fn unit_dir(&self) -> std::path::PathBuf {
+        self.dir.path().join("conf/systemd/user")
+    }
+
     pub fn start() -> Systemd {
         Self::start_with_units(&[])
     }
 
     /// [`Systemd::start`] with more units, named exactly (`name` without
-    /// `.service`, or with another suffix such as `.socket`; `{prefix}` in
+    /// `.service`, or with another unit type's suffix such as `.socket`; `{prefix}` in
     /// a name or body becomes this run's unit prefix). The manager is private: a unit named `kubelet` here is
     /// not the host's.
     pub fn start_with_units(extra: &[(&str, &str)]) -> Systemd {
@@ -82,7 +87,19 @@ impl Systemd {
         );
         for (name, body) in extra {
             let name = name.replace("{prefix}", &prefix);
-            let file = match name.ends_with(".socket") || name.ends_with(".service") {
+            let typed = [
+                ".service",
+                ".socket",
+                ".path",
+                ".timer",
+                ".target",
+                ".mount",
+                ".automount",
+                ".swap",
+            ]
+            .iter()
+            .any(|t| name.ends_with(t));
+            let file = match typed {
                 true => name,
                 false => format!("{name}.service"),
             };
@@ -200,7 +217,12 @@ pub fn start_bus(dir: &Path, socket: &Path) -> Child {
         .stderr(std::fs::File::create(dir.join("dbus.log")).unwrap())
         .spawn()
         .expect("dbus-daemon (package dbus-daemon)");
-    wait_for(|| socket.exists(), "the bus socket");
+    // The socket file exists from bind(2) on; wait for listen(2) too (a
+    // first call in between was refused: "Connection refused").
+    wait_for(
+        || std::os::unix::net::UnixStream::connect(socket).is_ok(),
+        "the bus socket",
+    );
     child
 }
 

@@ -75,7 +75,7 @@ fn a_forced_stop_never_takes_a_protected_dependent_down() {
     let e = stop(&api, "base", true).unwrap_err();
     assert!(matches!(e, Error::PermissionDenied(_)), "{e}");
     assert!(e.to_string().contains("kubelet"), "{e}");
-    assert!(e.to_string().contains("would stop it too"), "{e}");
+    assert!(e.to_string().contains("as a dependent"), "{e}");
     assert_eq!(status(&fake, "base"), ServiceStatus::Running);
     assert_eq!(status(&fake, "kubelet"), ServiceStatus::Running);
     // Without force too: a stopped kubelet could be started before the
@@ -119,7 +119,7 @@ fn chains_are_followed_transitively_both_ways() {
         })
         .unwrap_err();
     assert!(matches!(e, Error::PermissionDenied(_)), "{e}");
-    assert!(e.to_string().contains("would start it too"), "{e}");
+    assert!(e.to_string().contains("it would start"), "{e}");
     assert!(!fake
         .calls()
         .iter()
@@ -236,4 +236,111 @@ fn a_caller_list_narrows_the_allow_list_and_never_widens_it() {
             Call::Stop("free".into(), true)
         ]
     );
+}
+
+/// A backend where a dependent appears between the plan and the stop.
+struct LateDependent(Arc<RecordingSystem>);
+
+impl SystemBackend for LateDependent {
+    fn bios_serial(&self) -> Result<String> {
+        self.0.bios_serial()
+    }
+    fn get_service(&self, name: &ServiceName) -> Result<GetServiceResponse> {
+        self.0.get_service(name)
+    }
+    fn start_service(&self, name: &ServiceName) -> Result<()> {
+        self.0.start_service(name)
+    }
+    fn stop_service(&self, name: &ServiceName, force: bool, guard: DependentGuard) -> Result<()> {
+        {
+            let mut s = self.0.services.lock().unwrap();
+            s.get_mut("free").unwrap().dependents.push("late".into());
+            let mut late = s["freedep"].clone();
+            late.dependents.clear();
+            s.insert("late".into(), late);
+        }
+        self.0.stop_service(name, force, guard)
+    }
+    fn dependencies(&self, name: &str) -> Result<Vec<String>> {
+        self.0.dependencies(name)
+    }
+    fn plan(&self, name: &ServiceName, op: Op) -> Result<Plan> {
+        self.0.plan(name, op)
+    }
+}
+
+#[test]
+fn a_dependent_the_plan_did_not_hold_is_refused() {
+    // The fake's names are Windows names.
+    {
+        let flavor = Flavor::Windows;
+        let (_, fake) = api(flavor, Protection::none(flavor));
+        let api = System::new(
+            LateDependent(fake.clone()),
+            ServicePolicy::allow_all(),
+            flavor,
+        )
+        .with_protection(Protection::none(flavor));
+        let e = api
+            .stop_service(StopServiceRequest {
+                name: "free".into(),
+                force: true,
+            })
+            .unwrap_err();
+        let m = e.to_string();
+        assert!(matches!(e, Error::PermissionDenied(_)), "{m}");
+        assert!(m.contains("stop service") && m.contains("late"), "{m}");
+        assert!(m.contains("did not hold"), "{m}");
+        assert_eq!(status(&fake, "late"), ServiceStatus::Running);
+        assert_eq!(status(&fake, "free"), ServiceStatus::Running);
+    }
+}
+
+/// A backend that cannot read dependencies.
+struct NoDependencies(Arc<RecordingSystem>);
+
+impl SystemBackend for NoDependencies {
+    fn bios_serial(&self) -> Result<String> {
+        self.0.bios_serial()
+    }
+    fn get_service(&self, name: &ServiceName) -> Result<GetServiceResponse> {
+        self.0.get_service(name)
+    }
+    fn start_service(&self, name: &ServiceName) -> Result<()> {
+        self.0.start_service(name)
+    }
+    fn stop_service(&self, name: &ServiceName, force: bool, guard: DependentGuard) -> Result<()> {
+        self.0.stop_service(name, force, guard)
+    }
+    fn dependencies(&self, _: &str) -> Result<Vec<String>> {
+        Err(Error::Internal("the bus went away".into()))
+    }
+    fn plan(&self, name: &ServiceName, op: Op) -> Result<Plan> {
+        self.0.plan(name, op)
+    }
+}
+
+#[test]
+fn a_failed_read_of_the_own_dependencies_names_the_call() {
+    let flavor = Flavor::Windows;
+    let (_, fake) = api(flavor, Protection::none(flavor));
+    let api = System::new(
+        NoDependencies(fake.clone()),
+        ServicePolicy::allow_all(),
+        flavor,
+    )
+    .with_protection(Protection::none(flavor).own_service("self").unwrap());
+    let e = api
+        .start_service(StartServiceRequest {
+            name: "free".into(),
+        })
+        .unwrap_err();
+    let m = e.to_string();
+    assert!(matches!(e, Error::FailedPrecondition(_)), "{m}");
+    assert!(m.starts_with("start service \"free\": refused"), "{m}");
+    assert!(
+        m.contains("\"self\"") && m.contains("the bus went away"),
+        "{m}"
+    );
+    assert!(!fake.calls().iter().any(|c| matches!(c, Call::Start(_))));
 }

@@ -106,11 +106,11 @@ impl SystemBackend for LinuxSystem {
     }
 
     fn start_service(&self, name: &ServiceName) -> Result<()> {
-        self.systemd().start(name, self.limit)
+        self.systemd().start(name, self.limit, None)
     }
 
     fn stop_service(&self, name: &ServiceName, force: bool, guard: DependentGuard) -> Result<()> {
-        self.systemd().stop(name, force, self.limit, guard)
+        self.systemd().stop(name, force, self.limit, guard, None)
     }
 
     fn dependencies(&self, name: &str) -> Result<Vec<String>> {
@@ -119,6 +119,21 @@ impl SystemBackend for LinuxSystem {
 
     fn plan(&self, name: &ServiceName, op: Op) -> Result<Plan> {
         self.systemd().plan(name, op)
+    }
+
+    fn start_planned(&self, name: &ServiceName, plan: &Plan) -> Result<()> {
+        self.systemd().start(name, self.limit, plan.generation)
+    }
+
+    fn stop_planned(
+        &self,
+        name: &ServiceName,
+        force: bool,
+        guard: DependentGuard,
+        plan: &Plan,
+    ) -> Result<()> {
+        self.systemd()
+            .stop(name, force, self.limit, guard, plan.generation)
     }
 }
 

@@ -16,6 +16,7 @@ use zbus::{DBusError, DeserializeDict, OwnedObjectPath, Type};
 const DEST: &str = "org.freedesktop.systemd1";
 const UNIT: &str = "org.freedesktop.systemd1.Unit";
 const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
+const MANAGER: &str = "org.freedesktop.systemd1.Manager";
 
 /// `ActiveState` → the API's service status.
 pub fn service_status(active_state: &str) -> ServiceStatus {
@@ -73,6 +74,9 @@ struct Properties {
     failure_action: Option<String>,
     start_limit_action: Option<String>,
     job_timeout_action: Option<String>,
+    on_success_job_mode: Option<String>,
+    on_failure_job_mode: Option<String>,
+    allow_isolate: Option<bool>,
 }
 
 /// The unit settings that make the manager itself act (exit, reboot,
@@ -115,6 +119,46 @@ pub struct UnitState {
     pub stop_when_unneeded: bool,
     /// Every setting of [`ACTIONS`] that is not `none`, as `Name=value`.
     pub actions: Vec<String>,
+    /// Why the plan cannot follow this unit ([`unmodelled`]).
+    pub unmodelled: Vec<String>,
+}
+
+/// The unit types a plan follows: services, and targets and slices, which
+/// only group units (what they pull in, stop or order is in the
+/// properties the walk reads). Any other type does what the walk cannot
+/// see: a `.path`, `.timer`, `.socket` or `.automount` starts its
+/// `Triggers=` unit later on a condition; a `.mount`, `.swap` or
+/// `.automount` changes the node's file systems; a `.device` or `.scope`
+/// is not the manager's to start.
+const FOLLOWED_TYPES: [&str; 3] = [".service", ".target", ".slice"];
+
+/// Why a plan cannot tell what starting or stopping unit `id` does
+/// (default-deny): a unit type the walk does not follow
+/// ([`FOLLOWED_TYPES`]); a job mode for `OnSuccess=`/`OnFailure=` other
+/// than `replace` or `fail` (`isolate` stops every unit the target does
+/// not need, `flush` cancels every queued job, `replace-irreversibly`,
+/// `ignore-*` change how the transaction is built); a target that may be
+/// isolated (`AllowIsolate=yes`).
+fn unmodelled(id: &str, p: &Properties) -> Vec<String> {
+    let mut why = Vec::new();
+    if !FOLLOWED_TYPES.iter().any(|t| id.ends_with(t)) {
+        why.push(format!(
+            "{id} is not a service, target or slice unit: a path, timer, socket or automount unit starts other units on its own, a mount, swap or automount unit changes the node's file systems"
+        ));
+    }
+    for (name, v) in [
+        ("OnSuccessJobMode", &p.on_success_job_mode),
+        ("OnFailureJobMode", &p.on_failure_job_mode),
+    ] {
+        match v.as_deref() {
+            None | Some("") | Some("replace") | Some("fail") => {}
+            Some(mode) => why.push(format!("{name}={mode}")),
+        }
+    }
+    if p.allow_isolate == Some(true) {
+        why.push("AllowIsolate=yes".to_string());
+    }
+    why
 }
 
 impl From<Properties> for UnitState {
@@ -141,6 +185,7 @@ impl From<Properties> for UnitState {
             Some(v) => Some(format!("{name}={v}")),
         })
         .collect();
+        let unmodelled = unmodelled(p.id.as_deref().unwrap_or_default(), &p);
         let needs = [&p.requires, &p.requisite, &p.binds_to, &p.wants];
         let needs: Vec<_> = needs.into_iter().cloned().collect();
         UnitState {
@@ -168,6 +213,7 @@ impl From<Properties> for UnitState {
                 .unwrap_or_default(),
             stop_when_unneeded: p.stop_when_unneeded.unwrap_or(false),
             actions,
+            unmodelled,
         }
     }
 }
@@ -201,6 +247,7 @@ impl UnitState {
             triggers: self.triggers,
             stop_when_unneeded: self.stop_when_unneeded,
             actions: self.actions,
+            unmodelled: self.unmodelled,
             not_a_service: (!self.id.ends_with(".service"))
                 .then(|| format!("{} is not a service unit", self.id)),
         }
@@ -288,8 +335,58 @@ async fn unit(link: &Link, what: &str, unit: &str) -> Result<UnitState> {
     Ok(state)
 }
 
+/// When the manager last loaded its units (`UnitsLoadTimestampMonotonic`:
+/// set by every `daemon-reload` and re-exec); `None` from a manager
+/// without the property, whose reloads cannot be told.
+async fn generation(link: &Link, what: &str) -> Result<Option<u64>> {
+    let reply = link
+        .conn
+        .call_method(
+            Some(DEST),
+            "/org/freedesktop/systemd1",
+            Some(PROPERTIES),
+            "Get",
+            &(MANAGER, "UnitsLoadTimestampMonotonic"),
+        )
+        .await;
+    let reply = match reply {
+        Ok(r) => r,
+        Err(e)
+            if remote_name(&e).as_deref() == Some("org.freedesktop.DBus.Error.UnknownProperty") =>
+        {
+            return Ok(None)
+        }
+        Err(e) => return Err(call_error(&link.address, what, e)),
+    };
+    let v: zbus::OwnedVariant = reply
+        .body()
+        .deserialize()
+        .map_err(|e| call_error(&link.address, what, e))?;
+    u64::try_from(v).map(Some).map_err(|e| {
+        Error::Internal(format!(
+            "{what}: systemd's UnitsLoadTimestampMonotonic is not a number: {e}"
+        ))
+    })
+}
+
+/// `FailedPrecondition` when the manager's configuration is no longer the
+/// one the plan was checked on (`planned`).
+async fn same_generation(link: &Link, what: &str, planned: Option<u64>, when: &str) -> Result<()> {
+    let Some(planned) = planned else {
+        return Ok(());
+    };
+    match generation(link, what).await? {
+        Some(now) if now == planned => Ok(()),
+        _ => Err(Error::FailedPrecondition(format!(
+            "{what}: refused, the service manager reloaded its configuration {when}: what the call would do now was not checked; retry"
+        ))),
+    }
+}
+
 /// Queue a start or stop of `name` and wait for the job's end, then (a
-/// stop) for the jobs of the `dependents` it stops too.
+/// stop) for the jobs of the `dependents` it stops too. `planned`: the
+/// configuration generation the plan was checked on; another one before
+/// the job is queued refuses the call, after it cancels the job.
 async fn run_job(
     link: &Link,
     what: &str,
@@ -297,8 +394,10 @@ async fn run_job(
     op: Op,
     dependents: &[String],
     until: Until,
+    planned: Option<u64>,
 ) -> Result<()> {
     let err = |e| call_error(&link.address, what, e);
+    same_generation(link, what, planned, "since the call's plan was made").await?;
     // Subscribed before the job exists: its end cannot be missed.
     let mut jobs = Jobs::watch(link, what).await?;
     let r = async {
@@ -315,7 +414,30 @@ async fn run_job(
             }
         }
         .map_err(err)?;
+        // Wanted before anything else is awaited: its end may come meanwhile.
         jobs.want(job.as_str());
+        // A reload between the check above and the job: the transaction
+        // may hold what the plan did not check. Cancel what is queued.
+        if let Err(e) = jobs
+            .meanwhile(same_generation(
+                link,
+                what,
+                planned,
+                "just before the job was queued",
+            ))
+            .await
+        {
+            let _ = jobs
+                .meanwhile(link.conn.call_method(
+                    Some(DEST),
+                    job.as_str(),
+                    Some("org.freedesktop.systemd1.Job"),
+                    "Cancel",
+                    &(),
+                ))
+                .await;
+            return Err(e);
+        }
         // The transaction is in place once systemd answered: the jobs of
         // the dependents it stops exist now (or have ended already).
         let mut theirs = Vec::new();
@@ -396,15 +518,17 @@ impl Systemd<'_> {
         Ok(Until::new(limit, crate::deadline::current()))
     }
 
-    pub fn start(&self, name: &ServiceName, limit: Duration) -> Result<()> {
+    /// Start `name`; `planned`: see [`run_job`].
+    pub fn start(&self, name: &ServiceName, limit: Duration, planned: Option<u64>) -> Result<()> {
         let what = format!("start service {}", name.as_str());
         let u = self.existing(&what, name)?;
         if u.status() == ServiceStatus::Running {
             return Ok(());
         }
         let until = Self::until(&what, limit)?;
-        self.0
-            .run(async |link| run_job(link, &what, name.os_name(), Op::Start, &[], until).await)
+        self.0.run(async |link| {
+            run_job(link, &what, name.os_name(), Op::Start, &[], until, planned).await
+        })
     }
 
     /// What starting or stopping `name` would do ([`plan::plan`]), every
@@ -418,14 +542,22 @@ impl Systemd<'_> {
             },
             name.as_str()
         );
+        let before = self.0.run(async |link| generation(link, &what).await)?;
         let mut root = Some(self.existing(&what, name)?);
-        plan::plan(name.os_name(), op, |n| {
+        let mut p = plan::plan(name.os_name(), op, |n| {
             let u = match root.take() {
                 Some(u) => u,
                 None => self.unit(&what, n)?,
             };
             Ok(u.deps(n))
-        })
+        })?;
+        // A reload during the walk: the units were read from two
+        // configurations.
+        self.0.run(async |link| {
+            same_generation(link, &what, before, "while the call's plan was made").await
+        })?;
+        p.generation = before;
+        Ok(p)
     }
 
     /// The services `unit` needs (`.service` units only); `NotFound` when
@@ -448,6 +580,7 @@ impl Systemd<'_> {
         force: bool,
         limit: Duration,
         guard: DependentGuard,
+        planned: Option<u64>,
     ) -> Result<()> {
         let what = format!("stop service {}", name.as_str());
         let u = self.existing(&what, name)?;
@@ -471,8 +604,18 @@ impl Systemd<'_> {
             guard(d)?;
         }
         let until = Self::until(&what, limit)?;
-        self.0
-            .run(async |link| run_job(link, &what, name.os_name(), Op::Stop, &running, until).await)
+        self.0.run(async |link| {
+            run_job(
+                link,
+                &what,
+                name.os_name(),
+                Op::Stop,
+                &running,
+                until,
+                planned,
+            )
+            .await
+        })
     }
 }
 
@@ -575,6 +718,49 @@ mod tests {
             );
             assert_eq!(d.not_a_service, None);
         }
+    }
+
+    #[test]
+    fn units_the_plan_cannot_follow() {
+        let p = |f: fn(&mut Properties)| {
+            let mut p = Properties::default();
+            f(&mut p);
+            p
+        };
+        for id in ["a.service", "b.target", "c.slice"] {
+            assert!(unmodelled(id, &Properties::default()).is_empty(), "{id}");
+        }
+        for id in [
+            "e.path",
+            "e.timer",
+            "e.socket",
+            "e.automount",
+            "e.mount",
+            "e.swap",
+            "e.device",
+        ] {
+            let w = unmodelled(id, &Properties::default());
+            assert!(w.len() == 1 && w[0].contains(id), "{id}: {w:?}");
+        }
+        let w = unmodelled(
+            "a.service",
+            &p(|p| p.on_success_job_mode = Some("isolate".into())),
+        );
+        assert_eq!(w, ["OnSuccessJobMode=isolate"]);
+        let w = unmodelled(
+            "a.service",
+            &p(|p| p.on_failure_job_mode = Some("flush".into())),
+        );
+        assert_eq!(w, ["OnFailureJobMode=flush"]);
+        for mode in ["replace", "fail", ""] {
+            let w = unmodelled(
+                "a.service",
+                &p(|p| p.on_failure_job_mode = Some("replace".into())),
+            );
+            assert!(w.is_empty(), "{mode}: {w:?}");
+        }
+        let w = unmodelled("t.target", &p(|p| p.allow_isolate = Some(true)));
+        assert_eq!(w, ["AllowIsolate=yes"]);
     }
 
     #[test]

@@ -285,6 +285,7 @@ fn unit(names: &[&str], active: bool) -> crate::system::plan::Unit {
         names: names.iter().map(|s| s.to_string()).collect(),
         active,
         actions: Vec::new(),
+        unmodelled: Vec::new(),
     }
 }
 
@@ -298,7 +299,7 @@ fn a_plan_is_checked_by_every_name_of_every_unit() {
         ..Plan::default()
     };
     let m = denied(p.check_plan(&u("udev"), &plan, Op::Stop));
-    assert!(m.contains("is a name of"), "{m}");
+    assert!(m.contains("by another name"), "{m}");
     let plan = Plan {
         target: vec![
             "systemd-logind.service".into(),
@@ -318,12 +319,20 @@ fn a_plan_is_checked_by_every_name_of_every_unit() {
             ..Plan::default()
         };
         let m = denied(p.check_plan(&u("low"), &plan, Op::Stop));
-        assert!(m.contains("would stop it too"), "{m}");
+        assert!(m.contains("as a dependent"), "{m}");
+        assert!(m.starts_with("stop service \"low\": refused"), "{m}");
     }
     // A start pulling in a target that reboots, or sshd.
     for (pulled, why) in [
         ("reboot.target", "shuts down"),
-        ("sshd.service", "would start it too"),
+        ("sshd.service", "it would start \"sshd.service\""),
+        // A stopped protected unit is never started as a side effect
+        // either, though only its stop is guarded when named.
+        ("kubelet.service", "it would start \"kubelet.service\""),
+        (
+            "containerd.service",
+            "it would start \"containerd.service\"",
+        ),
     ] {
         let plan = Plan {
             target: vec!["x.service".into()],
@@ -332,6 +341,8 @@ fn a_plan_is_checked_by_every_name_of_every_unit() {
         };
         let m = denied(p.check_plan(&u("x"), &plan, Op::Start));
         assert!(m.contains(why), "{m}");
+        // The refusal leads with the operation asked for.
+        assert!(m.starts_with("start service \"x\": refused"), "{m}");
         // Already running: starting it again changes nothing.
         let running = Plan {
             started: vec![unit(&[pulled], true)],
@@ -351,6 +362,7 @@ fn a_plan_is_checked_by_every_name_of_every_unit() {
     };
     let m = denied(p.check_plan(&u("x"), &conflict(true), Op::Start));
     assert!(m.contains("conflict"), "{m}");
+    assert!(m.starts_with("start service \"x\": refused"), "{m}");
     assert_eq!(
         p.check_plan(&u("x"), &conflict(false), Op::Start).unwrap(),
         Verdict::Allowed

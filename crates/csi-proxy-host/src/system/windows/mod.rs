@@ -356,6 +356,8 @@ impl SystemBackend for WindowsSystem {
         for (i, (key, svc)) in found.into_iter().enumerate() {
             let cfg = scm::full_config(&svc).map_err(|e| scm_err(verb, name.as_str(), e))?;
             if i == 0 {
+                // Its own trigger-start entries are the SCM acting on the
+                // service asked for, not on another: not refused here.
                 p.not_a_service = scm_rules::not_a_service(cfg.service_type);
             }
             p.target_actions.extend(node_actions(&manager, &key)?);
@@ -376,10 +378,12 @@ impl SystemBackend for WindowsSystem {
                     };
                     for (d, active) in stopped {
                         let actions = node_actions(&manager, &d)?;
+                        let unmodelled = unmodelled(&manager, &d)?;
                         p.stopped.push(Unit {
                             names: vec![d],
                             active,
                             actions,
+                            unmodelled,
                         });
                     }
                 }
@@ -395,6 +399,7 @@ impl SystemBackend for WindowsSystem {
                             active: is_running(&manager, n),
                             pulls,
                             actions: node_actions(&manager, n)?,
+                            unmodelled: unmodelled(&manager, n)?,
                             ..UnitDeps::default()
                         })
                     })?;
@@ -422,6 +427,20 @@ fn node_actions(manager: &scm::Handle, name: &str) -> Result<Vec<String>> {
     };
     let types = scm::failure_actions(&svc, name).map_err(|e| scm_err(what, name, e))?;
     Ok(scm_rules::node_actions(&types))
+}
+
+/// Why the plan cannot follow `name` ([`scm_rules::unmodelled`]: a
+/// driver, a trigger-started service); nothing for a service that is gone.
+fn unmodelled(manager: &scm::Handle, name: &str) -> Result<Vec<String>> {
+    let what = "read the type and triggers of";
+    let svc = match scm::open_service(manager, name, SERVICE_QUERY_CONFIG) {
+        Ok(s) => s,
+        Err(e) if e.raw_os_error() == Some(codes::DOES_NOT_EXIST) => return Ok(Vec::new()),
+        Err(e) => return Err(scm_err(what, name, e)),
+    };
+    let cfg = scm::full_config(&svc).map_err(|e| scm_err(what, name, e))?;
+    let triggers = scm::trigger_count(&svc).map_err(|e| scm_err(what, name, e))?;
+    Ok(scm_rules::unmodelled(cfg.service_type, triggers))
 }
 
 /// The members of load-order groups, read once per plan.

@@ -10,8 +10,9 @@ use windows_sys::Win32::System::Services::{
     QueryServiceStatusEx, StartServiceW, ENUM_SERVICE_STATUSW, ENUM_SERVICE_STATUS_PROCESSW,
     QUERY_SERVICE_CONFIGW, SC_ENUM_PROCESS_INFO, SC_HANDLE, SC_MANAGER_CONNECT,
     SC_MANAGER_ENUMERATE_SERVICE, SC_STATUS_PROCESS_INFO, SERVICE_ACTIVE,
-    SERVICE_CONFIG_FAILURE_ACTIONS, SERVICE_CONTROL_STOP, SERVICE_DRIVER, SERVICE_FAILURE_ACTIONSW,
-    SERVICE_STATE_ALL, SERVICE_STATUS, SERVICE_STATUS_PROCESS, SERVICE_WIN32,
+    SERVICE_CONFIG_FAILURE_ACTIONS, SERVICE_CONFIG_TRIGGER_INFO, SERVICE_CONTROL_STOP,
+    SERVICE_DRIVER, SERVICE_FAILURE_ACTIONSW, SERVICE_STATE_ALL, SERVICE_STATUS,
+    SERVICE_STATUS_PROCESS, SERVICE_TRIGGER_INFO, SERVICE_WIN32,
 };
 
 /// An open SCM or service handle.
@@ -142,6 +143,52 @@ pub fn full_config(svc: &Handle) -> io::Result<Config> {
             group: from_wide((*cfg).lpLoadOrderGroup),
         })
     }
+}
+
+/// How many trigger-start entries a service has
+/// (`QueryServiceConfig2W(SERVICE_CONFIG_TRIGGER_INFO)`, `cTriggers`); 0
+/// from a manager that does not keep them (`ERROR_INVALID_LEVEL`, wine).
+pub fn trigger_count(svc: &Handle) -> io::Result<u32> {
+    let mut needed = 0u32;
+    // SAFETY: a null buffer of size 0 asks for the size needed.
+    let ok = unsafe {
+        QueryServiceConfig2W(
+            svc.0,
+            SERVICE_CONFIG_TRIGGER_INFO,
+            ptr::null_mut(),
+            0,
+            &mut needed,
+        )
+    };
+    let e = io::Error::last_os_error();
+    if ok != 0 {
+        return Ok(0);
+    }
+    match e.raw_os_error() {
+        Some(122) => {}
+        // 124 ERROR_INVALID_LEVEL: a manager that does not keep them.
+        Some(124) => return Ok(0),
+        _ => return Err(e),
+    }
+    let mut buf = vec![0u64; (needed as usize).div_ceil(8).max(4)];
+    let size = (buf.len() * 8) as u32;
+    // SAFETY: `buf` is writable for `size` bytes and aligned for
+    // SERVICE_TRIGGER_INFO.
+    if unsafe {
+        QueryServiceConfig2W(
+            svc.0,
+            SERVICE_CONFIG_TRIGGER_INFO,
+            buf.as_mut_ptr().cast(),
+            size,
+            &mut needed,
+        )
+    } == 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    let info = buf.as_ptr() as *const SERVICE_TRIGGER_INFO;
+    // SAFETY: the call filled the structure at the start of `buf`.
+    Ok(unsafe { (*info).cTriggers })
 }
 
 /// The failure action types (`SC_ACTION.Type`) of a service

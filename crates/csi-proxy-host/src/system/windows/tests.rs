@@ -231,3 +231,60 @@ fn drivers_are_not_services() {
         }
     }
 }
+
+/// A driver pulled in by a start, as a dependency or as a member of a
+/// `+Group` the service depends on, makes the plan refused: the type is
+/// checked over the whole plan, not only for the service named.
+#[test]
+fn a_driver_pulled_in_by_a_start_is_refused() {
+    let _one = SCM.lock().unwrap_or_else(|e| e.into_inner());
+    let pid = std::process::id();
+    let sys_file = r"C:\windows\system32\drivers\null.sys";
+    let exe = r"C:\windows\system32\notepad.exe";
+    let group = format!("csiproxydrvgroup{pid}");
+    let k = format!("csiproxydepkdriver{pid}");
+    let f = format!("csiproxygrpfsdriver{pid}");
+    let by_dep = format!("csiproxyneedsdriver{pid}");
+    let by_group = format!("csiproxyneedsgroup{pid}");
+    let plain = format!("csiproxyneedsnothing{pid}");
+    let hk = scm::testing::create_with(&k, sys_file, &[], None, scm_rules::KERNEL_DRIVER).unwrap();
+    let hf = scm::testing::create_with(
+        &f,
+        sys_file,
+        &[],
+        Some(&group),
+        scm_rules::FILE_SYSTEM_DRIVER,
+    )
+    .unwrap();
+    let hd = scm::testing::create(&by_dep, exe, &[&k]).unwrap();
+    let plus = format!("+{group}");
+    let hg = scm::testing::create(&by_group, exe, &[&plus]).unwrap();
+    let hp = scm::testing::create(&plain, exe, &[]).unwrap();
+    let sys = WindowsSystem::new(Arc::new(WmiWorker::new(CIMV2_NAMESPACE)));
+    let name = |n: &str| ServiceName::parse(n, crate::path::Flavor::Windows).unwrap();
+    let plans: Vec<_> = [&by_dep, &by_group, &plain]
+        .into_iter()
+        .map(|n| sys.plan(&name(n), Op::Start))
+        .collect();
+    for h in [&hd, &hg, &hp, &hk, &hf] {
+        scm::testing::delete(h);
+    }
+    let plans: Vec<Plan> = plans.into_iter().map(|p| p.unwrap()).collect();
+    for (p, asked, driver, kind) in [
+        (&plans[0], &by_dep, &k, "kernel driver"),
+        (&plans[1], &by_group, &f, "file system driver"),
+    ] {
+        assert_eq!(p.not_a_service, None, "{asked}: the service itself is one");
+        let e = p.refuse_unmodelled(asked, Op::Start).unwrap_err();
+        let m = e.to_string();
+        assert!(matches!(e, Error::PermissionDenied(_)), "{m}");
+        assert!(m.starts_with("start service"), "{m}");
+        assert!(
+            m.to_ascii_lowercase()
+                .contains(&driver.to_ascii_lowercase())
+                && m.contains(kind),
+            "{m}"
+        );
+    }
+    plans[2].refuse_unmodelled(&plain, Op::Start).unwrap();
+}
