@@ -270,10 +270,15 @@ fn format_summary(out: &mut String, s: &super::limit::Summary) {
     json::timestamp(out, std::time::SystemTime::now());
     let _ = write!(
         out,
-        ",\"code\":\"PermissionDenied\",\"summary\":\"{} more refused calls by this caller, past its budget of refused-call lines, not recorded one by one\",\"refused\":{},\"caller\":",
-        s.refused, s.refused
+        ",\"code\":\"PermissionDenied\",\"summary\":\"{} more refused calls by {}, past its budget of refused-call lines, not recorded one by one\",\"refused\":{},\"caller\":",
+        s.refused,
+        if s.caller.is_some() { "this caller" } else { "callers beyond the table of tracked callers (not named: they are many)" },
+        s.refused
     );
-    s.caller.write_json(out);
+    match &s.caller {
+        Some(c) => c.write_json(out),
+        None => out.push_str("null"),
+    }
     out.push_str("}\n");
 }
 
