@@ -458,3 +458,168 @@ async fn a_planted_record_does_not_let_a_format_write_over_unidentified_bytes() 
         assert!(head == noise, "the unidentified bytes were written over");
     }
 }
+
+/// Send `calls` (method path, request) on one new connection without
+/// waiting for any answer (HTTP/2 pipelining); return the client and the
+/// last stream's id.
+fn pipelined(p: &Proxy, endpoint: &str, calls: &[(&str, Vec<u8>)]) -> (RawClient<UnixStream>, u32) {
+    let mut c = raw(p, endpoint);
+    let mut enc = csi_proxy_http2::client::RequestEncoder::new(Shape::default());
+    let (mut out, mut last) = (Vec::new(), 0);
+    for (path, message) in calls {
+        let block = enc.request_block(path, None, &[]);
+        last = enc.put_request(&mut out, &block, message);
+    }
+    c.send_raw(&out).unwrap();
+    (c, last)
+}
+
+fn mkdir_request(path: &Path) -> Vec<u8> {
+    csi_proxy_api::filesystem::v1::MkdirRequest {
+        path: path.display().to_string(),
+    }
+    .encode_to_vec()
+}
+
+/// The breach (red team 41 F1): in blocking mode Mkdir ran inline on the
+/// async worker, and only the wait for its line became a blocking job;
+/// 120 pipelined Mkdirs filled the connection's 32 job slots, the rest
+/// were turned down after their directory was made: 120 directories, 32
+/// lines. Now every directory made has its line, whatever the bounds turn
+/// down.
+#[test]
+fn in_blocking_mode_no_call_runs_without_its_line_when_job_slots_are_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let p = Proxy::start_on_tmpfs(&[
+        &format!("-audit-log={}", log.display()),
+        "-audit-mode=blocking",
+    ]);
+    let paths: Vec<_> = (0..120)
+        .map(|i| p.kubelet.join(format!("d{i:03}")))
+        .collect();
+    let calls: Vec<_> = paths
+        .iter()
+        .map(|d| ("/v1.Filesystem/Mkdir", mkdir_request(d)))
+        .collect();
+    let (mut c, last) = pipelined(&p, "filesystem-v1", &calls);
+    c.response(last).unwrap();
+    let created: Vec<_> = paths.iter().filter(|d| d.is_dir()).collect();
+    assert!(!created.is_empty());
+    for d in &created {
+        wait_line(&log, |v| audit::is_call(v, "Mkdir", d));
+    }
+}
+
+/// The other half (red team 41 F1b): in blocking mode a call refused by
+/// the policy handed back a job to wait for its line; with the
+/// connection's job slots full the job was dropped, and the refused calls
+/// left no line and no summary. A refused call's line no longer waits in a
+/// job.
+#[test]
+fn in_blocking_mode_a_refused_calls_line_is_not_dropped_with_a_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let policy = dir.path().join("policy.json");
+    std::fs::write(
+        &policy,
+        r#"{"filesystem": [{"uid": 0}], "filesystem/Rmdir": [{"uid": 4242}]}"#,
+    )
+    .unwrap();
+    let p = Proxy::start_on_tmpfs(&[
+        &format!("-audit-log={}", log.display()),
+        &format!("-caller-policy={}", policy.display()),
+        "-audit-mode=blocking",
+    ]);
+    let mut calls: Vec<_> = (0..40)
+        .map(|i| {
+            let d = p.kubelet.join(format!("m{i:02}"));
+            ("/v1.Filesystem/Mkdir", mkdir_request(&d))
+        })
+        .collect();
+    let rmdir = csi_proxy_api::filesystem::v1::RmdirRequest {
+        path: p.kubelet.join("m00").display().to_string(),
+        force: false,
+    }
+    .encode_to_vec();
+    calls.extend((0..15).map(|_| ("/v1.Filesystem/Rmdir", rmdir.clone())));
+    let (mut c, last) = pipelined(&p, "filesystem-v1", &calls);
+    let r = c.response(last).unwrap();
+    assert_eq!(r.grpc_status, Some(7), "{r:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let refused = lines(&log)
+            .iter()
+            .filter(|v| v["method"] == "Rmdir" && v["code"] == "PermissionDenied")
+            .count();
+        if refused == 15 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{refused} lines of 15 refused Rmdir calls"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The flood (red team 41 F4): calls that ran had no budget of lines, so
+/// a caller sending Mkdir with a path the host rejects (InvalidArgument,
+/// nothing touched) wrote one long line each and rotated the other
+/// callers' lines out of the log. Such calls now share the budget of
+/// refused calls: past it they are counted in summary lines, and the
+/// earlier line of a real change stays.
+#[test]
+fn calls_rejected_as_invalid_are_budgeted_like_refused_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let p = Proxy::start_on_tmpfs(&[
+        &format!("-audit-log={}", log.display()),
+        "-audit-log-max-size=1",
+        "-audit-log-max-backups=1",
+    ]);
+    let real = p.kubelet.join("the-real-write");
+    let mut c = raw(&p, "filesystem-v1");
+    let r = c
+        .call("/v1.Filesystem/Mkdir", None, &mkdir_request(&real))
+        .unwrap();
+    assert!(ok(&r), "{r:?}");
+    wait_line(&log, |v| audit::is_call(v, "Mkdir", &real));
+    // A path with a NUL: invalid wherever it points.
+    let bad = csi_proxy_api::filesystem::v1::MkdirRequest {
+        path: format!("{}/{}\0", p.kubelet.display(), "x".repeat(3800)),
+    }
+    .encode_to_vec();
+    let started = Instant::now();
+    let n = 600;
+    for _ in 0..n {
+        let r = c.call("/v1.Filesystem/Mkdir", None, &bad).unwrap();
+        assert_eq!(r.grpc_status, Some(3), "{r:?}");
+    }
+    let elapsed = started.elapsed();
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut all = lines(&dir.path().join("audit.log.1"));
+    all.extend(lines(&log));
+    let own = all
+        .iter()
+        .filter(|v| v["method"] == "Mkdir" && v["code"] == "InvalidArgument")
+        .count() as f64;
+    let budget = 20.0 + 5.0 * (elapsed.as_secs_f64() + 1.0);
+    assert!(
+        own <= budget,
+        "{own} lines of {n} invalid calls in {elapsed:?} (one caller's budget: {budget})"
+    );
+    let summarised: u64 = all
+        .iter()
+        .filter_map(|v| v.get("refused").and_then(|r| r.as_u64()))
+        .sum();
+    assert_eq!(
+        own as u64 + summarised,
+        n,
+        "every call is a line or counted"
+    );
+    assert!(
+        all.iter().any(|v| audit::is_call(v, "Mkdir", &real)),
+        "the Mkdir's line was pushed out"
+    );
+}

@@ -1,6 +1,7 @@
 //! The budget of refused-call lines per caller, so that a caller refused
 //! in a loop cannot fill the disk or push earlier lines out through
-//! rotation. Each caller, keyed on what it cannot change at will, may have [`BURST`] lines at
+//! rotation. Calls the host rejected as invalid before it did anything
+//! (`InvalidArgument`, [`crate::guard`]) share it. Each caller, keyed on what it cannot change at will, may have [`BURST`] lines at
 //! once and [`PER_SECOND`] more each second; past that, its refused calls
 //! are counted, and the writer writes one summary line per second and
 //! caller ("N more refused calls by ...").

@@ -264,13 +264,14 @@ impl Writer {
     }
 }
 
-/// Append the summary line of a caller's refused calls past its budget.
+/// Append the summary line of a caller's refused (or rejected as invalid)
+/// calls past its budget.
 fn format_summary(out: &mut String, s: &super::limit::Summary) {
     out.push_str("{\"ts\":");
     json::timestamp(out, std::time::SystemTime::now());
     let _ = write!(
         out,
-        ",\"code\":\"PermissionDenied\",\"summary\":\"{} more refused calls by {}, past its budget of refused-call lines, not recorded one by one\",\"refused\":{},\"caller\":",
+        ",\"code\":\"PermissionDenied\",\"summary\":\"{} more calls by {} refused, or rejected as invalid before they changed anything, past the budget of such lines, not recorded one by one\",\"refused\":{},\"caller\":",
         s.refused,
         if s.caller.is_some() { "this caller" } else { "callers beyond the table of tracked callers (not named: they are many)" },
         s.refused
