@@ -25,4 +25,4 @@ pub mod win;
 pub mod wmi_schema;
 
 pub use error::{Error, Result};
-pub use host::{Fakes, Host, HostOptions};
+pub use host::{Fakes, Host, HostOptions, StateDirHandle};

@@ -336,6 +336,78 @@ fn a_state_dir_inside_the_roots_is_refused() {
     }
 }
 
+/// The bypasses (red team 41 F2): the check compared text. A state dir
+/// written `out/link/../state`, with `link` into the root, was read as
+/// `out/state` while the kernel resolves it to `kubelet/state`; one below
+/// the bind-mount source of the root, or bind-mounted into the root, was
+/// never seen. Now the directory is compared by identity (device and
+/// inode walking `..` from its handle; its filesystem's mounts under the
+/// roots) and refused, without being created.
+#[test]
+fn a_state_dir_reaching_a_root_through_dotdot_or_a_bind_mount_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubelet = dir.path().join("kubelet");
+    std::fs::create_dir_all(kubelet.join("pods")).unwrap();
+    std::fs::create_dir_all(dir.path().join("out")).unwrap();
+    let link = dir.path().join("out/link");
+    std::os::unix::fs::symlink(kubelet.join("pods"), &link).unwrap();
+    let err = refuses_to_start(&[
+        format!("-kubelet-path={}", kubelet.display()),
+        format!("-state-dir={}/../state", link.display()),
+    ]);
+    assert!(err.contains("is inside the allowed root"), "{err}");
+    assert!(!kubelet.join("state").exists(), "the refused dir was made");
+    if !is_root() {
+        eprintln!("skipped the bind mounts: need root");
+        return;
+    }
+    // The root is a bind mount of data/kubelet; the state dir is below
+    // its source.
+    let data = dir.path().join("data");
+    let source = data.join("kubelet");
+    std::fs::create_dir_all(&source).unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let bind = |from: &Path, to: &Path| {
+        let ok = Command::new("mount")
+            .arg("--bind")
+            .arg(from)
+            .arg(to)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mount --bind {} {}", from.display(), to.display());
+    };
+    struct Unmount(Vec<std::path::PathBuf>);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            for p in self.0.iter().rev() {
+                let _ = Command::new("umount").arg("-l").arg(p).status();
+            }
+        }
+    }
+    let mut mounted = Unmount(Vec::new());
+    bind(&source, &root);
+    mounted.0.push(root.clone());
+    let err = refuses_to_start(&[
+        format!("-kubelet-path={}", root.display()),
+        format!("-state-dir={}", source.join("state").display()),
+    ]);
+    assert!(err.contains("is inside the allowed root"), "{err}");
+    // The state dir bind-mounted into the root.
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::create_dir_all(kubelet.join("x")).unwrap();
+    bind(&state, &kubelet.join("x"));
+    mounted.0.push(kubelet.join("x"));
+    let err = refuses_to_start(&[
+        format!("-kubelet-path={}", kubelet.display()),
+        format!("-state-dir={}", state.display()),
+    ]);
+    assert!(err.contains("is inside the allowed root"), "{err}");
+    drop(mounted);
+}
+
 /// The record's name in the state dir: the volume id's GUID.
 fn record_of(state: &Path, volume_id: &str) -> std::path::PathBuf {
     let guid = volume_id
