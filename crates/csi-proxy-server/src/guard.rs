@@ -12,7 +12,7 @@
 //! Calls answered `InvalidArgument` (nothing touched) share the refused
 //! calls' budget of lines ([`crate::audit::limit`]).
 
-use crate::audit::{AuditLog, Entry, Mode};
+use crate::audit::{AuditLog, Entry, Mode, Place};
 use crate::caller::Caller;
 use crate::dispatch::{Canonical, Seen};
 use crate::policy::PolicyFile;
@@ -126,6 +126,21 @@ impl Guard {
             // on the async worker and leave only the wait for the line to a
             // job that a bound may drop after the host changed.
             Mode::Blocking => Outcome::Blocking(Box::new(move || {
+                // The line's place in the queue is taken before the call
+                // runs: a full queue, or a client that gave up already,
+                // refuses the call before it changed anything.
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Reply::error(
+                        Code::DeadlineExceeded,
+                        "the call's deadline passed before it ran (-audit-mode=blocking)",
+                    );
+                }
+                let Some(place) = log.reserve() else {
+                    return Reply::error(
+                        Code::Unavailable,
+                        "the audit queue is full (-audit-mode=blocking): call refused before it ran",
+                    );
+                };
                 let (outcome, seen) = run();
                 let reply = match outcome {
                     Outcome::Done(reply) => reply,
@@ -133,15 +148,15 @@ impl Guard {
                         catch_unwind(AssertUnwindSafe(job)).unwrap_or_else(|_| panicked())
                     }
                 };
-                settle(&log, started, seen, reply, deadline)
+                settle(&log, Some(place), started, seen, reply, deadline)
             })),
             Mode::BestEffort => match run() {
                 (Outcome::Done(reply), seen) => {
-                    Outcome::Done(settle(&log, started, seen, reply, deadline))
+                    Outcome::Done(settle(&log, None, started, seen, reply, deadline))
                 }
                 (Outcome::Blocking(job), seen) => Outcome::Blocking(Box::new(move || {
                     let reply = catch_unwind(AssertUnwindSafe(job)).unwrap_or_else(|_| panicked());
-                    settle(&log, started, seen, reply, deadline)
+                    settle(&log, None, started, seen, reply, deadline)
                 })),
             },
         }
@@ -187,6 +202,7 @@ impl Guard {
 /// calls. Every other answer gets its own line.
 fn settle(
     log: &AuditLog,
+    place: Option<Place>,
     started: Started,
     seen: Seen,
     reply: Reply,
@@ -195,7 +211,11 @@ fn settle(
     if touched_nothing(reply.code) && !log.admit_refusal(&started.caller) {
         return reply;
     }
-    log.settle_by(started.entry(&reply, seen), reply, deadline)
+    let entry = started.entry(&reply, seen);
+    match place {
+        Some(place) => log.settle_in(place, entry, reply, deadline),
+        None => log.settle_by(entry, reply, deadline),
+    }
 }
 
 /// The answers after which the host changed nothing: `InvalidArgument`,

@@ -162,6 +162,9 @@ pub(super) struct Writer {
     pub(super) dropped: Counter,
     pub(super) healthy: Arc<AtomicBool>,
     pub(super) limiter: Arc<super::limit::Limiter>,
+    /// Lines queued or promised (`AuditLog::places`): one given back per
+    /// line taken.
+    pub(super) places: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Writer {
@@ -192,6 +195,9 @@ impl Writer {
             for m in batch {
                 match m {
                     Msg::Line(entry, ack) => {
+                        // Its place in the queue is free again.
+                        self.places
+                            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
                         format_line(&mut buf, &entry, &mut schemas);
                         lines += 1;
                         acks.extend(ack);
