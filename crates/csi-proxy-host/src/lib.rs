@@ -9,6 +9,7 @@ pub mod compat;
 pub mod confined;
 pub mod deadline;
 pub mod disk;
+pub mod effect;
 pub mod error;
 pub mod filesystem;
 mod host;

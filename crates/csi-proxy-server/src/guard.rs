@@ -17,6 +17,7 @@ use crate::caller::Caller;
 use crate::dispatch::{Canonical, Seen};
 use crate::policy::PolicyFile;
 use csi_proxy_api::ApiVersion;
+use csi_proxy_host::effect;
 use csi_proxy_host::system::{narrow, ServicePolicy};
 use csi_proxy_http2::{Code, Outcome, Reply};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -112,11 +113,18 @@ impl Guard {
         // The call, its answer (a panicking operation is answered Internal,
         // as the HTTP/2 driver would, and recorded so) and its request as
         // decoded.
+        // Whether the host said it changed nothing is observed on the
+        // thread the operation runs on (`csi_proxy_host::effect`).
         let run = move || {
             let mut seen: Seen = None;
-            let outcome = catch_unwind(AssertUnwindSafe(|| call(Some(&mut seen))))
-                .unwrap_or_else(|_| Outcome::Done(panicked()));
-            (outcome, seen)
+            let (outcome, unchanged) = effect::observe(|| {
+                catch_unwind(AssertUnwindSafe(|| call(Some(&mut seen))))
+                    .unwrap_or_else(|_| Outcome::Done(panicked()))
+            });
+            (outcome, seen, unchanged)
+        };
+        let job = |job: Box<dyn FnOnce() -> Reply + Send>| {
+            effect::observe(|| catch_unwind(AssertUnwindSafe(job)).unwrap_or_else(|_| panicked()))
         };
         match audit.mode() {
             // Blocking mode: nothing recorded runs before its line can be
@@ -141,22 +149,20 @@ impl Guard {
                         "the audit queue is full (-audit-mode=blocking): call refused before it ran",
                     );
                 };
-                let (outcome, seen) = run();
-                let reply = match outcome {
-                    Outcome::Done(reply) => reply,
-                    Outcome::Blocking(job) => {
-                        catch_unwind(AssertUnwindSafe(job)).unwrap_or_else(|_| panicked())
-                    }
+                let (outcome, seen, unchanged) = run();
+                let (reply, unchanged) = match outcome {
+                    Outcome::Done(reply) => (reply, unchanged),
+                    Outcome::Blocking(j) => job(j),
                 };
-                settle(&log, Some(place), started, seen, reply, deadline)
+                settle(&log, Some(place), started, seen, reply, unchanged, deadline)
             })),
             Mode::BestEffort => match run() {
-                (Outcome::Done(reply), seen) => {
-                    Outcome::Done(settle(&log, None, started, seen, reply, deadline))
-                }
-                (Outcome::Blocking(job), seen) => Outcome::Blocking(Box::new(move || {
-                    let reply = catch_unwind(AssertUnwindSafe(job)).unwrap_or_else(|_| panicked());
-                    settle(&log, None, started, seen, reply, deadline)
+                (Outcome::Done(reply), seen, unchanged) => Outcome::Done(settle(
+                    &log, None, started, seen, reply, unchanged, deadline,
+                )),
+                (Outcome::Blocking(j), seen, _) => Outcome::Blocking(Box::new(move || {
+                    let (reply, unchanged) = job(j);
+                    settle(&log, None, started, seen, reply, unchanged, deadline)
                 })),
             },
         }
@@ -195,7 +201,9 @@ impl Guard {
 
 /// The reply of a call that ran, after its line ([`AuditLog::settle_by`]).
 /// A call that was rejected before the host did anything (answered
-/// `InvalidArgument`: the request does not decode or fails validation) is
+/// `InvalidArgument`: the request does not decode or fails validation), or
+/// that the host says changed nothing (`unchanged`:
+/// [`csi_proxy_host::effect`], e.g. Mkdir of a directory that exists), is
 /// budgeted like a refused call ([`AuditLog::admit_refusal`]): past the
 /// caller's budget it is counted in a summary line, so that a caller
 /// cannot push other callers' lines out through rotation with invalid
@@ -206,9 +214,10 @@ fn settle(
     started: Started,
     seen: Seen,
     reply: Reply,
+    unchanged: bool,
     deadline: Option<Instant>,
 ) -> Reply {
-    if touched_nothing(reply.code) && !log.admit_refusal(&started.caller) {
+    if (unchanged || touched_nothing(reply.code)) && !log.admit_refusal(&started.caller) {
         return reply;
     }
     let entry = started.entry(&reply, seen);

@@ -695,3 +695,56 @@ fn calls_rejected_as_invalid_are_budgeted_like_refused_calls() {
         "the Mkdir's line was pushed out"
     );
 }
+
+/// The red team's own flood (41 F4): Mkdir of a long path that exists
+/// answers `OK` and changes nothing; 570 a second rotated an earlier line
+/// out. The host now says when a Mkdir found its directory there, and
+/// such calls share the refused calls' budget; the Mkdir that made the
+/// directory has its own line.
+#[test]
+fn calls_that_changed_nothing_are_budgeted_like_refused_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let p = Proxy::start_on_tmpfs(&[
+        &format!("-audit-log={}", log.display()),
+        "-audit-log-max-size=1",
+        "-audit-log-max-backups=1",
+    ]);
+    let long = (0..15).fold(p.kubelet.clone(), |d, _| d.join("x".repeat(250)));
+    let mut c = raw(&p, "filesystem-v1");
+    let real = p.kubelet.join("the-real-write");
+    let r = c
+        .call("/v1.Filesystem/Mkdir", None, &mkdir_request(&real))
+        .unwrap();
+    assert!(ok(&r), "{r:?}");
+    let started = Instant::now();
+    let n = 600;
+    for _ in 0..n {
+        let r = c
+            .call("/v1.Filesystem/Mkdir", None, &mkdir_request(&long))
+            .unwrap();
+        assert!(ok(&r), "{r:?}");
+    }
+    let elapsed = started.elapsed();
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut all = lines(&dir.path().join("audit.log.1"));
+    all.extend(lines(&log));
+    let own = all
+        .iter()
+        .filter(|v| audit::is_call(v, "Mkdir", &long))
+        .count() as u64;
+    let budget = 20.0 + 5.0 * (elapsed.as_secs_f64() + 1.0);
+    assert!(
+        (own as f64) <= budget,
+        "{own} lines of {n} calls that changed nothing in {elapsed:?} (budget: {budget})"
+    );
+    let summarised: u64 = all
+        .iter()
+        .filter_map(|v| v.get("refused").and_then(|r| r.as_u64()))
+        .sum();
+    assert_eq!(own + summarised, n, "every call is a line or counted");
+    assert!(
+        all.iter().any(|v| audit::is_call(v, "Mkdir", &real)),
+        "the Mkdir's line was pushed out"
+    );
+}
