@@ -5,7 +5,10 @@
 //! audited as a change, a caller that changes its gid per connection
 //! sharing one budget of refused-call lines, a policy file with a key given
 //! twice, a state dir inside the roots, and a planted link or record in
-//! the state dir (real loop devices).
+//! the state dir (real loop devices). Red team 41: blocking mode losing
+//! lines when job bounds are full, a state dir reaching a root through
+//! `..` or bind mounts, the shared budget's summary naming a caller, and
+//! floods of calls that changed nothing.
 #![cfg(target_os = "linux")]
 
 mod audit;
@@ -747,4 +750,80 @@ fn calls_that_changed_nothing_are_budgeted_like_refused_calls() {
         all.iter().any(|v| audit::is_call(v, "Mkdir", &real)),
         "the Mkdir's line was pushed out"
     );
+}
+
+/// Connect to `socket` with this thread's effective uid set to `uid` (the
+/// kernel records it as the socket's peer) and its filesystem uid kept 0
+/// (the socket is root's), then take root's uid back.
+fn connect_as_euid(socket: &Path, uid: u32) -> UnixStream {
+    // SAFETY: setresuid and setfsuid have no memory preconditions; they
+    // change only the calling thread's credentials (raw system calls), on
+    // a thread of the test's own; the saved uid stays 0.
+    let set = |u: u32| unsafe { libc::syscall(libc::SYS_setresuid, -1i32, u, 0) };
+    assert_eq!(set(uid), 0, "seteuid({uid})");
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_setfsuid, 0) };
+    let s = UnixStream::connect(socket);
+    assert_eq!(set(0), 0, "seteuid(0)");
+    s.unwrap()
+}
+
+/// The misattribution (red team 41 F3): once 4096 callers (here, one
+/// process changing its euid per connection) filled the table of
+/// budgets, the callers beyond shared one budget whose summary named the
+/// first of them, so a victim's refused calls were summarised under the
+/// attacker's uid. The summary of that shared budget now names no caller.
+#[test]
+fn refusals_beyond_the_table_of_callers_are_summarised_under_no_caller() {
+    if !is_root() {
+        eprintln!("skipped: needs root (setresuid)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let policy = dir.path().join("policy.json");
+    std::fs::write(&policy, r#"{"filesystem": [{"uid": 0}]}"#).unwrap();
+    let p = Proxy::start_on_tmpfs(&[
+        &format!("-audit-log={}", log.display()),
+        &format!("-caller-policy={}", policy.display()),
+    ]);
+    let socket = p.socket("filesystem-v1");
+    let req = mkdir_request(&p.kubelet.join("refused"));
+    std::thread::spawn(move || {
+        let call = |uid: u32, n: usize| {
+            let mut c = RawClient::new(connect_as_euid(&socket, uid), Shape::default()).unwrap();
+            for _ in 0..n {
+                let r = c.call("/v1.Filesystem/Mkdir", None, &req).unwrap();
+                assert_eq!(r.grpc_status, Some(7), "{r:?}");
+            }
+        };
+        // 4096 callers fill the table, then one more drains the shared
+        // budget; the victim's refusals land in it.
+        for uid in 100_000..104_096 {
+            call(uid, 1);
+        }
+        call(104_096, 30);
+        call(4242, 60);
+    })
+    .join()
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let summaries = loop {
+        let s: Vec<_> = lines(&log)
+            .into_iter()
+            .filter(|v| v.get("summary").is_some())
+            .collect();
+        let counted: u64 = s.iter().filter_map(|v| v["refused"].as_u64()).sum();
+        if counted >= 60 || Instant::now() > deadline {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(!summaries.is_empty(), "no summary line");
+    for s in &summaries {
+        assert!(
+            s["caller"].is_null() || s["caller"]["uid"] == 4242,
+            "a summary names a caller for calls it did not all make: {s}"
+        );
+    }
 }
