@@ -549,6 +549,25 @@ fn pipelined(p: &Proxy, endpoint: &str, calls: &[(&str, Vec<u8>)]) -> (RawClient
     (c, last)
 }
 
+/// The lines of `log` and its backup `backup` once `n` calls made after
+/// the first line are all there, one by one or counted in summaries
+/// (written once a second), or after 10 s.
+fn settled(backup: &Path, log: &Path, n: u64) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut all = lines(backup);
+        all.extend(lines(log));
+        let counted: u64 = all
+            .iter()
+            .map(|v| v.get("refused").and_then(|r| r.as_u64()).unwrap_or(1))
+            .sum();
+        if counted > n || Instant::now() > deadline {
+            return all;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn mkdir_request(path: &Path) -> Vec<u8> {
     csi_proxy_api::filesystem::v1::MkdirRequest {
         path: path.display().to_string(),
@@ -672,9 +691,7 @@ fn calls_rejected_as_invalid_are_budgeted_like_refused_calls() {
         assert_eq!(r.grpc_status, Some(3), "{r:?}");
     }
     let elapsed = started.elapsed();
-    std::thread::sleep(Duration::from_millis(1500));
-    let mut all = lines(&dir.path().join("audit.log.1"));
-    all.extend(lines(&log));
+    let all = settled(&dir.path().join("audit.log.1"), &log, n);
     let own = all
         .iter()
         .filter(|v| v["method"] == "Mkdir" && v["code"] == "InvalidArgument")
@@ -729,9 +746,7 @@ fn calls_that_changed_nothing_are_budgeted_like_refused_calls() {
         assert!(ok(&r), "{r:?}");
     }
     let elapsed = started.elapsed();
-    std::thread::sleep(Duration::from_millis(1500));
-    let mut all = lines(&dir.path().join("audit.log.1"));
-    all.extend(lines(&log));
+    let all = settled(&dir.path().join("audit.log.1"), &log, n);
     let own = all
         .iter()
         .filter(|v| audit::is_call(v, "Mkdir", &long))
