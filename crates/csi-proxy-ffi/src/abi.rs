@@ -359,6 +359,7 @@ unsafe fn read_options(o: &CsiProxyOptions) -> Result<Options, Failure> {
             overwrite_unidentified_content: false,
             // No records: a format cut short is refused on retry.
             state_dir: None,
+            state_dir_handle: None,
         },
     })
 }

@@ -59,7 +59,23 @@ pub struct HostOptions {
     /// formats in progress, so that the retry of one cut short completes;
     /// `-state-dir`). `None`: nothing is kept.
     pub state_dir: Option<std::path::PathBuf>,
+    /// `state_dir` as opened (and checked) at start-up: the records are
+    /// kept beneath this handle, whatever the path names later. `None`:
+    /// the path is opened at each use (library mode, tests).
+    pub state_dir_handle: Option<StateDirHandle>,
 }
+
+/// An open state directory, shared (compared by identity).
+#[derive(Clone, Debug)]
+pub struct StateDirHandle(pub std::sync::Arc<std::fs::File>);
+
+impl PartialEq for StateDirHandle {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for StateDirHandle {}
 
 impl Default for HostOptions {
     fn default() -> Self {
@@ -72,6 +88,7 @@ impl Default for HostOptions {
             service_name: None,
             overwrite_unidentified_content: false,
             state_dir: None,
+            state_dir_handle: None,
         }
     }
 }
@@ -154,7 +171,10 @@ fn os_storage(fs: &Arc<Confined>, options: &HostOptions) -> crate::Result<Storag
         fs.clone(),
         LinuxStorage::new(fs_type)
             .with_overwrite(overwrite(options))
-            .with_state_dir(options.state_dir.as_deref()),
+            .with_state_dir(
+                options.state_dir.as_deref(),
+                options.state_dir_handle.as_ref().map(|h| h.0.clone()),
+            ),
     ));
     Ok((storage.clone(), storage))
 }

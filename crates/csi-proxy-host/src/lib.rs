@@ -9,6 +9,7 @@ pub mod compat;
 pub mod confined;
 pub mod deadline;
 pub mod disk;
+pub mod effect;
 pub mod error;
 pub mod filesystem;
 mod host;
@@ -25,4 +26,4 @@ pub mod win;
 pub mod wmi_schema;
 
 pub use error::{Error, Result};
-pub use host::{Fakes, Host, HostOptions};
+pub use host::{Fakes, Host, HostOptions, StateDirHandle};

@@ -429,7 +429,9 @@ impl VersionedService {
                     request: message,
                     canonical: route.canonical,
                 };
-                with_deadline(guard.run(call, |seen| Self::measured(route, message, seen)))
+                // Owned: in blocking audit mode the call runs in a job.
+                let (route, message) = (route.clone(), message.to_vec());
+                with_deadline(guard.run(call, move |seen| Self::measured(&route, &message, seen)))
             }
         }
     }

@@ -5,14 +5,19 @@
 //! Order: the policy is asked first (a refused call never reaches the
 //! host); in blocking audit mode a call is refused before it runs while the
 //! audit log cannot be written; then the call runs and its line is handed
-//! to the audit log ([`AuditLog::settle`]). In blocking mode waiting for the
-//! line happens on the blocking pool, never on an async worker.
+//! to the audit log ([`AuditLog::settle`]). In blocking mode a recorded
+//! call runs whole in one blocking job (the call, then the wait for its
+//! line), never inline: a job bound that turns the job down means nothing
+//! ran. A refused call's line is queued at once, never left to a job.
+//! Calls answered `InvalidArgument` (nothing touched) share the refused
+//! calls' budget of lines ([`crate::audit::limit`]).
 
-use crate::audit::{AuditLog, Entry, Mode};
+use crate::audit::{AuditLog, Entry, Mode, Place};
 use crate::caller::Caller;
 use crate::dispatch::{Canonical, Seen};
 use crate::policy::PolicyFile;
 use csi_proxy_api::ApiVersion;
+use csi_proxy_host::effect;
 use csi_proxy_host::system::{narrow, ServicePolicy};
 use csi_proxy_http2::{Code, Outcome, Reply};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -57,7 +62,7 @@ impl Guard {
     pub(crate) fn run(
         &self,
         c: Call<'_>,
-        call: impl FnOnce(Option<&mut Seen>) -> Outcome,
+        call: impl FnOnce(Option<&mut Seen>) -> Outcome + Send + 'static,
     ) -> Outcome {
         let group = c.api.group.as_str();
         if let Some(p) = &self.policy {
@@ -82,7 +87,6 @@ impl Guard {
                     Started::now(&c).entry(&reply, (c.canonical)(c.request)),
                     reply,
                     true,
-                    c.deadline,
                 );
             }
         }
@@ -98,34 +102,69 @@ impl Guard {
                 "the audit log cannot be written (-audit-mode=blocking): call refused before it ran",
             );
             let request = recorded.then(|| (c.canonical)(c.request)).flatten();
-            return self.refused(
-                Started::now(&c).entry(&reply, request),
-                reply,
-                recorded,
-                c.deadline,
-            );
+            return self.refused(Started::now(&c).entry(&reply, request), reply, recorded);
         }
         if !recorded {
             return call(None);
         }
         // Only a recorded call pays for its clocks, caller and request.
         let started = Started::now(&c);
-        let mut seen: Seen = None;
-        // A panicking operation is answered Internal, as the HTTP/2 driver
-        // would, and recorded so.
-        let outcome = catch_unwind(AssertUnwindSafe(|| call(Some(&mut seen))))
-            .unwrap_or_else(|_| Outcome::Done(panicked()));
         let (log, deadline) = (audit.clone(), c.deadline);
-        let finish =
-            move |reply: Reply| log.settle_by(started.entry(&reply, seen), reply, deadline);
-        match (outcome, audit.mode()) {
-            (Outcome::Done(reply), Mode::Blocking) => {
-                Outcome::Blocking(Box::new(move || finish(reply)))
-            }
-            (Outcome::Done(reply), Mode::BestEffort) => Outcome::Done(finish(reply)),
-            (Outcome::Blocking(job), _) => Outcome::Blocking(Box::new(move || {
-                finish(catch_unwind(AssertUnwindSafe(job)).unwrap_or_else(|_| panicked()))
+        // The call, its answer (a panicking operation is answered Internal,
+        // as the HTTP/2 driver would, and recorded so) and its request as
+        // decoded.
+        // Whether the host said it changed nothing is observed on the
+        // thread the operation runs on (`csi_proxy_host::effect`).
+        let run = move || {
+            let mut seen: Seen = None;
+            let (outcome, unchanged) = effect::observe(|| {
+                catch_unwind(AssertUnwindSafe(|| call(Some(&mut seen))))
+                    .unwrap_or_else(|_| Outcome::Done(panicked()))
+            });
+            (outcome, seen, unchanged)
+        };
+        let job = |job: Box<dyn FnOnce() -> Reply + Send>| {
+            effect::observe(|| catch_unwind(AssertUnwindSafe(job)).unwrap_or_else(|_| panicked()))
+        };
+        match audit.mode() {
+            // Blocking mode: nothing recorded runs before its line can be
+            // waited for. The whole call is one blocking job, the line
+            // settled in it: a job turned down by a bound (the connection's,
+            // the caller's) means nothing ran. An inline placement would run
+            // on the async worker and leave only the wait for the line to a
+            // job that a bound may drop after the host changed.
+            Mode::Blocking => Outcome::Blocking(Box::new(move || {
+                // The line's place in the queue is taken before the call
+                // runs: a full queue, or a client that gave up already,
+                // refuses the call before it changed anything.
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Reply::error(
+                        Code::DeadlineExceeded,
+                        "the call's deadline passed before it ran (-audit-mode=blocking)",
+                    );
+                }
+                let Some(place) = log.reserve() else {
+                    return Reply::error(
+                        Code::Unavailable,
+                        "the audit queue is full (-audit-mode=blocking): call refused before it ran",
+                    );
+                };
+                let (outcome, seen, unchanged) = run();
+                let (reply, unchanged) = match outcome {
+                    Outcome::Done(reply) => (reply, unchanged),
+                    Outcome::Blocking(j) => job(j),
+                };
+                settle(&log, Some(place), started, seen, reply, unchanged, deadline)
             })),
+            Mode::BestEffort => match run() {
+                (Outcome::Done(reply), seen, unchanged) => Outcome::Done(settle(
+                    &log, None, started, seen, reply, unchanged, deadline,
+                )),
+                (Outcome::Blocking(j), seen, _) => Outcome::Blocking(Box::new(move || {
+                    let (reply, unchanged) = job(j);
+                    settle(&log, None, started, seen, reply, unchanged, deadline)
+                })),
+            },
         }
     }
 
@@ -140,28 +179,18 @@ impl Guard {
             .flatten()
     }
 
-    /// A call answered without running: record it if `record` (waiting for
-    /// the line off the async workers in blocking mode).
-    fn refused(
-        &self,
-        entry: Entry,
-        reply: Reply,
-        record: bool,
-        deadline: Option<Instant>,
-    ) -> Outcome {
+    /// A call answered without running: record it if `record`. The line is
+    /// queued without waiting, in both modes: nothing ran, so there is
+    /// nothing to hold back, and a job that waited for it could be turned
+    /// down by a job bound (the connection's, the caller's) and the line
+    /// lost with it.
+    fn refused(&self, entry: Entry, reply: Reply, record: bool) -> Outcome {
         match self
             .audit
             .as_ref()
             .filter(|a| record && a.records(false, true))
         {
             None => Outcome::Done(reply),
-            Some(a) if a.mode() == Mode::Blocking => {
-                let a = a.clone();
-                Outcome::Blocking(Box::new(move || {
-                    let _ = a.commit_by(entry, deadline);
-                    reply
-                }))
-            }
             Some(a) => {
                 a.submit(entry);
                 Outcome::Done(reply)
@@ -170,7 +199,46 @@ impl Guard {
     }
 }
 
+/// The reply of a call that ran, after its line ([`AuditLog::settle_by`]).
+/// A call that was rejected before the host did anything (answered
+/// `InvalidArgument`: the request does not decode or fails validation), or
+/// that the host says changed nothing (`unchanged`:
+/// [`csi_proxy_host::effect`], e.g. Mkdir of a directory that exists), is
+/// budgeted like a refused call ([`AuditLog::admit_refusal`]): past the
+/// caller's budget it is counted in a summary line, so that a caller
+/// cannot push other callers' lines out through rotation with invalid
+/// calls. Every other answer gets its own line.
+fn settle(
+    log: &AuditLog,
+    place: Option<Place>,
+    started: Started,
+    seen: Seen,
+    reply: Reply,
+    unchanged: bool,
+    deadline: Option<Instant>,
+) -> Reply {
+    if (unchanged || touched_nothing(reply.code)) && !log.admit_refusal(&started.caller) {
+        return reply;
+    }
+    let entry = started.entry(&reply, seen);
+    match place {
+        Some(place) => log.settle_in(place, entry, reply, deadline),
+        None => log.settle_by(entry, reply, deadline),
+    }
+}
+
+/// The answers after which the host changed nothing: `InvalidArgument`,
+/// which the dispatcher gives for a request that does not decode and the
+/// host for one that fails validation, before it acts.
+pub(crate) fn touched_nothing(code: Code) -> bool {
+    code == Code::InvalidArgument
+}
+
 /// The answer to a call whose operation panicked (the HTTP/2 driver's).
+fn panicked() -> Reply {
+    Reply::error(Code::Internal, "the host operation panicked")
+}
+
 /// Runs `call` (and the blocking job it may hand back) with `list` as the
 /// caller's list of services ([`csi_proxy_host::system::narrow`]).
 fn narrowed(list: Option<Arc<ServicePolicy>>, call: impl FnOnce() -> Outcome) -> Outcome {
@@ -181,10 +249,6 @@ fn narrowed(list: Option<Arc<ServicePolicy>>, call: impl FnOnce() -> Outcome) ->
         Outcome::Blocking(job) => Outcome::Blocking(Box::new(move || narrow::run(list, job))),
         done => done,
     }
-}
-
-fn panicked() -> Reply {
-    Reply::error(Code::Internal, "the host operation panicked")
 }
 
 /// What is known of a call when it starts; its audit entry once answered.

@@ -251,9 +251,13 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
     let policy = PathPolicy::new(Flavor::NATIVE, cli.allowed_roots())
         .and_then(|p| p.with_os_long_roots())
         .context("invalid -kubelet-path or -working-dir")?;
-    // The state dir is used on Linux only (format records).
+    // The state dir is used on Linux only (format records): checked by
+    // identity and opened once; the records are kept beneath this handle.
     #[cfg(unix)]
-    crate::state_dir::check(&cli.state_dir, &cli.allowed_roots())?;
+    let state_dir_handle = crate::state_dir::open(&cli.state_dir, &cli.allowed_roots())?
+        .map(|f| csi_proxy_host::StateDirHandle(Arc::new(f)));
+    #[cfg(not(unix))]
+    let state_dir_handle = None;
     let metrics = (!cli.metrics_bind_address.is_empty())
         .then(|| Arc::new(Metrics::new(&crate::version::build_info())));
     let guarding = crate::guard::Guarding::from_cli(cli, metrics.as_deref())?;
@@ -281,6 +285,7 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
             service_name: Some(cli.service_name.clone()),
             overwrite_unidentified_content: cli.overwrite_unidentified_content,
             state_dir: (!cli.state_dir.as_os_str().is_empty()).then(|| cli.state_dir.clone()),
+            state_dir_handle,
         },
     )
     .context(

@@ -5,7 +5,10 @@
 //! audited as a change, a caller that changes its gid per connection
 //! sharing one budget of refused-call lines, a policy file with a key given
 //! twice, a state dir inside the roots, and a planted link or record in
-//! the state dir (real loop devices).
+//! the state dir (real loop devices). Red team 41: blocking mode losing
+//! lines when job bounds are full, a state dir reaching a root through
+//! `..` or bind mounts, the shared budget's summary naming a caller, and
+//! floods of calls that changed nothing.
 #![cfg(target_os = "linux")]
 
 mod audit;
@@ -336,6 +339,78 @@ fn a_state_dir_inside_the_roots_is_refused() {
     }
 }
 
+/// The bypasses (red team 41 F2): the check compared text. A state dir
+/// written `out/link/../state`, with `link` into the root, was read as
+/// `out/state` while the kernel resolves it to `kubelet/state`; one below
+/// the bind-mount source of the root, or bind-mounted into the root, was
+/// never seen. Now the directory is compared by identity (device and
+/// inode walking `..` from its handle; its filesystem's mounts under the
+/// roots) and refused, without being created.
+#[test]
+fn a_state_dir_reaching_a_root_through_dotdot_or_a_bind_mount_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubelet = dir.path().join("kubelet");
+    std::fs::create_dir_all(kubelet.join("pods")).unwrap();
+    std::fs::create_dir_all(dir.path().join("out")).unwrap();
+    let link = dir.path().join("out/link");
+    std::os::unix::fs::symlink(kubelet.join("pods"), &link).unwrap();
+    let err = refuses_to_start(&[
+        format!("-kubelet-path={}", kubelet.display()),
+        format!("-state-dir={}/../state", link.display()),
+    ]);
+    assert!(err.contains("is inside the allowed root"), "{err}");
+    assert!(!kubelet.join("state").exists(), "the refused dir was made");
+    if !is_root() {
+        eprintln!("skipped the bind mounts: need root");
+        return;
+    }
+    // The root is a bind mount of data/kubelet; the state dir is below
+    // its source.
+    let data = dir.path().join("data");
+    let source = data.join("kubelet");
+    std::fs::create_dir_all(&source).unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let bind = |from: &Path, to: &Path| {
+        let ok = Command::new("mount")
+            .arg("--bind")
+            .arg(from)
+            .arg(to)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mount --bind {} {}", from.display(), to.display());
+    };
+    struct Unmount(Vec<std::path::PathBuf>);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            for p in self.0.iter().rev() {
+                let _ = Command::new("umount").arg("-l").arg(p).status();
+            }
+        }
+    }
+    let mut mounted = Unmount(Vec::new());
+    bind(&source, &root);
+    mounted.0.push(root.clone());
+    let err = refuses_to_start(&[
+        format!("-kubelet-path={}", root.display()),
+        format!("-state-dir={}", source.join("state").display()),
+    ]);
+    assert!(err.contains("is inside the allowed root"), "{err}");
+    // The state dir bind-mounted into the root.
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::create_dir_all(kubelet.join("x")).unwrap();
+    bind(&state, &kubelet.join("x"));
+    mounted.0.push(kubelet.join("x"));
+    let err = refuses_to_start(&[
+        format!("-kubelet-path={}", kubelet.display()),
+        format!("-state-dir={}", state.display()),
+    ]);
+    assert!(err.contains("is inside the allowed root"), "{err}");
+    drop(mounted);
+}
+
 /// The record's name in the state dir: the volume id's GUID.
 fn record_of(state: &Path, volume_id: &str) -> std::path::PathBuf {
     let guid = volume_id
@@ -456,5 +531,314 @@ async fn a_planted_record_does_not_let_a_format_write_over_unidentified_bytes() 
                 .unwrap();
         }
         assert!(head == noise, "the unidentified bytes were written over");
+    }
+}
+
+/// Send `calls` (method path, request) on one new connection without
+/// waiting for any answer (HTTP/2 pipelining); return the client and the
+/// last stream's id.
+fn pipelined(p: &Proxy, endpoint: &str, calls: &[(&str, Vec<u8>)]) -> (RawClient<UnixStream>, u32) {
+    let mut c = raw(p, endpoint);
+    let mut enc = csi_proxy_http2::client::RequestEncoder::new(Shape::default());
+    let (mut out, mut last) = (Vec::new(), 0);
+    for (path, message) in calls {
+        let block = enc.request_block(path, None, &[]);
+        last = enc.put_request(&mut out, &block, message);
+    }
+    c.send_raw(&out).unwrap();
+    (c, last)
+}
+
+/// The lines of `log` and its backup `backup` once `n` calls made after
+/// the first line are all there, one by one or counted in summaries
+/// (written once a second), or after 10 s.
+fn settled(backup: &Path, log: &Path, n: u64) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut all = lines(backup);
+        all.extend(lines(log));
+        let counted: u64 = all
+            .iter()
+            .map(|v| v.get("refused").and_then(|r| r.as_u64()).unwrap_or(1))
+            .sum();
+        if counted > n || Instant::now() > deadline {
+            return all;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn mkdir_request(path: &Path) -> Vec<u8> {
+    csi_proxy_api::filesystem::v1::MkdirRequest {
+        path: path.display().to_string(),
+    }
+    .encode_to_vec()
+}
+
+/// The breach (red team 41 F1): in blocking mode Mkdir ran inline on the
+/// async worker, and only the wait for its line became a blocking job;
+/// 120 pipelined Mkdirs filled the connection's 32 job slots, the rest
+/// were turned down after their directory was made: 120 directories, 32
+/// lines. Now every directory made has its line, whatever the bounds turn
+/// down.
+#[test]
+fn in_blocking_mode_no_call_runs_without_its_line_when_job_slots_are_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let p = Proxy::start_on_tmpfs(&[
+        &format!("-audit-log={}", log.display()),
+        "-audit-mode=blocking",
+    ]);
+    let paths: Vec<_> = (0..120)
+        .map(|i| p.kubelet.join(format!("d{i:03}")))
+        .collect();
+    let calls: Vec<_> = paths
+        .iter()
+        .map(|d| ("/v1.Filesystem/Mkdir", mkdir_request(d)))
+        .collect();
+    let (mut c, last) = pipelined(&p, "filesystem-v1", &calls);
+    c.response(last).unwrap();
+    let created: Vec<_> = paths.iter().filter(|d| d.is_dir()).collect();
+    assert!(!created.is_empty());
+    for d in &created {
+        wait_line(&log, |v| audit::is_call(v, "Mkdir", d));
+    }
+}
+
+/// The other half (red team 41 F1b): in blocking mode a call refused by
+/// the policy handed back a job to wait for its line; with the
+/// connection's job slots full the job was dropped, and the refused calls
+/// left no line and no summary. A refused call's line no longer waits in a
+/// job.
+#[test]
+fn in_blocking_mode_a_refused_calls_line_is_not_dropped_with_a_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let policy = dir.path().join("policy.json");
+    std::fs::write(
+        &policy,
+        r#"{"filesystem": [{"uid": 0}], "filesystem/Rmdir": [{"uid": 4242}]}"#,
+    )
+    .unwrap();
+    let p = Proxy::start_on_tmpfs(&[
+        &format!("-audit-log={}", log.display()),
+        &format!("-caller-policy={}", policy.display()),
+        "-audit-mode=blocking",
+    ]);
+    let mut calls: Vec<_> = (0..40)
+        .map(|i| {
+            let d = p.kubelet.join(format!("m{i:02}"));
+            ("/v1.Filesystem/Mkdir", mkdir_request(&d))
+        })
+        .collect();
+    let rmdir = csi_proxy_api::filesystem::v1::RmdirRequest {
+        path: p.kubelet.join("m00").display().to_string(),
+        force: false,
+    }
+    .encode_to_vec();
+    calls.extend((0..15).map(|_| ("/v1.Filesystem/Rmdir", rmdir.clone())));
+    let (mut c, last) = pipelined(&p, "filesystem-v1", &calls);
+    let r = c.response(last).unwrap();
+    assert_eq!(r.grpc_status, Some(7), "{r:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let refused = lines(&log)
+            .iter()
+            .filter(|v| v["method"] == "Rmdir" && v["code"] == "PermissionDenied")
+            .count();
+        if refused == 15 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{refused} lines of 15 refused Rmdir calls"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The flood (red team 41 F4): calls that ran had no budget of lines, so
+/// a caller sending Mkdir with a path the host rejects (InvalidArgument,
+/// nothing touched) wrote one long line each and rotated the other
+/// callers' lines out of the log. Such calls now share the budget of
+/// refused calls: past it they are counted in summary lines, and the
+/// earlier line of a real change stays.
+#[test]
+fn calls_rejected_as_invalid_are_budgeted_like_refused_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let p = Proxy::start_on_tmpfs(&[
+        &format!("-audit-log={}", log.display()),
+        "-audit-log-max-size=1",
+        "-audit-log-max-backups=1",
+    ]);
+    let real = p.kubelet.join("the-real-write");
+    let mut c = raw(&p, "filesystem-v1");
+    let r = c
+        .call("/v1.Filesystem/Mkdir", None, &mkdir_request(&real))
+        .unwrap();
+    assert!(ok(&r), "{r:?}");
+    wait_line(&log, |v| audit::is_call(v, "Mkdir", &real));
+    // A path with a NUL: invalid wherever it points.
+    let bad = csi_proxy_api::filesystem::v1::MkdirRequest {
+        path: format!("{}/{}\0", p.kubelet.display(), "x".repeat(3800)),
+    }
+    .encode_to_vec();
+    let started = Instant::now();
+    let n = 600;
+    for _ in 0..n {
+        let r = c.call("/v1.Filesystem/Mkdir", None, &bad).unwrap();
+        assert_eq!(r.grpc_status, Some(3), "{r:?}");
+    }
+    let elapsed = started.elapsed();
+    let all = settled(&dir.path().join("audit.log.1"), &log, n);
+    let own = all
+        .iter()
+        .filter(|v| v["method"] == "Mkdir" && v["code"] == "InvalidArgument")
+        .count() as f64;
+    let budget = 20.0 + 5.0 * (elapsed.as_secs_f64() + 1.0);
+    assert!(
+        own <= budget,
+        "{own} lines of {n} invalid calls in {elapsed:?} (one caller's budget: {budget})"
+    );
+    let summarised: u64 = all
+        .iter()
+        .filter_map(|v| v.get("refused").and_then(|r| r.as_u64()))
+        .sum();
+    assert_eq!(
+        own as u64 + summarised,
+        n,
+        "every call is a line or counted"
+    );
+    assert!(
+        all.iter().any(|v| audit::is_call(v, "Mkdir", &real)),
+        "the Mkdir's line was pushed out"
+    );
+}
+
+/// The red team's own flood (41 F4): Mkdir of a long path that exists
+/// answers `OK` and changes nothing; 570 a second rotated an earlier line
+/// out. The host now says when a Mkdir found its directory there, and
+/// such calls share the refused calls' budget; the Mkdir that made the
+/// directory has its own line.
+#[test]
+fn calls_that_changed_nothing_are_budgeted_like_refused_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let p = Proxy::start_on_tmpfs(&[
+        &format!("-audit-log={}", log.display()),
+        "-audit-log-max-size=1",
+        "-audit-log-max-backups=1",
+    ]);
+    let long = (0..15).fold(p.kubelet.clone(), |d, _| d.join("x".repeat(250)));
+    let mut c = raw(&p, "filesystem-v1");
+    let real = p.kubelet.join("the-real-write");
+    let r = c
+        .call("/v1.Filesystem/Mkdir", None, &mkdir_request(&real))
+        .unwrap();
+    assert!(ok(&r), "{r:?}");
+    let started = Instant::now();
+    let n = 600;
+    for _ in 0..n {
+        let r = c
+            .call("/v1.Filesystem/Mkdir", None, &mkdir_request(&long))
+            .unwrap();
+        assert!(ok(&r), "{r:?}");
+    }
+    let elapsed = started.elapsed();
+    let all = settled(&dir.path().join("audit.log.1"), &log, n);
+    let own = all
+        .iter()
+        .filter(|v| audit::is_call(v, "Mkdir", &long))
+        .count() as u64;
+    let budget = 20.0 + 5.0 * (elapsed.as_secs_f64() + 1.0);
+    assert!(
+        (own as f64) <= budget,
+        "{own} lines of {n} calls that changed nothing in {elapsed:?} (budget: {budget})"
+    );
+    let summarised: u64 = all
+        .iter()
+        .filter_map(|v| v.get("refused").and_then(|r| r.as_u64()))
+        .sum();
+    assert_eq!(own + summarised, n, "every call is a line or counted");
+    assert!(
+        all.iter().any(|v| audit::is_call(v, "Mkdir", &real)),
+        "the Mkdir's line was pushed out"
+    );
+}
+
+/// Connect to `socket` with this thread's effective uid set to `uid` (the
+/// kernel records it as the socket's peer) and its filesystem uid kept 0
+/// (the socket is root's), then take root's uid back.
+fn connect_as_euid(socket: &Path, uid: u32) -> UnixStream {
+    // SAFETY: setresuid and setfsuid have no memory preconditions; they
+    // change only the calling thread's credentials (raw system calls), on
+    // a thread of the test's own; the saved uid stays 0.
+    let set = |u: u32| unsafe { libc::syscall(libc::SYS_setresuid, -1i32, u, 0) };
+    assert_eq!(set(uid), 0, "seteuid({uid})");
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_setfsuid, 0) };
+    let s = UnixStream::connect(socket);
+    assert_eq!(set(0), 0, "seteuid(0)");
+    s.unwrap()
+}
+
+/// The misattribution (red team 41 F3): once 4096 callers (here, one
+/// process changing its euid per connection) filled the table of
+/// budgets, the callers beyond shared one budget whose summary named the
+/// first of them, so a victim's refused calls were summarised under the
+/// attacker's uid. The summary of that shared budget now names no caller.
+#[test]
+fn refusals_beyond_the_table_of_callers_are_summarised_under_no_caller() {
+    if !is_root() {
+        eprintln!("skipped: needs root (setresuid)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let policy = dir.path().join("policy.json");
+    std::fs::write(&policy, r#"{"filesystem": [{"uid": 0}]}"#).unwrap();
+    let p = Proxy::start_on_tmpfs(&[
+        &format!("-audit-log={}", log.display()),
+        &format!("-caller-policy={}", policy.display()),
+    ]);
+    let socket = p.socket("filesystem-v1");
+    let req = mkdir_request(&p.kubelet.join("refused"));
+    std::thread::spawn(move || {
+        let call = |uid: u32, n: usize| {
+            let mut c = RawClient::new(connect_as_euid(&socket, uid), Shape::default()).unwrap();
+            for _ in 0..n {
+                let r = c.call("/v1.Filesystem/Mkdir", None, &req).unwrap();
+                assert_eq!(r.grpc_status, Some(7), "{r:?}");
+            }
+        };
+        // 4096 callers fill the table, then one more drains the shared
+        // budget; the victim's refusals land in it.
+        for uid in 100_000..104_096 {
+            call(uid, 1);
+        }
+        call(104_096, 30);
+        call(4242, 60);
+    })
+    .join()
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let summaries = loop {
+        let s: Vec<_> = lines(&log)
+            .into_iter()
+            .filter(|v| v.get("summary").is_some())
+            .collect();
+        let counted: u64 = s.iter().filter_map(|v| v["refused"].as_u64()).sum();
+        if counted >= 60 || Instant::now() > deadline {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(!summaries.is_empty(), "no summary line");
+    for s in &summaries {
+        assert!(
+            s["caller"].is_null() || s["caller"]["uid"] == 4242,
+            "a summary names a caller for calls it did not all make: {s}"
+        );
     }
 }

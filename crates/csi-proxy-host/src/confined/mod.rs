@@ -439,7 +439,9 @@ impl Confined {
         let root = self.root(p, true)?;
         match os::create_dir(root, p) {
             Err(Error::NotFound(_)) => {
-                self.mkdir_all(&p.parent().expect("not a root"))?;
+                // Whatever the parent's creation says of itself, this call
+                // creates `p` (`crate::effect`: its mark is contained).
+                crate::effect::observe(|| self.mkdir_all(&p.parent().expect("not a root"))).0?;
                 os::create_dir(root, p)
             }
             other => other,

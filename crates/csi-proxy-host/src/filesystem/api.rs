@@ -47,7 +47,13 @@ impl<B: FilesystemBackend> FilesystemApi for Filesystem<B> {
 
     fn mkdir(&self, req: MkdirRequest) -> Result<MkdirResponse> {
         let p = locate(&self.policy, &req.path)?;
-        self.backend.mkdir_all(&p)?;
+        // The backend says when the directory was there already: the only
+        // step of this call, so the call changed nothing.
+        let (made, unchanged) = crate::effect::observe(|| self.backend.mkdir_all(&p));
+        made?;
+        if unchanged {
+            crate::effect::nothing_changed();
+        }
         Ok(MkdirResponse {})
     }
 

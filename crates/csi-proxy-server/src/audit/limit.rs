@@ -1,6 +1,7 @@
 //! The budget of refused-call lines per caller, so that a caller refused
 //! in a loop cannot fill the disk or push earlier lines out through
-//! rotation. Each caller, keyed on what it cannot change at will, may have [`BURST`] lines at
+//! rotation. Calls the host rejected as invalid before it did anything
+//! (`InvalidArgument`, [`crate::guard`]) share it. Each caller, keyed on what it cannot change at will, may have [`BURST`] lines at
 //! once and [`PER_SECOND`] more each second; past that, its refused calls
 //! are counted, and the writer writes one summary line per second and
 //! caller ("N more refused calls by ...").
@@ -39,12 +40,16 @@ struct Budget {
     last: Instant,
     /// Refused calls not recorded one by one since the last summary.
     held: u64,
-    caller: Arc<Caller>,
+    /// The caller whose budget this is; `None` for the budget shared by
+    /// the callers beyond the table (it names none of them: the first
+    /// there did not make the others' calls).
+    caller: Option<Arc<Caller>>,
 }
 
 /// Refused calls not recorded one by one: one summary line.
 pub struct Summary {
-    pub caller: Arc<Caller>,
+    /// `None`: the callers beyond the table of [`MAX_CALLERS`].
+    pub caller: Option<Arc<Caller>>,
     pub refused: u64,
 }
 
@@ -63,11 +68,12 @@ impl Limiter {
         if !all.contains_key(&key) && all.len() >= MAX_CALLERS {
             key = None;
         }
+        let named = key.is_some();
         let b = all.entry(key).or_insert_with(|| Budget {
             tokens: BURST,
             last: now,
             held: 0,
-            caller: caller.clone(),
+            caller: named.then(|| caller.clone()),
         });
         let gained = now.saturating_duration_since(b.last).as_secs_f64() * PER_SECOND;
         b.tokens = (b.tokens + gained).min(BURST);
@@ -124,7 +130,7 @@ mod tests {
         let s = l.summaries(t);
         assert_eq!(s.len(), 1);
         assert_eq!(s[0].refused, 100 - BURST as u64);
-        assert_eq!(s[0].caller.uid, Some(65534));
+        assert_eq!(s[0].caller.as_ref().unwrap().uid, Some(65534));
         assert!(l.summaries(t).is_empty(), "counts reset");
         // One second later: PER_SECOND more lines.
         let t1 = t + Duration::from_secs(1);
@@ -174,6 +180,25 @@ mod tests {
             l.admit(&caller(uid, 1), t);
         }
         assert!(l.budgets.lock().unwrap().len() <= MAX_CALLERS + 1);
+        // The budget beyond the table names none of its callers: a victim's
+        // refusals were summarised under the first caller that got there.
+        let victim = caller(4242, 1);
+        let admitted = (0..100).filter(|_| l.admit(&victim, t)).count();
+        assert!(admitted < 100);
+        let s = l.summaries(t);
+        let beyond: Vec<_> = s.iter().filter(|s| s.caller.is_none()).collect();
+        assert_eq!(
+            beyond.len(),
+            1,
+            "one summary for the callers beyond the table"
+        );
+        assert!(
+            s.iter().all(|s| s
+                .caller
+                .as_ref()
+                .is_none_or(|c| c.uid != Some(MAX_CALLERS as u32))),
+            "a summary names a caller for calls it did not make"
+        );
         l.summaries(t + FORGET_AFTER);
         assert!(l.budgets.lock().unwrap().is_empty());
     }

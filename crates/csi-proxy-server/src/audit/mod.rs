@@ -29,7 +29,7 @@ use csi_proxy_api::ApiVersion;
 use csi_proxy_http2::{Code, Reply};
 use prometheus_client::metrics::counter::Counter;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -106,6 +106,8 @@ pub struct Entry {
 }
 
 enum Msg {
+    /// A line; it holds one of the [`QUEUE_LINES`] places until the writer
+    /// takes it.
     Line(Box<Entry>, Option<SyncSender<Result<(), String>>>),
     /// Write and sync what is queued, then answer.
     Flush(SyncSender<()>),
@@ -114,6 +116,9 @@ enum Msg {
 /// The audit log of the process; cheap to share.
 pub struct AuditLog {
     tx: Mutex<Option<SyncSender<Msg>>>,
+    /// Lines queued or promised a place ([`Place`]): at most
+    /// [`QUEUE_LINES`]. The writer gives a place back as it takes a line.
+    places: Arc<AtomicUsize>,
     level: Level,
     mode: Mode,
     dropped: Counter,
@@ -146,7 +151,9 @@ impl AuditLog {
             },
             source,
         })?;
-        let (tx, rx) = mpsc::sync_channel(QUEUE_LINES);
+        // Room for every place, and a few flushes besides.
+        let (tx, rx) = mpsc::sync_channel(QUEUE_LINES + 64);
+        let places = Arc::new(AtomicUsize::new(0));
         let healthy = Arc::new(AtomicBool::new(true));
         let limiter = Arc::new(limit::Limiter::default());
         let w = writer::Writer {
@@ -155,6 +162,7 @@ impl AuditLog {
             dropped: dropped.clone(),
             healthy: healthy.clone(),
             limiter: limiter.clone(),
+            places: places.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("csi-proxy-audit".into())
@@ -165,6 +173,7 @@ impl AuditLog {
             })?;
         Ok(Arc::new(AuditLog {
             tx: Mutex::new(Some(tx)),
+            places,
             level: config.level,
             mode: config.mode,
             dropped,
@@ -225,11 +234,75 @@ impl AuditLog {
     /// Queue a line without waiting; a full queue drops it (counted and
     /// warned about).
     pub fn submit(&self, entry: Entry) {
-        match self.sender() {
-            None => self.drop_one("the audit log is closed"),
-            Some(tx) => {
-                if tx.try_send(Msg::Line(Box::new(entry), None)).is_err() {
-                    self.drop_one("the queue of lines waiting for the writer is full");
+        match self.reserve() {
+            Some(place) => {
+                if self.send(place, entry, None).is_err() {
+                    self.drop_one("the audit log is closed");
+                }
+            }
+            None => self.drop_one("the queue of lines waiting for the writer is full"),
+        }
+    }
+
+    /// One of the queue's places for a line, taken now (`None`: the queue
+    /// is full). Blocking mode takes it before a call runs, so that the
+    /// call's line is never refused a place after the host changed.
+    pub fn reserve(&self) -> Option<Place> {
+        let taken = self
+            .places
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < QUEUE_LINES).then_some(n + 1)
+            })
+            .is_ok();
+        taken.then(|| Place {
+            places: self.places.clone(),
+        })
+    }
+
+    /// Queue `entry` in `place` (never waits: the place is there).
+    fn send(
+        &self,
+        place: Place,
+        entry: Entry,
+        ack: Option<SyncSender<Result<(), String>>>,
+    ) -> Result<(), String> {
+        let Some(tx) = self.sender() else {
+            return Err("the audit log is closed".into());
+        };
+        // The writer gives the place back when it takes the line.
+        std::mem::forget(place);
+        tx.try_send(Msg::Line(Box::new(entry), ack)).map_err(|_| {
+            self.places.fetch_sub(1, Ordering::AcqRel);
+            "the audit log is closed".to_string()
+        })
+    }
+
+    /// [`AuditLog::settle_by`] for a call that took its `place` before it
+    /// ran: the line is queued at once, then waited for.
+    pub fn settle_in(
+        &self,
+        place: Place,
+        entry: Entry,
+        reply: Reply,
+        deadline: Option<Instant>,
+    ) -> Reply {
+        match self.mode {
+            Mode::BestEffort => {
+                let _ = self.send(place, entry, None);
+                reply
+            }
+            Mode::Blocking => {
+                let deadline = wait_limit(deadline);
+                let (ack, done) = mpsc::sync_channel(1);
+                let r = self
+                    .send(place, entry, Some(ack))
+                    .and_then(|()| wait(&done, deadline));
+                match r {
+                    Ok(()) => reply,
+                    Err(e) => {
+                        self.dropped.inc();
+                        ran_unrecorded(&e)
+                    }
                 }
             }
         }
@@ -245,24 +318,39 @@ impl AuditLog {
     /// [`AuditLog::commit`], waiting no longer than `deadline` either (the
     /// call's, when its client sent one).
     pub fn commit_by(&self, entry: Entry, deadline: Option<Instant>) -> Result<(), String> {
-        let limit = Instant::now() + BLOCKING_WAIT;
-        let deadline = deadline.map_or(limit, |d| d.min(limit));
+        let deadline = wait_limit(deadline);
         let (ack, done) = mpsc::sync_channel(1);
-        let Some(tx) = self.sender() else {
+        if self.sender().is_none() {
             self.dropped.inc();
             return Err("the audit log is closed".into());
-        };
+        }
         // Waits while the queue is full (back-pressure, not loss), but no
         // longer than the call may wait.
-        if let Err(e) = send_within(&tx, Msg::Line(Box::new(entry), Some(ack)), deadline) {
+        let sent = self
+            .place_within(deadline)
+            .and_then(|place| self.send(place, entry, Some(ack)));
+        if let Err(e) = sent {
             self.dropped.inc();
             return Err(e);
         }
-        match done.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(r) => r,
-            Err(_) => Err(
-                "the audit line was not written within the call's deadline (at most 10 s)".into(),
-            ),
+        wait(&done, deadline)
+    }
+
+    /// A place, waiting for one while the queue is full, until `deadline`.
+    fn place_within(&self, deadline: Instant) -> Result<Place, String> {
+        let mut pause = Duration::from_micros(50);
+        loop {
+            if let Some(p) = self.reserve() {
+                return Ok(p);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(
+                    "the audit line could not be queued within the call's deadline (at most 10 s; the writer is behind)".into(),
+                );
+            }
+            std::thread::sleep(pause.min(deadline - now));
+            pause = (pause * 2).min(Duration::from_millis(10));
         }
     }
 
@@ -281,10 +369,7 @@ impl AuditLog {
             }
             Mode::Blocking => match self.commit_by(entry, deadline) {
                 Ok(()) => reply,
-                Err(e) => Reply::error(
-                    Code::Unavailable,
-                    format!("the call ran but its audit line could not be written (-audit-mode=blocking): {e}"),
-                ),
+                Err(e) => ran_unrecorded(&e),
             },
         }
     }
@@ -310,27 +395,41 @@ impl AuditLog {
 }
 
 /// Queue `msg`, waiting while the queue is full, until `deadline`.
-fn send_within(tx: &SyncSender<Msg>, mut msg: Msg, deadline: Instant) -> Result<(), String> {
-    let mut pause = Duration::from_micros(50);
-    loop {
-        match tx.try_send(msg) {
-            Ok(()) => return Ok(()),
-            Err(mpsc::TrySendError::Disconnected(_)) => {
-                return Err("the audit log is closed".into())
-            }
-            Err(mpsc::TrySendError::Full(m)) => {
-                let now = Instant::now();
-                if now >= deadline {
-                    return Err(
-                        "the audit line could not be queued within the call's deadline (at most 10 s; the writer is behind)".into(),
-                    );
-                }
-                msg = m;
-                std::thread::sleep(pause.min(deadline - now));
-                pause = (pause * 2).min(Duration::from_millis(10));
-            }
+/// A place in the queue for one line ([`AuditLog::reserve`]); given back
+/// if dropped unused.
+#[must_use]
+pub struct Place {
+    places: Arc<AtomicUsize>,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.places.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The call's deadline, and [`BLOCKING_WAIT`] from now at most.
+fn wait_limit(deadline: Option<Instant>) -> Instant {
+    let limit = Instant::now() + BLOCKING_WAIT;
+    deadline.map_or(limit, |d| d.min(limit))
+}
+
+/// Wait for the writer's answer about a line until `deadline`.
+fn wait(done: &mpsc::Receiver<Result<(), String>>, deadline: Instant) -> Result<(), String> {
+    match done.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        Ok(r) => r,
+        Err(_) => {
+            Err("the audit line was not written within the call's deadline (at most 10 s)".into())
         }
     }
+}
+
+/// The reply of a call that ran and whose line could not be written.
+fn ran_unrecorded(e: &str) -> Reply {
+    Reply::error(
+        Code::Unavailable,
+        format!("the call ran but its audit line could not be written (-audit-mode=blocking): {e}"),
+    )
 }
 
 #[cfg(test)]

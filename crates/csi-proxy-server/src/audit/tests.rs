@@ -169,29 +169,38 @@ fn a_message_quoting_a_secret_is_scrubbed_and_drops_reach_the_metric() {
 }
 
 /// In blocking mode, a line that cannot be queued in time is an error,
-/// not an endless wait.
+/// not an endless wait; a place taken before a call runs is its line's
+/// (the queue never refuses it), and a place dropped unused is free again.
 #[test]
 fn queueing_waits_no_longer_than_its_deadline() {
-    let (tx, _rx) = mpsc::sync_channel::<Msg>(1);
-    let (flush, _) = mpsc::sync_channel(1);
-    send_within(&tx, Msg::Flush(flush), Instant::now()).unwrap();
-    let (flush, _) = mpsc::sync_channel(1);
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(
+        &config(&dir.path().join("audit.log"), 0, 0, Mode::Blocking),
+        None,
+    )
+    .unwrap();
+    let held: Vec<Place> = (0..QUEUE_LINES).map_while(|_| log.reserve()).collect();
+    assert_eq!(held.len(), QUEUE_LINES);
+    assert!(log.reserve().is_none(), "the queue is full");
     let t = Instant::now();
-    let e = send_within(&tx, Msg::Flush(flush), t + Duration::from_millis(200)).unwrap_err();
+    let e = log
+        .commit_by(entry("/x", Code::Ok), Some(t + Duration::from_millis(200)))
+        .unwrap_err();
     let waited = t.elapsed();
     assert!(e.contains("could not be queued"), "{e}");
     assert!(
         waited >= Duration::from_millis(200) && waited < Duration::from_secs(3),
         "{waited:?}"
     );
-    drop(_rx);
-    let (flush, _) = mpsc::sync_channel(1);
-    let e = send_within(
-        &tx,
-        Msg::Flush(flush),
-        Instant::now() + Duration::from_secs(5),
-    )
-    .unwrap_err();
+    // A held place always takes its line.
+    let mut held = held;
+    let place = held.pop().unwrap();
+    let r = log.settle_in(place, entry("/y", Code::Ok), Reply::ok(Vec::new()), None);
+    assert_eq!(r.code, Code::Ok, "{r:?}");
+    drop(held);
+    assert!(log.reserve().is_some(), "places dropped unused are free");
+    log.close(Duration::from_secs(5));
+    let e = log.commit_by(entry("/z", Code::Ok), None).unwrap_err();
     assert!(e.contains("closed"), "{e}");
 }
 
@@ -380,15 +389,19 @@ fn at_write_level_exactly_the_changing_methods_are_recorded() {
         audit: Some(log.clone()),
         policy: None,
     });
-    let caller = Arc::new(Caller {
-        uid: Some(0),
-        ..Caller::default()
-    });
     let mut want = std::collections::BTreeSet::new();
+    let mut uid = 0;
     for v in csi_proxy_api::API_VERSIONS {
         let svc = crate::groups::testing::service_for(v.group, v.version, |_| {})
             .with_guard(guard.clone());
         for (method, op) in crate::groups::operations(v).unwrap() {
+            // A caller per call: calls answered InvalidArgument share the
+            // budget of refused calls' lines (audit::limit).
+            uid += 1;
+            let caller = Arc::new(Caller {
+                uid: Some(uid),
+                ..Caller::default()
+            });
             let _ = svc
                 .call_as(&format!("/{}/{method}", v.service()), &[], &caller)
                 .wait();

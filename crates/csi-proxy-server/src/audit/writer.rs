@@ -162,6 +162,9 @@ pub(super) struct Writer {
     pub(super) dropped: Counter,
     pub(super) healthy: Arc<AtomicBool>,
     pub(super) limiter: Arc<super::limit::Limiter>,
+    /// Lines queued or promised (`AuditLog::places`): one given back per
+    /// line taken.
+    pub(super) places: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Writer {
@@ -192,6 +195,9 @@ impl Writer {
             for m in batch {
                 match m {
                     Msg::Line(entry, ack) => {
+                        // Its place in the queue is free again.
+                        self.places
+                            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
                         format_line(&mut buf, &entry, &mut schemas);
                         lines += 1;
                         acks.extend(ack);
@@ -264,16 +270,22 @@ impl Writer {
     }
 }
 
-/// Append the summary line of a caller's refused calls past its budget.
+/// Append the summary line of a caller's refused (or rejected as invalid)
+/// calls past its budget.
 fn format_summary(out: &mut String, s: &super::limit::Summary) {
     out.push_str("{\"ts\":");
     json::timestamp(out, std::time::SystemTime::now());
     let _ = write!(
         out,
-        ",\"code\":\"PermissionDenied\",\"summary\":\"{} more refused calls by this caller, past its budget of refused-call lines, not recorded one by one\",\"refused\":{},\"caller\":",
-        s.refused, s.refused
+        ",\"code\":\"PermissionDenied\",\"summary\":\"{} more calls by {} refused, or rejected as invalid before they changed anything, past the budget of such lines, not recorded one by one\",\"refused\":{},\"caller\":",
+        s.refused,
+        if s.caller.is_some() { "this caller" } else { "callers beyond the table of tracked callers (not named: they are many)" },
+        s.refused
     );
-    s.caller.write_json(out);
+    match &s.caller {
+        Some(c) => c.write_json(out),
+        None => out.push_str("null"),
+    }
     out.push_str("}\n");
 }
 

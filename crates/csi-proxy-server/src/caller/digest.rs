@@ -135,7 +135,8 @@ static DIGESTS: Mutex<Vec<(Key, String)>> = Mutex::new(Vec::new());
 #[cfg(target_os = "linux")]
 const DIGESTS_KEPT: usize = 64;
 
-/// SHA-256 of the file the kernel maps as the process's executable: the
+/// SHA-256 of the file the process's `/proc/<pid>/exe` names (a link the
+/// process can set with `prctl(PR_SET_MM)`: it proves no program): the
 /// `/proc/<pid>/exe` link is opened (the file itself, in whatever mount
 /// namespace, even deleted), never its path text. `Ok(None)`: not a
 /// regular file, too large, unreadable, or changed while read. While the

@@ -60,8 +60,8 @@ pub struct Caller {
     /// The client's executable (Linux `/proc/<pid>/exe`, Windows the image
     /// path).
     pub exe: Option<String>,
-    /// Linux: SHA-256 (lowercase hex) of the executable the kernel maps
-    /// for the process (read through `/proc/<pid>/exe`, whatever mount
+    /// Linux: SHA-256 (lowercase hex) of the file `/proc/<pid>/exe` names,
+    /// which the process can set (`prctl(PR_SET_MM)`; docs/security.md) (read through `/proc/<pid>/exe`, whatever mount
     /// namespace it lives in); only while a caller policy matches on it.
     pub exe_sha256: Option<String>,
     /// Linux: whether the process shares the proxy's mount namespace (only

@@ -25,8 +25,10 @@
 //!   compare case-insensitively, executables exactly on Linux and
 //!   case-insensitively on Windows. On Linux `exe` matches only a caller
 //!   in the proxy's own mount namespace (elsewhere the path is the
-//!   caller's to make up); `exe_sha256` is the digest of the file the
-//!   kernel maps, whatever its path.
+//!   caller's to make up); `exe_sha256` is the digest of the file
+//!   `/proc/<pid>/exe` names, whatever its path. Both are the process's
+//!   to set (`prctl(PR_SET_MM)`): a guard against mistakes, not a
+//!   boundary (docs/security.md).
 //! - Unknown groups, methods or keys, and a key given twice at any level,
 //!   make the file invalid (a typo must not silently refuse or allow); the
 //!   error names the key and its line ([`file`]).

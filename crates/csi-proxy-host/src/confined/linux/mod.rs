@@ -284,7 +284,11 @@ pub fn mkdir_all(root: &RootHandle, p: &Located) -> Result<MkdirOutcome> {
                         dir_flags,
                         ResolveFlag::empty(),
                     ) {
-                        Ok(_) => Ok(MkdirOutcome::Done),
+                        Ok(_) => {
+                            // The directory was there: nothing made.
+                            crate::effect::nothing_changed();
+                            Ok(MkdirOutcome::Done)
+                        }
                         Err(Errno::ELOOP) => Ok(MkdirOutcome::FinalIsLink),
                         Err(Errno::ENOTDIR) => Err(not_a_dir(p)),
                         Err(e) => Err(io_err("mkdir", p, e.into())),

@@ -25,6 +25,7 @@ use std::fs::File;
 use std::io::{self, Read as _, Write as _};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use nix::errno::Errno;
 use nix::fcntl::{open, openat, OFlag};
@@ -41,6 +42,10 @@ const DIR: &str = "formatting";
 #[derive(Debug, Default)]
 pub struct FormatIntents {
     state_dir: Option<PathBuf>,
+    /// The state directory as opened at start-up (`-state-dir`, checked
+    /// there by identity): records are kept beneath it, never beneath
+    /// whatever the path names later.
+    handle: Option<Arc<File>>,
 }
 
 /// A recorded format: removed by [`Intent::finished`], kept if dropped
@@ -79,16 +84,21 @@ const DIR_FLAGS: OFlag = OFlag::O_DIRECTORY
 /// without following a link (created with `create`). The state directory
 /// is the operator's path, checked at start-up to lie outside the allowed
 /// roots with its links resolved: a link there is the operator's.
-fn open_dir(state_dir: &Path, create: bool) -> io::Result<OwnedFd> {
-    if create {
-        std::fs::create_dir_all(state_dir)?;
-    }
-    let state = open(
-        state_dir,
-        DIR_FLAGS.difference(OFlag::O_NOFOLLOW),
-        Mode::empty(),
-    )
-    .map_err(errno)?;
+fn open_dir(state_dir: &Path, handle: Option<&File>, create: bool) -> io::Result<OwnedFd> {
+    let state = match handle {
+        Some(h) => h.as_fd().try_clone_to_owned()?,
+        None => {
+            if create {
+                std::fs::create_dir_all(state_dir)?;
+            }
+            open(
+                state_dir,
+                DIR_FLAGS.difference(OFlag::O_NOFOLLOW),
+                Mode::empty(),
+            )
+            .map_err(errno)?
+        }
+    };
     if create {
         match mkdirat(&state, DIR, Mode::from_bits_truncate(0o700)) {
             Ok(()) | Err(Errno::EEXIST) => {}
@@ -130,7 +140,15 @@ impl FormatIntents {
     pub fn new(state_dir: Option<&Path>) -> FormatIntents {
         FormatIntents {
             state_dir: state_dir.map(Path::to_path_buf),
+            handle: None,
         }
+    }
+
+    /// Keep the records beneath `handle`, the state directory as opened
+    /// at start-up.
+    pub fn with_handle(mut self, handle: Option<Arc<File>>) -> FormatIntents {
+        self.handle = handle;
+        self
     }
 
     /// The record's name: the volume's GUID (`\\?\Volume{...}\` is no
@@ -149,7 +167,7 @@ impl FormatIntents {
         let (Some(state), Some(name)) = (&self.state_dir, Self::name(volume)) else {
             return false;
         };
-        let Ok(dir) = open_dir(state, false) else {
+        let Ok(dir) = open_dir(state, self.handle.as_deref(), false) else {
             return false;
         };
         if is_record(&dir, &name, record) {
@@ -175,7 +193,7 @@ impl FormatIntents {
         let (Some(state), Some(name)) = (&self.state_dir, Self::name(volume)) else {
             return Intent { record: None };
         };
-        match write_record(state, &name, record) {
+        match write_record(state, self.handle.as_deref(), &name, record) {
             Ok(dir) => Intent {
                 record: Some((dir, name)),
             },
@@ -195,8 +213,13 @@ impl FormatIntents {
 /// `O_EXCL | O_NOFOLLOW` (a planted link or file is never written
 /// through); whatever else is in its place (not a record of ours) is
 /// removed first, by name, without following it.
-fn write_record(state: &Path, name: &str, record: &FormatRecord) -> io::Result<OwnedFd> {
-    let dir = open_dir(state, true)?;
+fn write_record(
+    state: &Path,
+    handle: Option<&File>,
+    name: &str,
+    record: &FormatRecord,
+) -> io::Result<OwnedFd> {
+    let dir = open_dir(state, handle, true)?;
     if is_record(&dir, name, record) {
         return Ok(dir);
     }

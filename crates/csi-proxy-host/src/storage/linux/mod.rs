@@ -157,9 +157,14 @@ impl LinuxStorage {
     }
 
     /// Keeps records of formats in progress under `state_dir`, so that the
-    /// retry of a format cut short may format over its remains.
-    pub fn with_state_dir(mut self, state_dir: Option<&Path>) -> Self {
-        self.intents = intents::FormatIntents::new(state_dir);
+    /// retry of a format cut short may format over its remains; beneath
+    /// `handle` (the state dir as opened at start-up) when given.
+    pub fn with_state_dir(
+        mut self,
+        state_dir: Option<&Path>,
+        handle: Option<std::sync::Arc<std::fs::File>>,
+    ) -> Self {
+        self.intents = intents::FormatIntents::new(state_dir).with_handle(handle);
         self
     }
 
