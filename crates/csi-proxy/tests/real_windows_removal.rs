@@ -105,7 +105,7 @@ async fn an_entry_that_cannot_be_removed_is_named() {
         let e = r.expect_err("a held entry stays");
         assert_eq!(e.code(), Code::FailedPrecondition, "{}", e.message());
         assert!(
-            e.message().contains(r"t\\sub\\held"),
+            e.message().contains(r"t\sub\held"),
             "the message names the entry: {}",
             e.message()
         );

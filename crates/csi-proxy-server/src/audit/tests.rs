@@ -336,8 +336,13 @@ fn the_line_shows_the_request_as_the_server_decoded_it() {
     });
     let fs = crate::groups::testing::service_for(Group::Filesystem, "v1", |_| {})
         .with_guard(guard.clone());
+    let grouped = format!(
+        "{}{}grouped",
+        crate::groups::TEST_ROOT,
+        std::path::MAIN_SEPARATOR
+    );
     let mut mkdir = csi_proxy_api::filesystem::v1::MkdirRequest {
-        path: "/var/lib/kubelet/grouped".into(),
+        path: grouped.clone(),
     }
     .encode_to_vec();
     // Field 9, an empty group: start and end.
@@ -362,7 +367,7 @@ fn the_line_shows_the_request_as_the_server_decoded_it() {
         .iter()
         .find(|v| v["method"] == "Mkdir")
         .expect("a Mkdir line");
-    assert_eq!(m["request"]["path"], "/var/lib/kubelet/grouped", "{m}");
+    assert_eq!(m["request"]["path"], grouped.as_str(), "{m}");
     let a = all
         .iter()
         .find(|v| v["method"] == "AddTargetPortal")
