@@ -12,8 +12,9 @@
 //!   over [`BUDGET_REFILL`]. Past it the caller's digest is not computed
 //!   (left out: a rule on `exe_sha256` refuses it, and the audit line says
 //!   why, [`super::Caller::incomplete`]); every other caller's budget is
-//!   untouched. At most [`HASHING_AT_ONCE`] files are hashed at a time by
-//!   the whole process, and one per spender.
+//!   untouched. The cache is kept per spender ([`Kept`]): filling it
+//!   evicts only the filler's own digests. At most [`HASHING_AT_ONCE`]
+//!   files are hashed at a time by the whole process, and one per spender.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -129,11 +130,75 @@ static HASH_ENDED: std::sync::Condvar = std::sync::Condvar::new();
 type Key = (u64, u64, u64, i64, i64, i64, i64);
 
 #[cfg(target_os = "linux")]
-static DIGESTS: Mutex<Vec<(Key, String)>> = Mutex::new(Vec::new());
+static DIGESTS: Mutex<Option<Kept<Key>>> = Mutex::new(None);
 
-/// Most digests kept.
-#[cfg(target_os = "linux")]
-const DIGESTS_KEPT: usize = 64;
+/// Digests kept per spender: a spender's inserts evict only its own.
+pub const KEPT_PER_SPENDER: usize = 8;
+
+/// Digests kept in all; past it the spender keeping the most loses its
+/// oldest (never a spender keeping fewer than the largest).
+pub const KEPT_IN_ALL: usize = 1024;
+
+/// The digest cache, kept per spender: whoever hashed a file keeps its
+/// digest; a lookup finds any spender's (a digest is a fact about the
+/// file), but filling the cache evicts only the filler's own entries, so
+/// another caller cannot make a victim re-hash (and pay for) its
+/// executable.
+#[derive(Debug)]
+pub struct Kept<K> {
+    by: HashMap<Spender, Vec<(K, String)>>,
+    len: usize,
+}
+
+impl<K: PartialEq> Default for Kept<K> {
+    fn default() -> Self {
+        Kept {
+            by: HashMap::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<K: PartialEq> Kept<K> {
+    /// The digest kept for `key`, by any spender.
+    pub fn find(&self, key: &K) -> Option<String> {
+        self.by
+            .values()
+            .flat_map(|v| v.iter())
+            .find(|(k, _)| k == key)
+            .map(|(_, d)| d.clone())
+    }
+
+    /// Keep `who`'s digest of `key`.
+    pub fn insert(&mut self, who: &Spender, key: K, digest: String) {
+        let own = self.by.entry(who.clone()).or_default();
+        if let Some(i) = own.iter().position(|(k, _)| *k == key) {
+            own.remove(i);
+            self.len -= 1;
+        } else if own.len() >= KEPT_PER_SPENDER {
+            own.remove(0);
+            self.len -= 1;
+        }
+        own.push((key, digest));
+        self.len += 1;
+        while self.len > KEPT_IN_ALL {
+            let Some(largest) = self
+                .by
+                .iter()
+                .max_by_key(|(_, v)| v.len())
+                .map(|(w, _)| w.clone())
+            else {
+                break;
+            };
+            let v = self.by.get_mut(&largest).expect("just found");
+            v.remove(0);
+            self.len -= 1;
+            if v.is_empty() {
+                self.by.remove(&largest);
+            }
+        }
+    }
+}
 
 /// SHA-256 of the file the kernel maps as the process's executable: the
 /// `/proc/<pid>/exe` link is opened (the file itself, in whatever mount
@@ -174,9 +239,8 @@ pub fn exe_digest(
         DIGESTS
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, d)| d.clone())
+            .as_ref()
+            .and_then(|c| c.find(&key))
     };
     let mut g = BUDGET.lock().unwrap_or_else(|p| p.into_inner());
     loop {
@@ -230,10 +294,8 @@ pub fn exe_digest(
     }
     let d = hex(&h.finalize());
     let mut all = DIGESTS.lock().unwrap_or_else(|p| p.into_inner());
-    if all.len() >= DIGESTS_KEPT {
-        all.remove(0);
-    }
-    all.push((key, d.clone()));
+    all.get_or_insert_with(Kept::default)
+        .insert(who, key, d.clone());
     // Before `_done` wakes the waiters: they find it kept.
     drop(all);
     Ok(Some(d))
@@ -290,6 +352,29 @@ mod tests {
         let later = t + BUDGET_REFILL / 2;
         b.spend(&who(1000), big, later).unwrap();
         b.done(&who(1000));
+    }
+
+    #[test]
+    fn other_spenders_cannot_evict_a_callers_digest() {
+        // The red-team's attack: 8 uids insert 70 digests of their own
+        // small files between two connections of the victim.
+        let mut k = Kept::default();
+        k.insert(&who(0), 7u64, "victim".into());
+        for i in 0..70u64 {
+            k.insert(&who(1000 + (i % 8) as u32), 100 + i, format!("d{i}"));
+        }
+        assert_eq!(k.find(&7).as_deref(), Some("victim"));
+        // Many spenders past the total: the largest lose theirs first.
+        for i in 0..(KEPT_IN_ALL as u64 * 2) {
+            k.insert(&who(2000 + (i % 512) as u32), 10_000 + i, "x".into());
+        }
+        assert!(k.len <= KEPT_IN_ALL);
+        assert_eq!(k.find(&7).as_deref(), Some("victim"));
+        // A spender's own inserts evict its own oldest.
+        for i in 0..KEPT_PER_SPENDER as u64 {
+            k.insert(&who(0), 50 + i, "own".into());
+        }
+        assert_eq!(k.find(&7), None);
     }
 
     #[test]
