@@ -89,11 +89,13 @@ impl Budget {
         });
         b.bytes = refilled(b, now);
         b.at = now;
-        if b.hashing || self.hashing >= HASHING_AT_ONCE {
-            return Err(Refused::Busy);
-        }
+        // A spender that cannot pay is refused at once, never left waiting
+        // (holding its identification slots) for others' hashes to end.
         if b.bytes < bytes {
             return Err(Refused::Budget);
+        }
+        if b.hashing || self.hashing >= HASHING_AT_ONCE {
+            return Err(Refused::Busy);
         }
         b.bytes -= bytes;
         b.hashing = true;
@@ -385,6 +387,8 @@ mod tests {
         assert_eq!(b.spend(&who(1), 1, t), Err(Refused::Busy));
         b.spend(&who(2), 1, t).unwrap();
         assert_eq!(b.spend(&who(3), 1, t), Err(Refused::Busy));
+        // A spender that cannot pay is told so at once, not "busy".
+        assert_eq!(b.spend(&who(4), BUDGET_BYTES + 1, t), Err(Refused::Budget));
         b.done(&who(1));
         b.spend(&who(3), 1, t).unwrap();
         b.done(&who(1));
