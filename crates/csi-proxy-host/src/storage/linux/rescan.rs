@@ -11,7 +11,8 @@
 //! Rescan still answers OK for the others (a driver calls Rescan before it
 //! looks for its new disk), with a warning in the log naming the disk; a
 //! later call on that disk gets `Unavailable` naming it. A refresh left
-//! behind goes on without the disk's lock (it cannot be cancelled).
+//! behind goes on without the disk's lock (it cannot be cancelled). A disk
+//! another operation holds is waited for at most [`BUSY_WAIT`].
 
 use super::sys::{self, Access};
 use super::sysfs::{BlockDisk, Sysfs};
@@ -23,6 +24,13 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long Rescan waits for a disk another operation holds (a format, a
+/// partitioning); past it (the holder may be stuck in a hung disk's I/O)
+/// that disk is skipped with a warning. The holder refreshes what it
+/// changed itself.
+pub(super) const BUSY_WAIT: Duration = Duration::from_secs(60);
 
 /// The host scans in flight, per sysfs file (a hung host holds at most
 /// `DISK_THREADS` threads).
@@ -96,7 +104,15 @@ impl LinuxStorage {
                 warn_failed(&d.name, Err(e));
                 continue;
             }
-            let _g = self.lock_dev((d.major, d.minor));
+            let Some(_g) = self.lock_dev_until((d.major, d.minor), Instant::now() + BUSY_WAIT)
+            else {
+                tracing::warn!(
+                    disk = d.name,
+                    "rescan skipped a disk another operation has held for {} s",
+                    BUSY_WAIT.as_secs()
+                );
+                continue;
+            };
             let (r, name) = (refresh.clone(), d.name.clone());
             warn_failed(&name, self.inventory.read_disk(&name, move || r.disk(&d)));
         }
