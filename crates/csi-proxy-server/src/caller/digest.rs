@@ -32,6 +32,10 @@ pub const BUDGET_REFILL: Duration = Duration::from_secs(600);
 /// Files hashed at the same time by the whole process.
 pub const HASHING_AT_ONCE: usize = 2;
 
+/// How long a hash may run: a hash that takes longer stops (no digest),
+/// and one stuck in a read stops counting against [`HASHING_AT_ONCE`].
+pub const HASH_WITHIN: Duration = Duration::from_secs(30);
+
 /// Who pays for a hash: the caller's uid and pod (kernel identities no
 /// caller can choose); callers outside any pod share their uid's budget.
 pub type Spender = (Option<u32>, Option<String>);
@@ -61,14 +65,14 @@ impl Refused {
 struct Bucket {
     bytes: u64,
     at: Instant,
-    hashing: bool,
+    /// When this spender's hash started (`None`: not hashing).
+    hashing: Option<Instant>,
 }
 
 /// Every spender's bucket.
 #[derive(Debug, Default)]
 pub struct Budget {
     buckets: HashMap<Spender, Bucket>,
-    hashing: usize,
 }
 
 /// Buckets kept at most; full buckets go first (they carry no debt).
@@ -80,12 +84,12 @@ impl Budget {
     pub fn spend(&mut self, who: &Spender, bytes: u64, now: Instant) -> Result<(), Refused> {
         if self.buckets.len() >= MAX_SPENDERS {
             self.buckets
-                .retain(|_, b| b.hashing || refilled(b, now) < BUDGET_BYTES);
+                .retain(|_, b| b.hashing.is_some() || refilled(b, now) < BUDGET_BYTES);
         }
         let b = self.buckets.entry(who.clone()).or_insert(Bucket {
             bytes: BUDGET_BYTES,
             at: now,
-            hashing: false,
+            hashing: None,
         });
         b.bytes = refilled(b, now);
         b.at = now;
@@ -94,22 +98,34 @@ impl Budget {
         if b.bytes < bytes {
             return Err(Refused::Budget);
         }
-        if b.hashing || self.hashing >= HASHING_AT_ONCE {
+        if b.hashing.is_some() {
             return Err(Refused::Busy);
         }
+        if self.hashing(now) >= HASHING_AT_ONCE {
+            return Err(Refused::Busy);
+        }
+        let b = self.buckets.get_mut(who).expect("inserted above");
         b.bytes -= bytes;
-        b.hashing = true;
-        self.hashing += 1;
+        b.hashing = Some(now);
         Ok(())
+    }
+
+    /// Hashes that count against [`HASHING_AT_ONCE`] at `now`: those
+    /// started less than [`HASH_WITHIN`] ago. A hash stuck longer (an
+    /// executable on a hung file system, a read that never returns) keeps
+    /// only its own spender busy.
+    fn hashing(&self, now: Instant) -> usize {
+        self.buckets
+            .values()
+            .filter_map(|b| b.hashing)
+            .filter(|at| now.saturating_duration_since(*at) < HASH_WITHIN)
+            .count()
     }
 
     /// The hash `who` started is over.
     pub fn done(&mut self, who: &Spender) {
         if let Some(b) = self.buckets.get_mut(who) {
-            if b.hashing {
-                b.hashing = false;
-                self.hashing -= 1;
-            }
+            b.hashing = None;
         }
     }
 }
@@ -277,7 +293,11 @@ pub fn exe_digest(
     let mut h = sha2::Sha256::new();
     let mut buf = vec![0u8; 256 << 10];
     let mut total = 0u64;
+    let started = Instant::now();
     loop {
+        if started.elapsed() >= HASH_WITHIN {
+            return Ok(None);
+        }
         let Ok(n) = f.read(&mut buf) else {
             return Ok(None);
         };
@@ -394,6 +414,19 @@ mod tests {
         b.done(&who(1));
         b.done(&who(2));
         b.done(&who(3));
-        assert_eq!(b.hashing, 0);
+        assert_eq!(b.hashing(t), 0);
+    }
+
+    #[test]
+    fn a_stuck_hash_keeps_only_its_own_spender_busy() {
+        let mut b = Budget::default();
+        let t = Instant::now();
+        // Two executables on a hung file system: their reads never return.
+        b.spend(&who(1), 1, t).unwrap();
+        b.spend(&who(2), 1, t).unwrap();
+        assert_eq!(b.spend(&who(3), 1, t), Err(Refused::Busy));
+        let later = t + HASH_WITHIN;
+        b.spend(&who(3), 1, later).unwrap();
+        assert_eq!(b.spend(&who(1), 1, later), Err(Refused::Busy));
     }
 }
