@@ -544,20 +544,14 @@ impl csi_proxy_http2::Service for CallerService {
         {
             Outcome::Blocking(job) => match self.jobs.take() {
                 // Held until the job ends, even after the client gave up.
-                Some(slot) => {
+                Ok(slot) => {
                     let owner = self.owner.clone();
                     Outcome::Blocking(Box::new(move || {
                         let _slot = slot;
                         csi_proxy_host::on_behalf::run(Some(owner), job)
                     }))
                 }
-                None => Outcome::Done(Reply::error(
-                    Code::Unavailable,
-                    format!(
-                        "this caller has {} operations in progress; retry when some have finished",
-                        crate::caller::jobs::PER_CALLER
-                    ),
-                )),
+                Err(why) => Outcome::Done(Reply::error(Code::Unavailable, why)),
             },
             done => done,
         }

@@ -429,3 +429,78 @@ async fn a_disk_whose_reads_hang_stalls_no_other_call() {
         assert!(b_max < Duration::from_secs(1), "{name}: max {b_max:?}");
     }
 }
+
+/// Rescan while a disk's reads hang (a hung loop disk of another process
+/// once held Rescan for minutes in `pread`): it answers OK within a bound,
+/// the other disks are rescanned (a grown loop disk shows its new size),
+/// and the hung disk's own calls then answer `Unavailable` naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rescan_while_a_disk_hangs_refreshes_the_others() {
+    if !can_run() || !can_hang() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run this test: needs root, loop devices, /dev/fuse and python3-fusepy"
+        );
+        eprintln!("skipping: needs root, loop devices, /dev/fuse and python3-fusepy");
+        return;
+    }
+    let p = Proxy::start(&[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let healthy = LoopDisk::new(tmp.path(), 64 * MIB);
+    let fuse = HangFs::new(tmp.path(), 32 * MIB);
+    let hung = LoopDisk::from_file(fuse.file());
+    struct Release<'a>(&'a HangFs);
+    impl Drop for Release<'_> {
+        fn drop(&mut self) {
+            self.0.release();
+        }
+    }
+    let _release = Release(&fuse);
+    let mut d = p.client().connect_disk_v1().await.unwrap();
+    // The hung disk has a partition table and the proxy knows it.
+    partition_and_format(&p.client(), hung.number).await;
+    let size = |d: &mut dk::disk_client::DiskClient<_>, n: u32| {
+        let mut d = d.clone();
+        async move {
+            d.get_disk_stats(dk::GetDiskStatsRequest { disk_number: n })
+                .await
+                .map(|s| s.into_inner().total_bytes as u64)
+        }
+    };
+    assert_eq!(size(&mut d, healthy.number).await.unwrap(), 64 * MIB);
+
+    sh("blockdev", &["--flushbufs", &hung.dev]);
+    fuse.hang();
+    // The healthy disk grows: only a rescan (LOOP_SET_CAPACITY) shows it.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&healthy.file)
+        .unwrap()
+        .set_len(96 * MIB)
+        .unwrap();
+
+    let t = Instant::now();
+    let r = tokio::time::timeout(Duration::from_secs(20), d.rescan(dk::RescanRequest {}))
+        .await
+        .expect("Rescan did not return while a disk hangs");
+    let took = t.elapsed();
+    eprintln!("Rescan took {took:?} while a disk hangs");
+    r.expect("Rescan answers OK for the other disks");
+    // Host scans and disk refreshes each wait at most the read timeout.
+    assert!(
+        took < 3 * csi_proxy_host::storage::inventory::READ_TIMEOUT,
+        "Rescan took {took:?}"
+    );
+    assert_eq!(
+        size(&mut d, healthy.number).await.unwrap(),
+        96 * MIB,
+        "the healthy disk was not rescanned"
+    );
+    let t = Instant::now();
+    let e = size(&mut d, hung.number).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unavailable, "{}", e.message());
+    assert!(e.message().contains(&hung.name), "{}", e.message());
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+
+    fuse.release();
+}

@@ -12,8 +12,9 @@
 //!   over [`BUDGET_REFILL`]. Past it the caller's digest is not computed
 //!   (left out: a rule on `exe_sha256` refuses it, and the audit line says
 //!   why, [`super::Caller::incomplete`]); every other caller's budget is
-//!   untouched. At most [`HASHING_AT_ONCE`] files are hashed at a time by
-//!   the whole process, and one per spender.
+//!   untouched. The cache is kept per spender ([`Kept`]): filling it
+//!   evicts only the filler's own digests. At most [`HASHING_AT_ONCE`]
+//!   files are hashed at a time by the whole process, and one per spender.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -30,6 +31,10 @@ pub const BUDGET_REFILL: Duration = Duration::from_secs(600);
 
 /// Files hashed at the same time by the whole process.
 pub const HASHING_AT_ONCE: usize = 2;
+
+/// How long a hash may run: a hash that takes longer stops (no digest),
+/// and one stuck in a read stops counting against [`HASHING_AT_ONCE`].
+pub const HASH_WITHIN: Duration = Duration::from_secs(30);
 
 /// Who pays for a hash: the caller's uid and pod (kernel identities no
 /// caller can choose); callers outside any pod share their uid's budget.
@@ -60,14 +65,14 @@ impl Refused {
 struct Bucket {
     bytes: u64,
     at: Instant,
-    hashing: bool,
+    /// When this spender's hash started (`None`: not hashing).
+    hashing: Option<Instant>,
 }
 
 /// Every spender's bucket.
 #[derive(Debug, Default)]
 pub struct Budget {
     buckets: HashMap<Spender, Bucket>,
-    hashing: usize,
 }
 
 /// Buckets kept at most; full buckets go first (they carry no debt).
@@ -79,34 +84,48 @@ impl Budget {
     pub fn spend(&mut self, who: &Spender, bytes: u64, now: Instant) -> Result<(), Refused> {
         if self.buckets.len() >= MAX_SPENDERS {
             self.buckets
-                .retain(|_, b| b.hashing || refilled(b, now) < BUDGET_BYTES);
+                .retain(|_, b| b.hashing.is_some() || refilled(b, now) < BUDGET_BYTES);
         }
         let b = self.buckets.entry(who.clone()).or_insert(Bucket {
             bytes: BUDGET_BYTES,
             at: now,
-            hashing: false,
+            hashing: None,
         });
         b.bytes = refilled(b, now);
         b.at = now;
-        if b.hashing || self.hashing >= HASHING_AT_ONCE {
-            return Err(Refused::Busy);
-        }
+        // A spender that cannot pay is refused at once, never left waiting
+        // (holding its identification slots) for others' hashes to end.
         if b.bytes < bytes {
             return Err(Refused::Budget);
         }
+        if b.hashing.is_some() {
+            return Err(Refused::Busy);
+        }
+        if self.hashing(now) >= HASHING_AT_ONCE {
+            return Err(Refused::Busy);
+        }
+        let b = self.buckets.get_mut(who).expect("inserted above");
         b.bytes -= bytes;
-        b.hashing = true;
-        self.hashing += 1;
+        b.hashing = Some(now);
         Ok(())
+    }
+
+    /// Hashes that count against [`HASHING_AT_ONCE`] at `now`: those
+    /// started less than [`HASH_WITHIN`] ago. A hash stuck longer (an
+    /// executable on a hung file system, a read that never returns) keeps
+    /// only its own spender busy.
+    fn hashing(&self, now: Instant) -> usize {
+        self.buckets
+            .values()
+            .filter_map(|b| b.hashing)
+            .filter(|at| now.saturating_duration_since(*at) < HASH_WITHIN)
+            .count()
     }
 
     /// The hash `who` started is over.
     pub fn done(&mut self, who: &Spender) {
         if let Some(b) = self.buckets.get_mut(who) {
-            if b.hashing {
-                b.hashing = false;
-                self.hashing -= 1;
-            }
+            b.hashing = None;
         }
     }
 }
@@ -129,11 +148,75 @@ static HASH_ENDED: std::sync::Condvar = std::sync::Condvar::new();
 type Key = (u64, u64, u64, i64, i64, i64, i64);
 
 #[cfg(target_os = "linux")]
-static DIGESTS: Mutex<Vec<(Key, String)>> = Mutex::new(Vec::new());
+static DIGESTS: Mutex<Option<Kept<Key>>> = Mutex::new(None);
 
-/// Most digests kept.
-#[cfg(target_os = "linux")]
-const DIGESTS_KEPT: usize = 64;
+/// Digests kept per spender: a spender's inserts evict only its own.
+pub const KEPT_PER_SPENDER: usize = 8;
+
+/// Digests kept in all; past it the spender keeping the most loses its
+/// oldest (never a spender keeping fewer than the largest).
+pub const KEPT_IN_ALL: usize = 1024;
+
+/// The digest cache, kept per spender: whoever hashed a file keeps its
+/// digest; a lookup finds any spender's (a digest is a fact about the
+/// file), but filling the cache evicts only the filler's own entries, so
+/// another caller cannot make a victim re-hash (and pay for) its
+/// executable.
+#[derive(Debug)]
+pub struct Kept<K> {
+    by: HashMap<Spender, Vec<(K, String)>>,
+    len: usize,
+}
+
+impl<K: PartialEq> Default for Kept<K> {
+    fn default() -> Self {
+        Kept {
+            by: HashMap::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<K: PartialEq> Kept<K> {
+    /// The digest kept for `key`, by any spender.
+    pub fn find(&self, key: &K) -> Option<String> {
+        self.by
+            .values()
+            .flat_map(|v| v.iter())
+            .find(|(k, _)| k == key)
+            .map(|(_, d)| d.clone())
+    }
+
+    /// Keep `who`'s digest of `key`.
+    pub fn insert(&mut self, who: &Spender, key: K, digest: String) {
+        let own = self.by.entry(who.clone()).or_default();
+        if let Some(i) = own.iter().position(|(k, _)| *k == key) {
+            own.remove(i);
+            self.len -= 1;
+        } else if own.len() >= KEPT_PER_SPENDER {
+            own.remove(0);
+            self.len -= 1;
+        }
+        own.push((key, digest));
+        self.len += 1;
+        while self.len > KEPT_IN_ALL {
+            let Some(largest) = self
+                .by
+                .iter()
+                .max_by_key(|(_, v)| v.len())
+                .map(|(w, _)| w.clone())
+            else {
+                break;
+            };
+            let v = self.by.get_mut(&largest).expect("just found");
+            v.remove(0);
+            self.len -= 1;
+            if v.is_empty() {
+                self.by.remove(&largest);
+            }
+        }
+    }
+}
 
 /// SHA-256 of the file the process's `/proc/<pid>/exe` names (a link the
 /// process can set with `prctl(PR_SET_MM)`: it proves no program): the
@@ -175,9 +258,8 @@ pub fn exe_digest(
         DIGESTS
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, d)| d.clone())
+            .as_ref()
+            .and_then(|c| c.find(&key))
     };
     let mut g = BUDGET.lock().unwrap_or_else(|p| p.into_inner());
     loop {
@@ -212,7 +294,11 @@ pub fn exe_digest(
     let mut h = sha2::Sha256::new();
     let mut buf = vec![0u8; 256 << 10];
     let mut total = 0u64;
+    let started = Instant::now();
     loop {
+        if started.elapsed() >= HASH_WITHIN {
+            return Ok(None);
+        }
         let Ok(n) = f.read(&mut buf) else {
             return Ok(None);
         };
@@ -231,10 +317,8 @@ pub fn exe_digest(
     }
     let d = hex(&h.finalize());
     let mut all = DIGESTS.lock().unwrap_or_else(|p| p.into_inner());
-    if all.len() >= DIGESTS_KEPT {
-        all.remove(0);
-    }
-    all.push((key, d.clone()));
+    all.get_or_insert_with(Kept::default)
+        .insert(who, key, d.clone());
     // Before `_done` wakes the waiters: they find it kept.
     drop(all);
     Ok(Some(d))
@@ -294,6 +378,29 @@ mod tests {
     }
 
     #[test]
+    fn other_spenders_cannot_evict_a_callers_digest() {
+        // The red-team's attack: 8 uids insert 70 digests of their own
+        // small files between two connections of the victim.
+        let mut k = Kept::default();
+        k.insert(&who(0), 7u64, "victim".into());
+        for i in 0..70u64 {
+            k.insert(&who(1000 + (i % 8) as u32), 100 + i, format!("d{i}"));
+        }
+        assert_eq!(k.find(&7).as_deref(), Some("victim"));
+        // Many spenders past the total: the largest lose theirs first.
+        for i in 0..(KEPT_IN_ALL as u64 * 2) {
+            k.insert(&who(2000 + (i % 512) as u32), 10_000 + i, "x".into());
+        }
+        assert!(k.len <= KEPT_IN_ALL);
+        assert_eq!(k.find(&7).as_deref(), Some("victim"));
+        // A spender's own inserts evict its own oldest.
+        for i in 0..KEPT_PER_SPENDER as u64 {
+            k.insert(&who(0), 50 + i, "own".into());
+        }
+        assert_eq!(k.find(&7), None);
+    }
+
+    #[test]
     fn one_hash_per_spender_and_a_bound_for_the_process() {
         let mut b = Budget::default();
         let t = Instant::now();
@@ -301,11 +408,26 @@ mod tests {
         assert_eq!(b.spend(&who(1), 1, t), Err(Refused::Busy));
         b.spend(&who(2), 1, t).unwrap();
         assert_eq!(b.spend(&who(3), 1, t), Err(Refused::Busy));
+        // A spender that cannot pay is told so at once, not "busy".
+        assert_eq!(b.spend(&who(4), BUDGET_BYTES + 1, t), Err(Refused::Budget));
         b.done(&who(1));
         b.spend(&who(3), 1, t).unwrap();
         b.done(&who(1));
         b.done(&who(2));
         b.done(&who(3));
-        assert_eq!(b.hashing, 0);
+        assert_eq!(b.hashing(t), 0);
+    }
+
+    #[test]
+    fn a_stuck_hash_keeps_only_its_own_spender_busy() {
+        let mut b = Budget::default();
+        let t = Instant::now();
+        // Two executables on a hung file system: their reads never return.
+        b.spend(&who(1), 1, t).unwrap();
+        b.spend(&who(2), 1, t).unwrap();
+        assert_eq!(b.spend(&who(3), 1, t), Err(Refused::Busy));
+        let later = t + HASH_WITHIN;
+        b.spend(&who(3), 1, later).unwrap();
+        assert_eq!(b.spend(&who(1), 1, later), Err(Refused::Busy));
     }
 }

@@ -5,17 +5,91 @@
 //! pool (each connection is bounded too:
 //! `csi_proxy_http2::driver::MAX_JOBS_PER_CONNECTION`).
 //!
+//! The process admits at most [`ADMIT_ALL`] blocking jobs of all callers
+//! together, and up to [`ADMIT_FEW`] for a caller holding fewer than
+//! [`FEW`]: below tokio's pool ([`POOL`] threads, which also runs the
+//! identification jobs, `super::pending::AT_ONCE`), so callers that each
+//! stay within their own [`PER_CALLER`] cannot together queue everyone
+//! else's calls behind theirs, and a caller with few jobs in progress
+//! still gets a thread when many callers hang.
+//!
 //! A caller is its uid and pod (Linux) or its user SID (Windows): kernel
 //! identities, taken when the connection is accepted. A caller with
 //! neither (a Windows pipe client without a guard) is its pid.
 
 use super::Caller;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Blocking jobs one caller may hold at a time.
 pub const PER_CALLER: usize = 64;
+
+/// Threads of tokio's blocking pool (its default `max_blocking_threads`,
+/// which `csi-proxy` keeps).
+pub const POOL: usize = 512;
+
+/// Blocking jobs admitted for all callers together.
+pub const ADMIT_ALL: usize = 352;
+
+/// Blocking jobs admitted in all for a caller holding fewer than [`FEW`]:
+/// the reserve past [`ADMIT_ALL`] is kept for callers with few jobs.
+/// With the identification jobs (`super::pending::AT_ONCE`) this stays
+/// below [`POOL`].
+pub const ADMIT_FEW: usize = 416;
+
+/// Jobs a caller may hold and still use the reserve.
+pub const FEW: usize = 4;
+
+const _: () = assert!(ADMIT_FEW + super::pending::AT_ONCE < POOL);
+
+/// Why a job was not admitted.
+pub const CALLER_FULL: &str =
+    "this caller has 64 operations in progress; retry when some have finished";
+const _: () = assert!(PER_CALLER == 64);
+
+/// Why a job was not admitted.
+pub const PROCESS_FULL: &str =
+    "the proxy has too many operations in progress; retry when some have finished";
+
+/// The count of blocking jobs admitted in all.
+#[derive(Debug, Default)]
+pub struct Admission(AtomicUsize);
+
+impl Admission {
+    /// Admit one more job of a caller that holds `held` (this one
+    /// included).
+    fn admit(&'static self, held: usize) -> Option<Admitted> {
+        let limit = if held <= FEW { ADMIT_FEW } else { ADMIT_ALL };
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Admitted(self))
+    }
+}
+
+/// One admitted job; given back when dropped.
+#[derive(Debug)]
+struct Admitted(&'static Admission);
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.0 .0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+static ADMITTED: Admission = Admission(AtomicUsize::new(0));
+
+/// A blocking job's slot: the caller's own and the process's, held until
+/// the job ends.
+#[derive(Debug)]
+pub struct Slot {
+    _own: OwnedSemaphorePermit,
+    _all: Admitted,
+}
 
 /// Who a budget belongs to.
 type Key = (Option<u32>, Option<String>, Option<String>, Option<u32>);
@@ -55,7 +129,7 @@ pub fn owner(c: &Caller) -> std::sync::Arc<str> {
 
 /// One caller's slots.
 #[derive(Clone, Debug)]
-pub struct Jobs(Arc<Semaphore>);
+pub struct Jobs(Arc<Semaphore>, &'static Admission);
 
 impl Jobs {
     /// The slots of `caller` (shared by all its connections).
@@ -70,13 +144,23 @@ impl Jobs {
         let s = map
             .entry(key(caller))
             .or_insert_with(|| Arc::new(Semaphore::new(PER_CALLER)));
-        Jobs(s.clone())
+        Jobs(s.clone(), &ADMITTED)
     }
 
-    /// A slot for one blocking job, held until the job ends; `None` when
-    /// the caller holds all of its own.
-    pub fn take(&self) -> Option<OwnedSemaphorePermit> {
-        self.0.clone().try_acquire_owned().ok()
+    /// A slot for one blocking job, held until the job ends; `Err` (why)
+    /// when the caller holds all of its own, or the process admits no more.
+    pub fn take(&self) -> Result<Slot, &'static str> {
+        let own = self
+            .0
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| CALLER_FULL)?;
+        let held = PER_CALLER - self.0.available_permits();
+        let all = self.1.admit(held).ok_or(PROCESS_FULL)?;
+        Ok(Slot {
+            _own: own,
+            _all: all,
+        })
     }
 }
 
@@ -98,9 +182,38 @@ mod tests {
         let held: Vec<_> = (0..PER_CALLER)
             .map(|_| Jobs::of(&a).take().unwrap())
             .collect();
-        assert!(Jobs::of(&a).take().is_none());
-        assert!(Jobs::of(&b).take().is_some());
+        assert!(Jobs::of(&a).take().is_err());
+        assert!(Jobs::of(&b).take().is_ok());
         drop(held);
-        assert!(Jobs::of(&a).take().is_some());
+        assert!(Jobs::of(&a).take().is_ok());
+    }
+
+    #[test]
+    fn callers_together_stay_below_the_pool_and_a_new_caller_still_gets_one() {
+        let all: &'static Admission = Box::leak(Box::default());
+        let jobs = |uid: u32| {
+            let c = Caller {
+                uid: Some(uid),
+                pod_uid: Some("admission-test".into()),
+                ..Caller::default()
+            };
+            Jobs(Jobs::of(&c).0, all)
+        };
+        // Nine callers each fill their own PER_CALLER with jobs that hang:
+        // 9 x 64 = 576 would be more than the pool.
+        let mut held = Vec::new();
+        for uid in 0..9 {
+            let j = jobs(7_000 + uid);
+            held.extend((0..PER_CALLER).filter_map(|_| j.take().ok()));
+        }
+        assert!(held.len() <= ADMIT_FEW, "{} admitted", held.len());
+        assert!(held.len() + super::super::pending::AT_ONCE < POOL);
+        // A caller with few jobs in progress still gets threads.
+        let newcomer = jobs(7_100);
+        let few: Vec<_> = (0..FEW).map(|_| newcomer.take().unwrap()).collect();
+        assert_eq!(newcomer.take().err(), Some(PROCESS_FULL));
+        drop(few);
+        drop(held);
+        assert_eq!(all.0.load(Ordering::Acquire), 0);
     }
 }

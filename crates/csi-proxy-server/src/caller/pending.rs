@@ -13,7 +13,8 @@
 //!
 //! Jobs are bounded: at most [`PER_UID`] per uid and [`AT_ONCE`] in all
 //! hold a thread, so a caller that connects in a loop spends its own slots
-//! and no one else's; a connection waiting for a slot waits on its task
+//! and no one else's (the uid's slot is taken first: a connection waiting
+//! for it holds no global slot); a connection waiting for a slot waits on its task
 //! (no thread), within the same time bound.
 
 use super::Caller;
@@ -93,8 +94,7 @@ pub async fn identify(peer: Peer) -> Caller {
     let until = Instant::now() + IDENTIFY_WITHIN;
     let creds = peer.creds.clone();
     let work = async move {
-        let all = slots().clone().acquire_owned().await.ok()?;
-        let own = uid_slots(peer.creds.uid).acquire_owned().await.ok()?;
+        let (all, own) = take_slots(peer.creds.uid).await?;
         tokio::task::spawn_blocking(move || {
             let _slots = (all, own);
             read(peer, until)
@@ -138,6 +138,21 @@ fn read(peer: Peer, until: Instant) -> Caller {
     }
 }
 
+/// A slot of `uid`'s, then one of the process's: the uid's first, so a
+/// connection waiting for its uid's slot holds nothing of anyone else's,
+/// and one uid holds at most [`PER_UID`] of the [`AT_ONCE`] global slots
+/// however many connections it opens.
+async fn take_slots(
+    uid: Option<u32>,
+) -> Option<(
+    tokio::sync::OwnedSemaphorePermit,
+    tokio::sync::OwnedSemaphorePermit,
+)> {
+    let own = uid_slots(uid).acquire_owned().await.ok()?;
+    let all = slots().clone().acquire_owned().await.ok()?;
+    Some((all, own))
+}
+
 fn slots() -> &'static Arc<Semaphore> {
     static ALL: OnceLock<Arc<Semaphore>> = OnceLock::new();
     ALL.get_or_init(|| Arc::new(Semaphore::new(AT_ONCE)))
@@ -160,6 +175,33 @@ fn uid_slots(uid: Option<u32>) -> Arc<Semaphore> {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn one_uid_cannot_hold_every_global_slot() {
+        // One uid opens many more connections than there are global
+        // slots, and none of its jobs ends (a hash that takes long).
+        let hog = Some(3_999_999_001);
+        let (tx, _) = tokio::sync::broadcast::channel::<()>(1);
+        let mut held = Vec::new();
+        for _ in 0..(AT_ONCE + 16) {
+            let mut stop = tx.subscribe();
+            held.push(tokio::spawn(async move {
+                let _slots = take_slots(hog).await;
+                let _ = stop.recv().await;
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Another uid still gets its slots at once.
+        let other = tokio::time::timeout(Duration::from_secs(1), take_slots(Some(3_999_999_002)))
+            .await
+            .expect("another uid's identification waited for the hog's slots");
+        assert!(other.is_some());
+        drop(other);
+        tx.send(()).unwrap();
+        for h in held {
+            h.await.unwrap();
+        }
+    }
 
     #[tokio::test]
     async fn a_socket_pair_is_identified_off_the_worker() {

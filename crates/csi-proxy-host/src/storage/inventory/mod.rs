@@ -429,18 +429,46 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
     ) -> Result<T> {
         match self.readers.run(Some(key.clone()), self.read_timeout, read) {
             Read::Done(r) => r,
-            Read::Unresponsive => {
-                let since = *self
-                    .lock()
-                    .unresponsive
-                    .entry(key.clone())
-                    .or_insert_with(Instant::now);
-                Err(Error::Unavailable(format!(
-                    "disk {key:?} is not answering: a read of it has not returned for {} s; retry later",
-                    since.elapsed().as_secs()
-                )))
-            }
+            Read::Unresponsive => Err(self.mark_unresponsive(key)),
         }
+    }
+
+    /// [`Inventory::read_disk`] for every disk of `keys` at once, each on
+    /// its own thread within its disk's budget, all waited for until one
+    /// deadline: one hung disk costs the whole call at most the read
+    /// timeout, and the other disks are read.
+    pub fn read_disks<T: Send + 'static, F>(
+        &self,
+        keys: Vec<S::Key>,
+        read: F,
+    ) -> Vec<(S::Key, Result<T>)>
+    where
+        F: Fn(&S::Key) -> Result<T> + Send + Sync + 'static,
+    {
+        self.readers
+            .run_all(keys, self.read_timeout, read)
+            .into_iter()
+            .map(|(k, r)| {
+                let r = match r {
+                    Read::Done(r) => r,
+                    Read::Unresponsive => Err(self.mark_unresponsive(&k)),
+                };
+                (k, r)
+            })
+            .collect()
+    }
+
+    /// Marks `key` unresponsive (since now, unless it was already).
+    fn mark_unresponsive(&self, key: &S::Key) -> Error {
+        let since = *self
+            .lock()
+            .unresponsive
+            .entry(key.clone())
+            .or_insert_with(Instant::now);
+        Error::Unavailable(format!(
+            "disk {key:?} is not answering: a read of it has not returned for {} s; retry later",
+            since.elapsed().as_secs()
+        ))
     }
 
     /// [`Error::Unavailable`] if disk `key` (number `number`) did not

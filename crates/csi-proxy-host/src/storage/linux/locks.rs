@@ -11,6 +11,7 @@ use crate::storage::VolumeId;
 use crate::Result;
 use std::collections::HashSet;
 use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Instant;
 
 /// The whole disk `major:minor`.
 pub(super) type DiskKey = (u32, u32);
@@ -41,6 +42,26 @@ impl DiskLocks {
         }
         held.insert(key);
         DiskGuard { locks: self, key }
+    }
+
+    /// Holds `key`, waiting while someone else does, until `deadline`;
+    /// `None`: still held by another then (its holder may be stuck in a
+    /// hung disk's I/O).
+    pub(super) fn lock_until(&self, key: DiskKey, deadline: Instant) -> Option<DiskGuard<'_>> {
+        let mut held = self.set();
+        while held.contains(&key) {
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            held = self
+                .released
+                .wait_timeout(held, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        held.insert(key);
+        Some(DiskGuard { locks: self, key })
     }
 
     /// Holds `key` if nobody does.
@@ -102,9 +123,10 @@ impl LinuxStorage {
         Ok((f.disk.major, f.disk.minor))
     }
 
-    /// Holds the disk `major:minor` (Rescan, disk by disk).
-    pub(super) fn lock_dev(&self, key: DiskKey) -> DiskGuard<'_> {
-        self.locks.lock(key)
+    /// Holds the disk `major:minor` (Rescan, disk by disk), waiting for
+    /// another holder until `deadline`.
+    pub(super) fn lock_dev_until(&self, key: DiskKey, deadline: Instant) -> Option<DiskGuard<'_>> {
+        self.locks.lock_until(key, deadline)
     }
 
     /// Holds the disk `major:minor` if nobody does.
@@ -140,5 +162,16 @@ mod tests {
         });
         assert!(second_in.load(Ordering::SeqCst));
         assert_eq!(locks.held(), 0, "entries are dropped when released");
+    }
+
+    #[test]
+    fn a_bounded_wait_gives_up_on_a_disk_held_forever() {
+        let locks = DiskLocks::default();
+        let _stuck = locks.lock((8, 0));
+        let t = Instant::now();
+        let soon = t + Duration::from_millis(100);
+        assert!(locks.lock_until((8, 0), soon).is_none());
+        assert!(t.elapsed() >= Duration::from_millis(100));
+        assert!(locks.lock_until((8, 1), soon).is_some());
     }
 }

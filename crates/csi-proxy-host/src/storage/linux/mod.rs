@@ -204,6 +204,19 @@ impl LinuxStorage {
     /// partition-table parsers, as some VM kernels are). Partitions the
     /// kernel has but the table lacks are left alone.
     fn sync_partitions(&self, d: &BlockDisk, fd: &OwnedFd) -> Result<BlockDisk> {
+        sync_partitions(&self.sysfs, &self.dev_dir, d, fd)
+    }
+}
+
+/// [`LinuxStorage::sync_partitions`], with only what it needs (Rescan runs
+/// it on a reader thread of its own).
+fn sync_partitions(
+    sysfs: &Sysfs,
+    dev_dir: &Path,
+    d: &BlockDisk,
+    fd: &OwnedFd,
+) -> Result<BlockDisk> {
+    {
         let shown = d.name.as_str();
         if !d.partscan && d.name.starts_with("loop") {
             // A loop device attached without partition scanning: turn it on
@@ -228,7 +241,7 @@ impl LinuxStorage {
             table,
             sector_size: ss,
             ..
-        } = self.table(d, fd)?;
+        } = devices::table(d, fd)?;
         let ss = u64::from(ss);
         let wanted: Vec<(u32, u64, u64)> = match &table {
             gpt::Table::Gpt(g) => g
@@ -244,8 +257,7 @@ impl LinuxStorage {
                 .collect(),
             gpt::Table::Raw => Vec::new(),
         };
-        let now = self
-            .sysfs
+        let now = sysfs
             .disk(&d.name)
             .map_err(|e| from_io("read", shown, e))?
             .ok_or_else(|| no_disk(d.number))?;
@@ -266,17 +278,18 @@ impl LinuxStorage {
                 Err(e) => return Err(from_io("BLKPG add partition", shown, e)),
             }
         }
-        let now = self
-            .sysfs
+        let now = sysfs
             .disk(&d.name)
             .map_err(|e| from_io("read", shown, e))?
             .ok_or_else(|| no_disk(d.number))?;
         for p in &now.partitions {
-            self.node(&p.name, p.major, p.minor)?;
+            devices::node(dev_dir, &p.name, p.major, p.minor)?;
         }
         Ok(now)
     }
+}
 
+impl LinuxStorage {
     /// The volume ids of a disk's partitions, from its partition table.
     fn volumes_of(&self, d: &BlockDisk) -> Result<Vec<(BlockPartition, VolumeId)>> {
         devices::volumes_of(&self.dev_dir, d)
