@@ -286,8 +286,12 @@ fn a_line_that_cannot_be_queued_by_the_calls_deadline_fails_then() {
         .commit_by(entry(&long, Code::Ok), Some(t + Duration::from_millis(300)))
         .unwrap_err();
     let waited = t.elapsed();
+    // Either the queue was still full at the deadline, or the writer took
+    // one line (freeing a place) and then blocked on the pipe: both end at
+    // the call's deadline, which is what is asked here.
     assert!(
-        e.contains("could not be queued within the call's deadline"),
+        e.contains("could not be queued within the call's deadline")
+            || e.contains("was not written within the call's deadline"),
         "{e}"
     );
     assert!(

@@ -94,7 +94,7 @@ pub struct Scanned<K, D> {
 /// How a backend reads its disks. Reads run on threads of their own
 /// ([`reader`]), bounded in time.
 pub trait Scan: Send + Sync + 'static {
-    type Key: Ord + Clone + std::fmt::Debug + Send + 'static;
+    type Key: Ord + Clone + std::fmt::Debug + Send + Sync + 'static;
     type Disk: Send + 'static;
     /// The keys of every disk, read without asking any device (Linux:
     /// `/sys/block`); a full scan then reads each with [`Scan::scan_one`].

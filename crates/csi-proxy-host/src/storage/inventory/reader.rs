@@ -4,9 +4,11 @@
 //! A thread stuck in uninterruptible I/O (a loop disk over a frozen file
 //! system, a multipath LUN queueing without a path, a hung virtio disk)
 //! cannot be cancelled. The caller gives up at its deadline and leaves the
-//! thread behind; the reader counts such threads per disk and starts no
-//! new read of a disk that already holds [`DISK_THREADS`] of them, so one
-//! hung disk holds a bounded number of threads whatever the callers do.
+//! thread behind; the reader starts no new read of a disk while a read of
+//! it that its caller gave up on is still out (it would only hang too, and
+//! cost its caller the whole timeout again), and never more than
+//! [`DISK_THREADS`] at once, so one hung disk holds a bounded number of
+//! threads whatever the callers do, and its calls are answered at once.
 //! When a read left behind finally returns, its disk is reported
 //! ([`Readers::take_late`]) so that the inventory reads it again and
 //! forgets that it was unresponsive.
@@ -38,6 +40,8 @@ type Slot<K> = Option<K>;
 
 struct State<K> {
     in_flight: BTreeMap<Slot<K>, usize>,
+    /// Reads in flight whose caller gave up on them.
+    abandoned: BTreeMap<Slot<K>, usize>,
     late: BTreeSet<Slot<K>>,
 }
 
@@ -51,6 +55,7 @@ impl<K: Ord + Clone + Send + 'static> Default for Readers<K> {
         Readers {
             state: Mutex::new(State {
                 in_flight: BTreeMap::new(),
+                abandoned: BTreeMap::new(),
                 late: BTreeSet::new(),
             }),
         }
@@ -58,12 +63,13 @@ impl<K: Ord + Clone + Send + 'static> Default for Readers<K> {
 }
 
 /// One read's answer, handed from its thread to its caller.
-struct Handoff<T> {
+struct Handoff<K, T> {
+    key: Slot<K>,
     answer: Mutex<(Option<Result<T>>, bool)>,
     ready: Condvar,
 }
 
-impl<K: Ord + Clone + Send + 'static> Readers<K> {
+impl<K: Ord + Clone + Send + Sync + 'static> Readers<K> {
     fn lock(&self) -> MutexGuard<'_, State<K>> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -86,9 +92,12 @@ impl<K: Ord + Clone + Send + 'static> Readers<K> {
         self: &Arc<Self>,
         key: Option<K>,
         read: impl FnOnce() -> Result<T> + Send + 'static,
-    ) -> Option<Result<Arc<Handoff<T>>>> {
+    ) -> Option<Result<Arc<Handoff<K, T>>>> {
         {
             let mut st = self.lock();
+            if st.abandoned.get(&key).is_some_and(|n| *n > 0) {
+                return None;
+            }
             let n = st.in_flight.entry(key.clone()).or_insert(0);
             if *n >= DISK_THREADS {
                 return None;
@@ -96,6 +105,7 @@ impl<K: Ord + Clone + Send + 'static> Readers<K> {
             *n += 1;
         }
         let hand = Arc::new(Handoff {
+            key: key.clone(),
             answer: Mutex::new((None, false)),
             ready: Condvar::new(),
         });
@@ -117,6 +127,12 @@ impl<K: Ord + Clone + Send + 'static> Readers<K> {
                         }
                     }
                     if a.1 {
+                        if let Some(n) = st.abandoned.get_mut(&k) {
+                            *n -= 1;
+                            if *n == 0 {
+                                st.abandoned.remove(&k);
+                            }
+                        }
                         st.late.insert(k);
                     }
                 }
@@ -140,7 +156,7 @@ impl<K: Ord + Clone + Send + 'static> Readers<K> {
 
     /// Waits for a started read until `deadline`; a read not done by then
     /// is abandoned (its thread reports itself late when it returns).
-    fn wait<T>(hand: &Handoff<T>, deadline: Instant) -> Read<T> {
+    fn wait<T>(&self, hand: &Handoff<K, T>, deadline: Instant) -> Read<T> {
         let mut a = hand.answer.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(r) = a.0.take() {
@@ -148,7 +164,11 @@ impl<K: Ord + Clone + Send + 'static> Readers<K> {
             }
             let now = Instant::now();
             if now >= deadline {
+                // Counted under the answer's lock, which the thread holds
+                // when it looks at `a.1`: it uncounts exactly what was
+                // counted.
                 a.1 = true;
+                *self.lock().abandoned.entry(hand.key.clone()).or_insert(0) += 1;
                 return Read::Unresponsive;
             }
             a = hand
@@ -171,7 +191,7 @@ impl<K: Ord + Clone + Send + 'static> Readers<K> {
         match self.start(key, read) {
             None => Read::Unresponsive,
             Some(Err(e)) => Read::Done(Err(e)),
-            Some(Ok(h)) => Self::wait(&h, deadline),
+            Some(Ok(h)) => self.wait(&h, deadline),
         }
     }
 
@@ -203,7 +223,7 @@ impl<K: Ord + Clone + Send + 'static> Readers<K> {
                 let r = match h {
                     None => Read::Unresponsive,
                     Some(Err(e)) => Read::Done(Err(e)),
-                    Some(Ok(h)) => Self::wait(&h, deadline),
+                    Some(Ok(h)) => self.wait(&h, deadline),
                 };
                 (k, r)
             })
