@@ -254,7 +254,10 @@ mod tests {
         x[8..16].copy_from_slice(&1024u64.to_be_bytes());
         for allow in [Overwrite::default(), Overwrite { unidentified: true }] {
             let e = check_new_partition(3, MIB as u64, &scanned(&x), allow).unwrap_err();
-            assert!(matches!(&e, Error::FailedPrecondition(m) if m.contains("holds xfs")), "{e}");
+            assert!(
+                matches!(&e, Error::FailedPrecondition(m) if m.contains("holds xfs")),
+                "{e}"
+            );
         }
         assert!(!dev(&x).found.is_empty());
         assert_eq!(filesystem(&dev(&x).found), Some("xfs"));
@@ -273,7 +276,10 @@ mod tests {
         let mut boot = b.clone();
         boot[0..3].copy_from_slice(&[0xeb, 0x63, 0x90]);
         let e = check_partition(3, &dev(&boot), true, Overwrite::default()).unwrap_err();
-        assert!(matches!(&e, Error::FailedPrecondition(m) if m.contains("byte is at 0")), "{e}");
+        assert!(
+            matches!(&e, Error::FailedPrecondition(m) if m.contains("byte is at 0")),
+            "{e}"
+        );
         check_partition(3, &dev(&boot), true, Overwrite { unidentified: true }).unwrap();
         b[600] = 1;
         assert!(check_partition(3, &dev(&b), true, Overwrite::default()).is_err());

@@ -1023,10 +1023,7 @@ pub fn create_empty(
 
 /// The first and last LBA of the partition [`create_single_partition`]
 /// creates on a disk of `disk_sectors` sectors.
-pub fn fresh_partition_extent(
-    sector_size: u32,
-    disk_sectors: u64,
-) -> Result<(u64, u64), GptError> {
+pub fn fresh_partition_extent(sector_size: u32, disk_sectors: u64) -> Result<(u64, u64), GptError> {
     let ss = check_sector_size(sector_size)?;
     check_disk_bytes(ss, disk_sectors)?;
     let needed = min_disk_sectors(sector_size);

@@ -147,7 +147,13 @@ impl Scanned {
                 let spans: Vec<(u64, u64)> = zero_check_spans(size)
                     .into_iter()
                     .filter(|&(o, l)| o + l > from)
-                    .map(|(o, l)| if o < from { (from, o + l - from) } else { (o, l) })
+                    .map(|(o, l)| {
+                        if o < from {
+                            (from, o + l - from)
+                        } else {
+                            (o, l)
+                        }
+                    })
                     .collect();
                 first_nonzero_in(&regions.device(), &spans, read_at)?
             }

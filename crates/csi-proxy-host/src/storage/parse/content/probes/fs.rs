@@ -61,7 +61,10 @@ fn bpb_sane(d: &Device<'_>) -> Option<bool> {
 /// was not read).
 pub fn ntfs(d: &Device<'_>) -> Option<u64> {
     let (mft, record) = ntfs_boot(d)?;
-    let file = |n: u64| d.has(mft.checked_add(n.checked_mul(record)?)?, b"FILE").then_some(());
+    let file = |n: u64| {
+        d.has(mft.checked_add(n.checked_mul(record)?)?, b"FILE")
+            .then_some(())
+    };
     file(0)?;
     file(3)?;
     Some(3)

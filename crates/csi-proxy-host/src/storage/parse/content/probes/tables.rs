@@ -72,7 +72,11 @@ pub fn solaris(d: &Device<'_>) -> Option<u64> {
 /// (`0xEE`: the disk is GPT's), and not the boot sector of a FAT/NTFS/exFAT
 /// filesystem (which carries the same signature).
 pub fn dos(d: &Device<'_>) -> Option<u64> {
-    if !d.has(510, &[0x55, 0xAA]) || d.has(3, b"NTFS    ") || exfat(d).is_some() || vfat(d).is_some() {
+    if !d.has(510, &[0x55, 0xAA])
+        || d.has(3, b"NTFS    ")
+        || exfat(d).is_some()
+        || vfat(d).is_some()
+    {
         return None;
     }
     let entries = d.at(446, 64)?;

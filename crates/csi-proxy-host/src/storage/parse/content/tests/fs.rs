@@ -526,7 +526,11 @@ fn ntfs_is_named_under_libblkids_conditions_only() {
     for (n, b) in breaks.iter().enumerate() {
         let mut img = ntfs_image();
         b(&mut img);
-        assert!(img.identify().iter().all(|f| f.class != Class::Filesystem), "break {n}: {:?}", img.identify());
+        assert!(
+            img.identify().iter().all(|f| f.class != Class::Filesystem),
+            "break {n}: {:?}",
+            img.identify()
+        );
     }
 }
 
