@@ -127,9 +127,34 @@ fn ntfs_boot(d: &Device<'_>) -> Option<(u64, u64)> {
     Some((mft.checked_mul(cluster)?, record))
 }
 
-/// exFAT: `EXFAT   ` as the OEM name.
+/// exFAT, as a filesystem FormatVolume may replace: `EXFAT   ` as the
+/// OEM name and a boot sector libblkid would read without fault: a
+/// sector of 512 B to 4 KiB (`block_bits` 9..=12 at 108), a cluster of at
+/// most 32 MiB (`bpc_bits` at 109), one or two FATs (110), and the root
+/// directory cluster (at 96, 2..=0xffffff6) inside the device. Looser
+/// than that, the OEM name alone is [`exfat_unverified`].
 pub fn exfat(d: &Device<'_>) -> Option<u64> {
-    d.has(3, b"EXFAT   ").then_some(3)
+    if !d.has(3, b"EXFAT   ") {
+        return None;
+    }
+    let b = d.at(108, 3)?;
+    let (block_bits, bpc_bits, fats) = (u64::from(b[0]), u64::from(b[1]), b[2]);
+    if !(9..=12).contains(&block_bits) || block_bits + bpc_bits > 25 || !(1..=2).contains(&fats) {
+        return None;
+    }
+    let root = u64::from(d.u32_le(96)?);
+    if !(2..=0xfff_fff6).contains(&root) {
+        return None;
+    }
+    let block = u64::from(d.u32_le(88)?) + ((root - 2) << bpc_bits);
+    let end = (block << block_bits).checked_add(32)?;
+    (end <= d.size()).then_some(3)
+}
+
+/// The exFAT OEM name on a boot sector [`exfat`] does not accept (libblkid
+/// may still name it `exfat`): content that is refused, never replaced.
+pub fn exfat_unverified(d: &Device<'_>) -> Option<u64> {
+    (d.has(3, b"EXFAT   ") && exfat(d).is_none()).then_some(3)
 }
 
 /// A FAT12/16/32 boot sector: the boot signature, the filesystem type

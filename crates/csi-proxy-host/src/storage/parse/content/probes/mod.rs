@@ -84,6 +84,7 @@ pub static ALL: &[Probe] = &[
     probe("ntfs", Filesystem, fs::ntfs),
     probe("ntfs", Other, fs::ntfs_unverified),
     probe("exfat", Filesystem, fs::exfat),
+    probe("exfat", Other, fs::exfat_unverified),
     probe("vfat", Filesystem, fs::vfat),
     probe("ReFS", Filesystem, fs::refs),
     probe("apfs", Filesystem, fs::apfs),

@@ -1,6 +1,6 @@
 //! Partition tables.
 
-use super::fs::{exfat, vfat};
+use super::fs::vfat;
 use super::{be16, be32, Device};
 
 const SECTOR_SIZES: [u64; 2] = [512, 4096];
@@ -74,7 +74,7 @@ pub fn solaris(d: &Device<'_>) -> Option<u64> {
 pub fn dos(d: &Device<'_>) -> Option<u64> {
     if !d.has(510, &[0x55, 0xAA])
         || d.has(3, b"NTFS    ")
-        || exfat(d).is_some()
+        || d.has(3, b"EXFAT   ")
         || vfat(d).is_some()
     {
         return None;

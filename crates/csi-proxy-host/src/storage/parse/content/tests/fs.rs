@@ -67,9 +67,15 @@ fn boot_sector_filesystems() {
     img.put(54, b"FAT16   ").u16_le(11, 500);
     assert!(!img.names().contains(&"vfat"));
 
+    // The OEM name alone: exFAT as libblkid 2.38 may name it, refused
+    // content, not a filesystem to replace; with a sane boot sector, one.
     let mut img = Image::new(8 * MIB);
     img.put(3, b"EXFAT   ");
     img.is("exfat", 3);
+    assert_eq!(img.identify()[0].class, Class::Other);
+    img.put(108, &[9, 3, 1]).u32_le(88, 2048).u32_le(96, 4);
+    img.is("exfat", 3);
+    assert_eq!(img.identify()[0].class, Class::Filesystem);
     let mut img = Image::new(8 * MIB);
     img.put(4, b"EXFAT   ");
     img.is_nothing();
