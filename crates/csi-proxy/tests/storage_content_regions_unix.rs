@@ -121,7 +121,9 @@ async fn a_deleted_partitions_filesystem_is_never_partitioned_over() {
     mbr[511] = 0xAA;
     let mut boot = mbr.clone();
     boot[..440].copy_from_slice(&random(440));
-    let tables: [(&str, Vec<(u64, Vec<u8>)>); 3] = [
+    // (what, the writes that make the table: offset, bytes)
+    type Table<'a> = (&'a str, Vec<(u64, Vec<u8>)>);
+    let tables: [Table; 3] = [
         (
             "an empty GPT",
             gpt::create_empty(512, SIZE / 512, gpt::Guid([0x44; 16]))
