@@ -11,9 +11,15 @@
 //!   other identified content (volume-manager, RAID and pool members,
 //!   encrypted containers, swap, partition tables) is refused, and so are
 //!   unidentified non-zero bytes in the volume's zero-check spans (its
-//!   first 64 MiB, 4 KiB every 4 GiB, its last MiB) unless allowed.
-//! * PartitionDisk adding a partition to an existing table checks the
-//!   region that partition will cover as FormatVolume would.
+//!   first 64 MiB, 4 KiB every 4 GiB, its last MiB) unless allowed; over a
+//!   filesystem, the spans past the extent it records (all of them when
+//!   its size is not read): a filesystem found is never "the rest is
+//!   nothing".
+//! * PartitionDisk, whatever the table (none, an empty DOS table, a GPT
+//!   without data partitions), checks the region the partition it creates
+//!   will cover: nothing identified there, with or without the flag, and
+//!   its zero-check spans zero unless allowed. An empty DOS table's disk
+//!   signature and entries are replaced; its boot code is content.
 //! * IsVolumeFormatted is true for any identified content: drivers format
 //!   whatever is reported unformatted.
 
