@@ -11,9 +11,15 @@
 //!   other identified content (volume-manager, RAID and pool members,
 //!   encrypted containers, swap, partition tables) is refused, and so are
 //!   unidentified non-zero bytes in the volume's zero-check spans (its
-//!   first 64 MiB, 4 KiB every 4 GiB, its last MiB) unless allowed.
-//! * PartitionDisk adding a partition to an existing table checks the
-//!   region that partition will cover as FormatVolume would.
+//!   first 64 MiB, 4 KiB every 4 GiB, its last MiB) unless allowed; over a
+//!   filesystem, the spans past the extent it records (all of them when
+//!   its size is not read): a filesystem found is never "the rest is
+//!   nothing".
+//! * PartitionDisk, whatever the table (none, an empty DOS table, a GPT
+//!   without data partitions), checks the region the partition it creates
+//!   will cover: nothing identified there, with or without the flag, and
+//!   its zero-check spans zero unless allowed. An empty DOS table's disk
+//!   signature and entries are replaced; its boot code is content.
 //! * IsVolumeFormatted is true for any identified content: drivers format
 //!   whatever is reported unformatted.
 
@@ -30,6 +36,10 @@ pub struct Overwrite {
 }
 
 const HOW_TO_CLEAR: &str = "if it is really unused, clear it first (for example with wipefs -a on Linux, or Clear-Disk on Windows)";
+
+/// Where sector 0's disk signature and partition entries begin: the bytes
+/// before are an MBR's boot code.
+const MBR_TABLE_START: usize = 440;
 
 /// PartitionDisk's check of a disk without a partition table (a raw disk,
 /// or one whose MBR has no partition: then `skip_mbr_sector`, as that
@@ -57,8 +67,10 @@ pub fn check_partition(
     }
     let nonzero = if skip_mbr_sector {
         let mut head = dev.head.clone();
+        // The empty table (disk signature, entries, 55AA) is replaced;
+        // boot code before it is content like any other byte.
         let n = head.len().min(512);
-        head[..n].fill(0);
+        head[n.min(MBR_TABLE_START)..n].fill(0);
         content::first_nonzero_in_write_span(&Device::new(&head, &dev.tail, dev.size))
     } else {
         content::first_nonzero_in_write_span(&dev.device())
@@ -75,42 +87,62 @@ pub fn check_partition(
 
 /// FormatVolume's check: a filesystem may be replaced, an empty volume
 /// formatted; anything else is refused. Empty means: every byte of the
-/// volume's [`content::zero_check_spans`] is zero.
+/// volume's [`content::zero_check_spans`] is zero; over a filesystem, every
+/// byte of those spans past the extent the filesystem records (all of
+/// them when this code does not read its size; see
+/// [`content::zero_check_from`]).
 pub fn check_format(volume: &VolumeId, dev: &Scanned, allow: Overwrite) -> Result<()> {
-    check_region(&format!("volume {volume}"), "format", dev, allow)
+    check_region(&format!("volume {volume}"), "format", dev, allow, true)
 }
 
-/// PartitionDisk's check of the region a partition it adds to an existing
-/// table will cover (`first..first + dev size` on disk `disk`): the same
-/// as FormatVolume's, as that partition will be formatted next.
+/// PartitionDisk's check of the region a partition it creates will cover
+/// (`first..first + dev size` on disk `disk`), whatever table it goes in:
+/// nothing identified there (a filesystem there would become the new
+/// volume's content, readable by whoever gets it), with or without the
+/// flag, and every byte of its zero-check spans zero unless allowed.
 pub fn check_new_partition(disk: u32, first: u64, dev: &Scanned, allow: Overwrite) -> Result<()> {
     let end = first + dev.regions.size;
     let subject =
         format!("the region of disk {disk} a new partition would cover (bytes {first} to {end})");
-    check_region(&subject, "partition over", dev, allow)
+    check_region(&subject, "partition over", dev, allow, false)
 }
 
-fn check_region(subject: &str, verb: &str, dev: &Scanned, allow: Overwrite) -> Result<()> {
+fn check_region(
+    subject: &str,
+    verb: &str,
+    dev: &Scanned,
+    allow: Overwrite,
+    filesystem_replaced: bool,
+) -> Result<()> {
     let found = &dev.regions.found;
     let others: Vec<Found> = found
         .iter()
         .copied()
-        .filter(|f| f.class != Class::Filesystem)
+        .filter(|f| !(filesystem_replaced && f.class == Class::Filesystem))
         .collect();
     if !others.is_empty() {
+        let what = if filesystem_replaced {
+            ", which is not a filesystem"
+        } else {
+            ""
+        };
         return Err(Error::FailedPrecondition(format!(
-            "{subject} holds {}, which is not a filesystem; refusing to {verb} it ({HOW_TO_CLEAR})",
+            "{subject} holds {}{what}; refusing to {verb} it ({HOW_TO_CLEAR})",
             content::describe(&others)
         )));
     }
-    if !found.is_empty() || allow.unidentified {
+    if allow.unidentified {
         return Ok(());
     }
+    let past = match filesystem(found) {
+        Some(fs) => format!(" past what its {fs} filesystem records it covers"),
+        None => String::new(),
+    };
     match dev.nonzero {
         None => Ok(()),
         Some(at) => Err(Error::FailedPrecondition(format!(
-            "{subject} is not empty (the first non-zero byte is at {at}), but no known format explains \
-             its content; refusing to {verb} it ({HOW_TO_CLEAR}, or start csi-proxy with \
+            "{subject} is not empty (the first non-zero byte{past} is at {at}), but no known format explains \
+             it; refusing to {verb} it ({HOW_TO_CLEAR}, or start csi-proxy with \
              -overwrite-unidentified-content)"
         ))),
     }
@@ -207,7 +239,32 @@ mod tests {
         let mut x = vec![0u8; 4 * MIB];
         x[..4].copy_from_slice(b"XFSB");
         x[4..8].copy_from_slice(&4096u32.to_be_bytes()); // block size
+        x[8..16].copy_from_slice(&1024u64.to_be_bytes()); // 4 MiB of blocks
         check_format(&vol(), &scanned(&x), Overwrite::default()).unwrap();
+        // A filesystem found is not "the rest is nothing": past the 1 MiB
+        // it records, the spans are checked; with no size, all of them.
+        x[8..16].copy_from_slice(&256u64.to_be_bytes());
+        check_format(&vol(), &scanned(&x), Overwrite::default()).unwrap();
+        x[2 * MIB] = 7;
+        let e = check_format(&vol(), &scanned(&x), Overwrite::default()).unwrap_err();
+        assert!(
+            matches!(&e, Error::FailedPrecondition(m) if m.contains("xfs filesystem records") && m.contains("at 2097152")),
+            "{e}"
+        );
+        check_format(&vol(), &scanned(&x), Overwrite { unidentified: true }).unwrap();
+        x[8..16].copy_from_slice(&0u64.to_be_bytes());
+        x[2 * MIB] = 0;
+        assert!(check_format(&vol(), &scanned(&x), Overwrite::default()).is_err());
+        // PartitionDisk refuses a filesystem in its new partition's region,
+        // with or without the flag.
+        x[8..16].copy_from_slice(&1024u64.to_be_bytes());
+        for allow in [Overwrite::default(), Overwrite { unidentified: true }] {
+            let e = check_new_partition(3, MIB as u64, &scanned(&x), allow).unwrap_err();
+            assert!(
+                matches!(&e, Error::FailedPrecondition(m) if m.contains("holds xfs")),
+                "{e}"
+            );
+        }
         assert!(!dev(&x).found.is_empty());
         assert_eq!(filesystem(&dev(&x).found), Some("xfs"));
         // But a filesystem on a disk without a table is not partitioned.
@@ -215,13 +272,21 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_mbr_sector_is_replaced() {
+    fn an_empty_mbr_table_is_replaced_but_its_boot_code_is_content() {
         let mut b = vec![0u8; 4 * MIB];
-        b[0..3].copy_from_slice(&[0xeb, 0x63, 0x90]);
+        b[440..444].copy_from_slice(&[1, 2, 3, 4]); // disk signature
         b[510] = 0x55;
         b[511] = 0xAA;
         check_partition(3, &dev(&b), true, Overwrite::default()).unwrap();
         assert!(check_partition(3, &dev(&b), false, Overwrite::default()).is_err());
+        let mut boot = b.clone();
+        boot[0..3].copy_from_slice(&[0xeb, 0x63, 0x90]);
+        let e = check_partition(3, &dev(&boot), true, Overwrite::default()).unwrap_err();
+        assert!(
+            matches!(&e, Error::FailedPrecondition(m) if m.contains("byte is at 0")),
+            "{e}"
+        );
+        check_partition(3, &dev(&boot), true, Overwrite { unidentified: true }).unwrap();
         b[600] = 1;
         assert!(check_partition(3, &dev(&b), true, Overwrite::default()).is_err());
     }

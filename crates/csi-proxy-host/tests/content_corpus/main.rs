@@ -22,6 +22,7 @@
 
 mod cases;
 mod ctx;
+mod near_miss;
 
 use std::collections::BTreeSet;
 use std::fs::File;

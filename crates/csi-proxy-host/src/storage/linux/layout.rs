@@ -124,13 +124,13 @@ impl LinuxStorage {
         let writes = match table {
             gpt::Table::Gpt(_) if step == Step::Initialize => return Ok(()),
             gpt::Table::Gpt(g) => {
-                // The partition will be formatted next: its region is
-                // checked as FormatVolume would check it.
-                if let Ok((first, last)) = gpt::single_partition_extent(&g, ss, sectors) {
-                    let (start, end) = (first * u64::from(ss), (last + 1) * u64::from(ss));
-                    let c = read_scanned(&fd, &shown, start, end - start)?;
-                    content::check_new_partition(disk, start, &c, self.overwrite)?;
-                }
+                self.check_new_partition(
+                    disk,
+                    &fd,
+                    &shown,
+                    ss,
+                    gpt::single_partition_extent(&g, ss, sectors),
+                )?;
                 gpt::add_single_partition(
                     &g,
                     ss,
@@ -148,6 +148,15 @@ impl LinuxStorage {
                 let c = read_content(&fd, &shown)?;
                 let empty_mbr = matches!(table, gpt::Table::Mbr { .. });
                 content::check_partition(disk, &c, empty_mbr, self.overwrite)?;
+                if step != Step::Initialize {
+                    self.check_new_partition(
+                        disk,
+                        &fd,
+                        &shown,
+                        ss,
+                        gpt::fresh_partition_extent(ss, sectors),
+                    )?;
+                }
                 if step == Step::Initialize {
                     gpt::create_empty(ss, sectors, random_guid()?)
                 } else {
@@ -175,6 +184,26 @@ impl LinuxStorage {
             )));
         }
         Ok(())
+    }
+
+    /// The check of the region `extent` (first and last LBA) that a
+    /// partition PartitionDisk creates will cover, whatever the table
+    /// (see [`content::check_new_partition`]); a layout error is left to
+    /// the table's own writer to report.
+    fn check_new_partition(
+        &self,
+        disk: u32,
+        fd: &std::os::fd::OwnedFd,
+        shown: &str,
+        ss: u32,
+        extent: std::result::Result<(u64, u64), gpt::GptError>,
+    ) -> Result<()> {
+        let Ok((first, last)) = extent else {
+            return Ok(());
+        };
+        let (start, end) = (first * u64::from(ss), (last + 1) * u64::from(ss));
+        let c = read_scanned(fd, shown, start, end - start)?;
+        content::check_new_partition(disk, start, &c, self.overwrite)
     }
 
     pub(super) fn format_volume(&self, volume: &VolumeId) -> Result<()> {

@@ -1021,6 +1021,22 @@ pub fn create_empty(
     fresh(sector_size, disk_sectors, disk_guid, None)
 }
 
+/// The first and last LBA of the partition [`create_single_partition`]
+/// creates on a disk of `disk_sectors` sectors.
+pub fn fresh_partition_extent(sector_size: u32, disk_sectors: u64) -> Result<(u64, u64), GptError> {
+    let ss = check_sector_size(sector_size)?;
+    check_disk_bytes(ss, disk_sectors)?;
+    let needed = min_disk_sectors(sector_size);
+    if disk_sectors < needed {
+        return Err(GptError::DiskTooSmall {
+            sectors: disk_sectors,
+            needed,
+        });
+    }
+    let arr = DEFAULT_ARRAY_BYTES.div_ceil(ss);
+    Ok((MIB / ss, disk_sectors - 1 - arr - 1))
+}
+
 /// A fresh GPT with at most one partition (unique GUID, type GUID, name).
 fn fresh(
     sector_size: u32,

@@ -95,29 +95,69 @@ pub fn zero_check_spans(size: u64) -> Vec<(u64, u64)> {
     merged
 }
 
-/// The regions of a device ([`Regions`]) and, when nothing is identified
-/// there, the first non-zero byte of its [`zero_check_spans`]: what
-/// FormatVolume decides on.
+/// The regions of a device ([`Regions`]) and the first non-zero byte of
+/// its [`zero_check_spans`] that no identified filesystem covers: what
+/// FormatVolume and PartitionDisk decide on.
 pub struct Scanned {
     pub regions: Regions,
-    /// `None` when every byte of the spans is zero, or when something was
-    /// identified (then the spans were not read).
+    /// `None` when every byte of the spans checked is zero, or when
+    /// something other than a filesystem was identified (then the spans
+    /// were not read: that is refused whatever they hold).
     pub nonzero: Option<u64>,
 }
 
+/// Where the zero check of a device starts: 0 when nothing is identified;
+/// when only filesystems are, the largest extent they record
+/// ([`filesystem_extent`]), or 0 if any of them records none this code
+/// reads (a filesystem found never stands for "the rest is nothing");
+/// `None` when anything else is identified.
+pub fn zero_check_from(regions: &Regions) -> Option<u64> {
+    let dev = regions.device();
+    let mut from = 0u64;
+    for f in &regions.found {
+        if f.class != Class::Filesystem {
+            return None;
+        }
+        match filesystem_extent(f.name, &dev) {
+            Some(e) => from = from.max(e),
+            None => return Some(0),
+        }
+    }
+    Some(from)
+}
+
+/// The bytes a filesystem named `name` found on `dev` records that it
+/// covers from the start (see [`probes::extent`]); `None` if unknown.
+pub fn filesystem_extent(name: &str, dev: &Device<'_>) -> Option<u64> {
+    probes::extent(name, dev)
+}
+
 impl Scanned {
-    /// Reads a device of `size` bytes as [`Regions::read`] does, then,
-    /// if nothing is identified, its [`zero_check_spans`]: bytes already
-    /// read are not read again, the others in reads of at most 1 MiB.
+    /// Reads a device of `size` bytes as [`Regions::read`] does, then the
+    /// part of its [`zero_check_spans`] from [`zero_check_from`] on: bytes
+    /// already read are not read again, the others in reads of at most
+    /// 1 MiB.
     pub fn read(
         size: u64,
         mut read_at: impl FnMut(u64, &mut [u8]) -> io::Result<()>,
     ) -> io::Result<Scanned> {
         let regions = Regions::read(size, &mut read_at)?;
-        let nonzero = if regions.found.is_empty() {
-            first_nonzero_in(&regions.device(), &zero_check_spans(size), read_at)?
-        } else {
-            None
+        let nonzero = match zero_check_from(&regions) {
+            Some(from) => {
+                let spans: Vec<(u64, u64)> = zero_check_spans(size)
+                    .into_iter()
+                    .filter(|&(o, l)| o + l > from)
+                    .map(|(o, l)| {
+                        if o < from {
+                            (from, o + l - from)
+                        } else {
+                            (o, l)
+                        }
+                    })
+                    .collect();
+                first_nonzero_in(&regions.device(), &spans, read_at)?
+            }
+            None => None,
         };
         Ok(Scanned { regions, nonzero })
     }

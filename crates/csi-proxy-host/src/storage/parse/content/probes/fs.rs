@@ -49,14 +49,112 @@ fn bpb_sane(d: &Device<'_>) -> Option<bool> {
     Some(pow2_in(bps.into(), 256, 4096) && spc != 0 && spc.is_power_of_two())
 }
 
-/// NTFS: `NTFS    ` as the OEM name.
+/// NTFS, under the conditions libblkid sets (a filesystem FormatVolume
+/// may replace must be no looser than `blkid -p`): `NTFS    ` as the OEM
+/// name; a sector of 256 B to 4 KiB; sectors per cluster a power of two
+/// up to 128 (or 240..=249 for 2^(256-n)), a cluster of at most 2 MiB;
+/// the BPB fields NTFS leaves unused zero; an MFT record size of 1 to 64
+/// clusters or 2^-n bytes (n in 0xe1..=0xf7 as a signed byte), at least 4;
+/// the MFT and its mirror inside the volume's clusters; and `FILE` at the
+/// start of the MFT's records 0 and 3 ($MFT, $Volume), which must lie in
+/// the bytes read ([`ntfs_unverified`] names an NTFS boot sector whose MFT
+/// was not read).
 pub fn ntfs(d: &Device<'_>) -> Option<u64> {
-    d.has(3, b"NTFS    ").then_some(3)
+    let (mft, record) = ntfs_boot(d)?;
+    let file = |n: u64| {
+        d.has(mft.checked_add(n.checked_mul(record)?)?, b"FILE")
+            .then_some(())
+    };
+    file(0)?;
+    file(3)?;
+    Some(3)
 }
 
-/// exFAT: `EXFAT   ` as the OEM name.
+/// An NTFS boot sector that passes every check of [`ntfs`] but whose MFT
+/// records lie beyond the bytes read (a volume formatted by Windows keeps
+/// its MFT gigabytes in): content that is refused (never replaced), as
+/// it cannot be told from a near miss without reading further.
+pub fn ntfs_unverified(d: &Device<'_>) -> Option<u64> {
+    let (mft, record) = ntfs_boot(d)?;
+    let read = |n: u64| {
+        n.checked_mul(record)
+            .and_then(|o| o.checked_add(mft))
+            .and_then(|o| d.at(o, 4))
+            .is_some()
+    };
+    (!(read(0) && read(3))).then_some(3)
+}
+
+/// libblkid's checks of an NTFS boot sector: the MFT's byte offset and
+/// its record size when they pass.
+fn ntfs_boot(d: &Device<'_>) -> Option<(u64, u64)> {
+    if !d.has(3, b"NTFS    ") {
+        return None;
+    }
+    let ss = u64::from(d.u16_le(11)?);
+    if !(256..=4096).contains(&ss) {
+        return None;
+    }
+    let spc = match d.at(13, 1)?[0] {
+        n @ (1 | 2 | 4 | 8 | 16 | 32 | 64 | 128) => u64::from(n),
+        n @ 240..=249 => 1u64 << (256 - u32::from(n)),
+        _ => return None,
+    };
+    let cluster = ss * spc;
+    if cluster > 2 << 20 {
+        return None;
+    }
+    let unused_zero = d.u16_le(14)? == 0
+        && d.at(16, 1)?[0] == 0
+        && d.u16_le(17)? == 0
+        && d.u16_le(19)? == 0
+        && d.u16_le(22)? == 0
+        && d.u32_le(32)? == 0;
+    if !unused_zero {
+        return None;
+    }
+    let cpmr = d.at(0x40, 1)?[0];
+    let record = match cpmr {
+        1 | 2 | 4 | 8 | 16 | 32 | 64 => u64::from(cpmr) * cluster,
+        0xe1..=0xf7 => 1u64 << (256 - u32::from(cpmr)),
+        _ => return None,
+    };
+    let clusters = d.u64_le(0x28)? / spc;
+    let (mft, mirror) = (d.u64_le(0x30)?, d.u64_le(0x38)?);
+    if mft > clusters || mirror > clusters || record < 4 {
+        return None;
+    }
+    Some((mft.checked_mul(cluster)?, record))
+}
+
+/// exFAT, as a filesystem FormatVolume may replace: `EXFAT   ` as the
+/// OEM name and a boot sector libblkid would read without fault: a
+/// sector of 512 B to 4 KiB (`block_bits` 9..=12 at 108), a cluster of at
+/// most 32 MiB (`bpc_bits` at 109), one or two FATs (110), and the root
+/// directory cluster (at 96, 2..=0xffffff6) inside the device. Looser
+/// than that, the OEM name alone is [`exfat_unverified`].
 pub fn exfat(d: &Device<'_>) -> Option<u64> {
-    d.has(3, b"EXFAT   ").then_some(3)
+    if !d.has(3, b"EXFAT   ") {
+        return None;
+    }
+    let b = d.at(108, 3)?;
+    let (block_bits, bpc_bits, fats) = (u64::from(b[0]), u64::from(b[1]), b[2]);
+    if !(9..=12).contains(&block_bits) || block_bits + bpc_bits > 25 || !(1..=2).contains(&fats) {
+        return None;
+    }
+    let root = u64::from(d.u32_le(96)?);
+    if !(2..=0xfff_fff6).contains(&root) {
+        return None;
+    }
+    let block = u64::from(d.u32_le(88)?) + ((root - 2) << bpc_bits);
+    let end = (block << block_bits).checked_add(32)?;
+    (end <= d.size()).then_some(3)
+}
+
+/// The exFAT OEM name on a boot sector [`exfat`] does not accept (libblkid
+/// may still name it `exfat`): content that is refused, never replaced.
+pub fn exfat_unverified(d: &Device<'_>) -> Option<u64> {
+    (d.has(3, b"EXFAT   ") && exfat(d).is_none()).then_some(3)
 }
 
 /// A FAT12/16/32 boot sector: the boot signature, the filesystem type
@@ -441,4 +539,33 @@ pub fn sysv(d: &Device<'_>) -> Option<u64> {
 /// `s_magic` in the second KiB.
 pub fn xenix(d: &Device<'_>) -> Option<u64> {
     at_any(d, &[2048], b"\x2b\x55\x44").or_else(|| at_any(d, &[2048], b"\x44\x55\x2b"))
+}
+
+/// The bytes a filesystem found on `d` says it covers from the device's
+/// start (its recorded size), for the formats whose size this code reads:
+/// ext2/3/4 (blocks count × block size), XFS (data blocks × block size),
+/// Btrfs (total bytes) and NTFS (sectors × sector size, and the backup
+/// boot sector after them). `None` for every other format, or when the
+/// fields are not read or overflow.
+pub fn extent(name: &str, d: &Device<'_>) -> Option<u64> {
+    match name {
+        "ext2" | "ext3" | "ext4" => {
+            const INCOMPAT_64BIT: u32 = 0x80;
+            let lo = u64::from(d.u32_le(EXT_SB + 4)?);
+            let hi = if d.u32_le(EXT_SB + 0x60)? & INCOMPAT_64BIT != 0 {
+                u64::from(d.u32_le(EXT_SB + 0x150)?)
+            } else {
+                0
+            };
+            let bs = 1024u64.checked_shl(d.u32_le(EXT_SB + 0x18)?)?;
+            ((hi << 32) | lo).checked_mul(bs)
+        }
+        "xfs" => d.u64_be(8)?.checked_mul(d.u32_be(4)?.into()),
+        "btrfs" => d.u64_le(0x10070),
+        "ntfs" => d
+            .u64_le(0x28)?
+            .checked_add(1)?
+            .checked_mul(d.u16_le(11)?.into()),
+        _ => None,
+    }
 }

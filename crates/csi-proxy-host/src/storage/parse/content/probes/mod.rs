@@ -21,6 +21,8 @@ mod tables;
 
 use super::{Class, Device};
 
+pub use fs::extent;
+
 /// One format.
 pub struct Probe {
     /// `blkid -p`'s name for it.
@@ -80,7 +82,9 @@ pub static ALL: &[Probe] = &[
     probe("btrfs", Filesystem, fs::btrfs),
     probe("bcachefs", Filesystem, fs::bcachefs),
     probe("ntfs", Filesystem, fs::ntfs),
+    probe("ntfs", Other, fs::ntfs_unverified),
     probe("exfat", Filesystem, fs::exfat),
+    probe("exfat", Other, fs::exfat_unverified),
     probe("vfat", Filesystem, fs::vfat),
     probe("ReFS", Filesystem, fs::refs),
     probe("apfs", Filesystem, fs::apfs),

@@ -1,6 +1,6 @@
 //! Partition tables.
 
-use super::fs::{exfat, ntfs, vfat};
+use super::fs::{ntfs, ntfs_unverified, vfat};
 use super::{be16, be32, Device};
 
 const SECTOR_SIZES: [u64; 2] = [512, 4096];
@@ -70,9 +70,16 @@ pub fn solaris(d: &Device<'_>) -> Option<u64> {
 /// An MBR: the boot signature, every entry's boot flag 0 or 0x80 (an
 /// empty table counts: it is a table), none of them GPT's protective entry
 /// (`0xEE`: the disk is GPT's), and not the boot sector of a FAT/NTFS/exFAT
-/// filesystem (which carries the same signature).
+/// filesystem (which carries the same signature). An NTFS boot sector is
+/// one that passes libblkid's NTFS checks, as libblkid 2.38 skips only
+/// those: a broken one with `55AA` is a DOS table to both.
 pub fn dos(d: &Device<'_>) -> Option<u64> {
-    if !d.has(510, &[0x55, 0xAA]) || ntfs(d).is_some() || exfat(d).is_some() || vfat(d).is_some() {
+    if !d.has(510, &[0x55, 0xAA])
+        || ntfs(d).is_some()
+        || ntfs_unverified(d).is_some()
+        || d.has(3, b"EXFAT   ")
+        || vfat(d).is_some()
+    {
         return None;
     }
     let entries = d.at(446, 64)?;

@@ -2,6 +2,7 @@
 
 use super::super::probes::crc32_raw;
 use super::{Image, MIB};
+use crate::storage::parse::content::Class;
 
 #[test]
 fn ext_generations_and_the_journal_device() {
@@ -66,14 +67,18 @@ fn boot_sector_filesystems() {
     img.put(54, b"FAT16   ").u16_le(11, 500);
     assert!(!img.names().contains(&"vfat"));
 
-    for (magic, name) in [(&b"NTFS    "[..], "ntfs"), (b"EXFAT   ", "exfat")] {
-        let mut img = Image::new(8 * MIB);
-        img.put(3, magic);
-        img.is(name, 3);
-        let mut img = Image::new(8 * MIB);
-        img.put(4, magic);
-        img.is_nothing();
-    }
+    // The OEM name alone: exFAT as libblkid 2.38 may name it, refused
+    // content, not a filesystem to replace; with a sane boot sector, one.
+    let mut img = Image::new(8 * MIB);
+    img.put(3, b"EXFAT   ");
+    img.is("exfat", 3);
+    assert_eq!(img.identify()[0].class, Class::Other);
+    img.put(108, &[9, 3, 1]).u32_le(88, 2048).u32_le(96, 4);
+    img.is("exfat", 3);
+    assert_eq!(img.identify()[0].class, Class::Filesystem);
+    let mut img = Image::new(8 * MIB);
+    img.put(4, b"EXFAT   ");
+    img.is_nothing();
 
     let mut img = Image::new(8 * MIB);
     img.put(0, b"\0\0\0ReFS\0");
@@ -462,4 +467,87 @@ fn xenix_three_bytes_at_2048() {
     let mut img = Image::new(MIB);
     img.put(2049, &[0x2b, 0x55, 0x44]);
     img.is_nothing();
+}
+
+/// An NTFS boot sector as mkntfs writes one on an 8 MiB volume: 512 B
+/// sectors, 4 KiB clusters, 1 KiB MFT records, the MFT at cluster 4 with
+/// records 0 and 3 (`FILE`).
+pub(super) fn ntfs_image() -> Image {
+    let mut img = Image::new(8 * MIB);
+    img.put(3, b"NTFS    ")
+        .u16_le(11, 512)
+        .put(13, &[8])
+        .u64_le(0x28, 8 * MIB / 512 - 1)
+        .u64_le(0x30, 4)
+        .u64_le(0x38, 2)
+        .put(0x40, &[0xf6])
+        .put(4 * 4096, b"FILE")
+        .put(4 * 4096 + 3 * 1024, b"FILE");
+    img
+}
+
+#[test]
+fn ntfs_is_named_under_libblkids_conditions_only() {
+    ntfs_image().is("ntfs", 3);
+    // The OEM name alone, or at another offset, is no NTFS.
+    let mut img = Image::new(8 * MIB);
+    img.put(3, b"NTFS    ");
+    img.is_nothing();
+    let mut img = Image::new(8 * MIB);
+    img.put(4, b"NTFS    ");
+    img.is_nothing();
+    // Each of libblkid's conditions, broken one at a time.
+    let breaks: [&dyn Fn(&mut Image); 10] = [
+        &|i| {
+            i.u16_le(11, 128);
+        },
+        &|i| {
+            i.u16_le(11, 8192);
+        },
+        &|i| {
+            i.put(13, &[3]);
+        },
+        &|i| {
+            i.u16_le(11, 4096).put(13, &[0xf5]); // 4 KiB x 2^11 = 8 MiB clusters
+        },
+        &|i| {
+            i.u16_le(14, 1);
+        },
+        &|i| {
+            i.put(16, &[2]);
+        },
+        &|i| {
+            i.u32_le(32, 1);
+        },
+        &|i| {
+            i.put(0x40, &[3]);
+        },
+        &|i| {
+            i.u64_le(0x30, u64::MAX / 2);
+        },
+        &|i| {
+            i.put(4 * 4096 + 3 * 1024, b"FILF");
+        },
+    ];
+    for (n, b) in breaks.iter().enumerate() {
+        let mut img = ntfs_image();
+        b(&mut img);
+        assert!(
+            img.identify().iter().all(|f| f.class != Class::Filesystem),
+            "break {n}: {:?}",
+            img.identify()
+        );
+    }
+}
+
+#[test]
+fn an_ntfs_whose_mft_was_not_read_is_refused_content_not_a_filesystem() {
+    // A 64 MiB volume whose MFT is at 16 MiB: in neither region read.
+    let mut img = Image::new(64 * MIB);
+    img.put(0, ntfs_image().get(0, 512))
+        .u64_le(0x28, 64 * MIB / 512 - 1)
+        .u64_le(0x30, 4096);
+    let found = img.identify();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!((found[0].name, found[0].class), ("ntfs", Class::Other));
 }

@@ -165,10 +165,8 @@ fn the_write_span_check_finds_the_first_nonzero_byte_at_either_end() {
 
 #[test]
 fn a_boot_sector_filesystem_is_not_an_mbr() {
-    let mut img = Image::new(8 * MIB);
-    img.put(3, b"NTFS    ")
-        .put(510, &[0x55, 0xAA])
-        .put(446 + 4, &[7]);
+    let mut img = fs::ntfs_image();
+    img.put(510, &[0x55, 0xAA]).put(446 + 4, &[7]);
     assert_eq!(img.names(), ["ntfs"]);
     let mut img = Image::new(8 * MIB);
     img.put(510, &[0x55, 0xAA]).put(446 + 4, &[0x83]);
