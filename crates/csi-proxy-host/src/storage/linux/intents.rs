@@ -121,7 +121,7 @@ fn is_record(dir: &OwnedFd, name: &str, record: &FormatRecord) -> bool {
     if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) != SFlag::S_IFREG
         || st.st_uid != nix::unistd::geteuid().as_raw()
         || st.st_nlink != 1
-        || st.st_size != want.len() as i64
+        || u64::try_from(st.st_size).ok() != Some(want.len() as u64)
     {
         return false;
     }
