@@ -324,23 +324,23 @@ fn os_system(_: &HostOptions, _: &OsShared) -> crate::Result<Arc<dyn SystemApi>>
 #[cfg(target_os = "linux")]
 fn os_smb(fs: &Arc<Confined>, options: &HostOptions, _: &OsShared) -> Arc<dyn SmbApi> {
     use crate::smb::linux::LinuxSmb;
-    Arc::new(Smb::new(
-        LinuxSmb::new(),
-        fs.clone(),
-        options.require_privacy,
+    Arc::new(
+        Smb::new(LinuxSmb::new(), fs.clone(), options.require_privacy)
+            .allowing_no_credentials(options.smb_allow_no_credentials),
     )
-    .allowing_no_credentials(options.smb_allow_no_credentials))
 }
 
 #[cfg(windows)]
 fn os_smb(fs: &Arc<Confined>, options: &HostOptions, shared: &OsShared) -> Arc<dyn SmbApi> {
     use crate::smb::windows::WindowsSmb;
-    Arc::new(Smb::new(
-        WindowsSmb::new(shared.smb.clone()),
-        fs.clone(),
-        options.require_privacy,
+    Arc::new(
+        Smb::new(
+            WindowsSmb::new(shared.smb.clone()),
+            fs.clone(),
+            options.require_privacy,
+        )
+        .allowing_no_credentials(options.smb_allow_no_credentials),
     )
-    .allowing_no_credentials(options.smb_allow_no_credentials))
 }
 
 #[cfg(not(any(target_os = "linux", windows)))]

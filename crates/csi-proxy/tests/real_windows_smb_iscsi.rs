@@ -231,7 +231,11 @@ async fn smb_mapping_without_a_user_is_refused_unless_allowed_with<C: Smb>() {
     assert!(refused(&e), "{e:?}");
     assert!(std::fs::symlink_metadata(&local).is_err());
 
-    let p = Proxy::start_unique("rwsmbanonok", "smb", &["-v=10", "-smb-allow-no-credentials"]);
+    let p = Proxy::start_unique(
+        "rwsmbanonok",
+        "smb",
+        &["-v=10", "-smb-allow-no-credentials"],
+    );
     let mut c = C::new(p.channel(Group::Smb, "v1").await);
     let local = p.kubelet.join("smb-anon");
     let m = Mapping::new(&remote, &local.display().to_string(), "", "");

@@ -121,8 +121,8 @@ async fn a_mapping_without_a_user_is_refused_unless_allowed<C: Smb>() {
         let before = p.snapshot();
         let m = Mapping::new(remote, &local.display().to_string(), "", "");
         let e = c.new_smb_global_mapping(&m).await.unwrap_err();
-        let refused = e.code() == Code::PermissionDenied
-            && e.message().contains("-smb-allow-no-credentials");
+        let refused =
+            e.code() == Code::PermissionDenied && e.message().contains("-smb-allow-no-credentials");
         if allow {
             assert!(!refused, "{v}: refused with the flag: {e:?}");
             assert_ne!(e.code(), Code::InvalidArgument, "{v}: {e:?}");

@@ -252,12 +252,8 @@ mod tests {
     /// for NTFS, beyond ASCII too; what NTFS keeps apart stays apart.
     #[test]
     fn final_paths_beyond_ascii() {
-        for (stored, asked) in [
-            ("élan", "ÉLAN"),
-            ("Σίσυφος", "ΣΊΣΥΦΟΣ"),
-            ("σκς", "ΣΚΣ"),
-            ("журнал", "ЖУРНАЛ"),
-        ] {
+        for (stored, asked) in [("élan", "ÉLAN"), ("Σοφία", "ΣΟΦΊΑ"), ("журнал", "ЖУРНАЛ")]
+        {
             assert!(
                 same_final_path(
                     &format!(r"\\?\C:\var\lib\kubelet\pods\{stored}"),
@@ -266,12 +262,15 @@ mod tests {
                 "{stored} / {asked}"
             );
         }
-        for (stored, asked) in [("straße", "STRASSE"), ("ı", "I"), ("i", "İ"), ("e", "é")] {
+        for (stored, asked) in [
+            ("straße", "STRASSE"),
+            ("ı", "I"),
+            ("i", "İ"),
+            ("e", "é"),
+            ("ς", "Σ"),
+        ] {
             assert!(
-                !same_final_path(
-                    &format!(r"\\?\C:\k\{stored}"),
-                    &format!(r"C:\k\{asked}")
-                ),
+                !same_final_path(&format!(r"\\?\C:\k\{stored}"), &format!(r"C:\k\{asked}")),
                 "{stored} / {asked}"
             );
         }

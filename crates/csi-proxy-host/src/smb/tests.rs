@@ -205,10 +205,7 @@ fn a_mapping_without_a_user_is_refused_unless_allowed() {
         username: String::new(),
         password: String::new(),
     };
-    let e = t
-        .api
-        .new_smb_global_mapping(anonymous.clone())
-        .unwrap_err();
+    let e = t.api.new_smb_global_mapping(anonymous.clone()).unwrap_err();
     assert!(matches!(e, Error::PermissionDenied(_)), "{e}");
     let msg = e.to_string();
     assert!(msg.contains(r"\\attacker.example\share"), "{msg}");
