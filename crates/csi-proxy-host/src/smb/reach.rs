@@ -91,8 +91,11 @@ impl Reach {
         std::thread::Builder::new()
             .name("smb-reach".into())
             .spawn(move || {
-                let _slot = slot;
-                let _ = tx.send(probe());
+                let answer = probe();
+                // The slot is free before the answer is: a caller that has
+                // its answer never sees its own check still counted.
+                drop(slot);
+                let _ = tx.send(answer);
             })
             .map_err(|e| Error::Unavailable(format!("check whether {root} answers: {e}")))?;
         match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
