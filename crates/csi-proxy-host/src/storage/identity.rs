@@ -24,13 +24,27 @@ pub struct DiskIdentity {
     pub page83: String,
 }
 
+/// Where the identity seen now was read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seen<'a> {
+    /// Through the handle held since the check: the same queries on the
+    /// same device answer the same, so every field must be equal, known
+    /// or not.
+    HeldHandle,
+    /// From another source (e.g. `MSFT_Disk`): only what both sides know
+    /// is compared.
+    From(&'a str),
+}
+
 /// The first difference between the disk that was checked and the one
-/// seen now, named; `None` when everything both know agrees.
-pub fn difference(checked: &DiskIdentity, now: &DiskIdentity) -> Option<String> {
+/// seen now, named; `None` when they agree (as `seen` defines it).
+pub fn difference(checked: &DiskIdentity, now: &DiskIdentity, seen: Seen) -> Option<String> {
+    let strict = seen == Seen::HeldHandle;
     if checked.number != now.number {
         return Some(format!("its number is now {}", now.number));
     }
-    if checked.size != 0 && now.size != 0 && checked.size != now.size {
+    let both = |a: bool, b: bool| strict || (a && b);
+    if both(checked.size != 0, now.size != 0) && checked.size != now.size {
         return Some(format!(
             "its size is now {} bytes, not {}",
             now.size, checked.size
@@ -38,7 +52,7 @@ pub fn difference(checked: &DiskIdentity, now: &DiskIdentity) -> Option<String> 
     }
     let known = |a: &str, b: &str| {
         let (a, b) = (a.trim(), b.trim());
-        !a.is_empty() && !b.is_empty() && a != b
+        both(!a.is_empty(), !b.is_empty()) && a != b
     };
     if known(&checked.serial, &now.serial) {
         return Some(format!(
@@ -57,15 +71,19 @@ pub fn difference(checked: &DiskIdentity, now: &DiskIdentity) -> Option<String> 
     None
 }
 
-/// Refuses `what` when the disk seen `now` (through `source`) is not the
-/// one that was checked: nothing was written, the caller may retry.
+/// Refuses `what` when the disk seen `now` is not the one that was
+/// checked: nothing was written, the caller may retry.
 pub fn refuse_if_replaced(
     checked: &DiskIdentity,
     now: &DiskIdentity,
-    source: &str,
+    seen: Seen,
     what: &str,
 ) -> Result<()> {
-    match difference(checked, now) {
+    let source = match seen {
+        Seen::HeldHandle => "its held handle",
+        Seen::From(s) => s,
+    };
+    match difference(checked, now, seen) {
         None => Ok(()),
         Some(d) => Err(Error::FailedPrecondition(format!(
             "cannot {what}: disk {} as {source} sees it is not the disk that was checked \
@@ -90,7 +108,7 @@ pub fn confirm_written(
     table_now: bool,
     what: &str,
 ) -> Result<()> {
-    let why = match difference(checked, now) {
+    let why = match difference(checked, now, Seen::HeldHandle) {
         Some(d) => format!("the disk held open since the check changed ({d})"),
         None if was_raw && !table_now => {
             "the disk held open since the check still has no partition table".to_string()
@@ -122,10 +140,39 @@ mod tests {
     #[test]
     fn the_same_disk_is_the_same_whatever_one_side_does_not_know() {
         let a = disk(3, 1 << 30, " 6000c29a ", "naa.6000c29a");
-        assert_eq!(difference(&a, &a), None);
-        // Trimmed; a side that does not know a field compares nothing.
-        assert_eq!(difference(&a, &disk(3, 1 << 30, "6000c29a", "")), None);
-        assert_eq!(difference(&a, &disk(3, 0, "", "")), None);
+        let msft = Seen::From("MSFT_Disk");
+        for seen in [Seen::HeldHandle, msft] {
+            assert_eq!(difference(&a, &a, seen), None);
+        }
+        // Trimmed; another source that does not know a field compares
+        // nothing there.
+        assert_eq!(
+            difference(&a, &disk(3, 1 << 30, "6000c29a", ""), msft),
+            None
+        );
+        assert_eq!(difference(&a, &disk(3, 0, "", ""), msft), None);
+    }
+
+    #[test]
+    fn through_the_held_handle_a_field_that_appears_or_vanishes_differs() {
+        let unknown = disk(0, 1 << 30, "", "");
+        let d = difference(&unknown, &disk(0, 1 << 30, "SER-B", ""), Seen::HeldHandle).unwrap();
+        assert!(d.contains("serial number is now \"SER-B\""), "{d}");
+        let d = difference(
+            &disk(0, 1 << 30, "SER-A", ""),
+            &disk(0, 0, "SER-A", ""),
+            Seen::HeldHandle,
+        )
+        .unwrap();
+        assert!(d.contains("size is now 0"), "{d}");
+        assert_eq!(
+            difference(
+                &unknown,
+                &disk(0, 1 << 30, "SER-B", ""),
+                Seen::From("MSFT_Disk")
+            ),
+            None
+        );
     }
 
     #[test]
@@ -143,9 +190,12 @@ mod tests {
                 "page-83 id is now \"id-b\"",
             ),
         ] {
-            let d = difference(&a, &now).unwrap();
-            assert!(d.contains(says), "{d}");
-            let e = refuse_if_replaced(&a, &now, "MSFT_Disk", "initialize disk 3").unwrap_err();
+            for seen in [Seen::HeldHandle, Seen::From("MSFT_Disk")] {
+                let d = difference(&a, &now, seen).unwrap();
+                assert!(d.contains(says), "{d}");
+            }
+            let e = refuse_if_replaced(&a, &now, Seen::From("MSFT_Disk"), "initialize disk 3")
+                .unwrap_err();
             assert!(
                 matches!(&e, Error::FailedPrecondition(m)
                     if m.contains("initialize disk 3") && m.contains(says)

@@ -13,7 +13,7 @@ use windows_sys::Win32::System::Ioctl::{
 use super::errors::{self, win32};
 use super::win32::{self as w, Handle, GENERIC_READ};
 use crate::disk::DiskIds;
-use crate::storage::identity::{self, DiskIdentity};
+use crate::storage::identity::{self, DiskIdentity, Seen};
 use crate::storage::parse::grow::{self, GrowError};
 use crate::storage::parse::nvme::{self, Identify, ScsiAddress};
 use crate::storage::parse::{device_id, extents, free_space, layout, ParseError};
@@ -421,7 +421,7 @@ impl Pinned {
     /// Refuses `what` unless the held handle still reaches the disk that
     /// was checked, under the same number.
     pub fn still_the_same(&self, what: &str) -> Result<()> {
-        identity::refuse_if_replaced(&self.identity, &self.now()?, "its held handle", what)
+        identity::refuse_if_replaced(&self.identity, &self.now()?, Seen::HeldHandle, what)
     }
 }
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::wmi::{Object, Value, Wmi, WmiWorker};
 use crate::disk::DiskLocation;
-use crate::storage::identity::{self, DiskIdentity};
+use crate::storage::identity::{self, DiskIdentity, Seen};
 use crate::storage::parse::guid::Guid;
 use crate::storage::parse::layout::{BASIC_DATA, MICROSOFT_RESERVED};
 use crate::storage::parse::{location, msft};
@@ -237,7 +237,12 @@ fn checked_disk_object(
     what: &str,
 ) -> Result<Object> {
     let disk = disk_object(wmi, number)?;
-    identity::refuse_if_replaced(checked, &msft_identity(&disk)?, "MSFT_Disk", what)?;
+    identity::refuse_if_replaced(
+        checked,
+        &msft_identity(&disk)?,
+        Seen::From("MSFT_Disk"),
+        what,
+    )?;
     Ok(disk)
 }
 
