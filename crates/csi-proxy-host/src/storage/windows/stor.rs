@@ -240,7 +240,7 @@ fn checked_disk_object(
     identity::refuse_if_replaced(
         checked,
         &msft_identity(&disk)?,
-        Seen::From("MSFT_Disk"),
+        Seen::From(disk::CLASS.name),
         what,
     )?;
     Ok(disk)
