@@ -29,7 +29,7 @@ use real_windows::require;
 use real_windows::vhd::{Vhd, MIB};
 use std::os::windows::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use tonic::Code;
 use versions::iscsi::{Iscsi, Login, Portal};
@@ -78,19 +78,27 @@ async fn partition_disk_never_writes_a_disk_that_took_the_number() {
     write_disk(b.disk(), 0, &mib);
     write_disk(b.disk(), SIZE - MIB, &mib);
     // Detached and attached in turn: each takes the lowest free number,
-    // often the one the other just left.
+    // often the one the other just left. A's number is published after
+    // each attach, and its table wiped, so that every PartitionDisk below
+    // initialises afresh whatever disk has that number by then.
+    let a_number = Arc::new(AtomicU32::new(a.disk()));
     let stop = Arc::new(AtomicBool::new(false));
     let churn = {
-        let stop = stop.clone();
+        let (stop, a_number) = (stop.clone(), a_number.clone());
         std::thread::spawn(move || {
+            let zeros = vec![0u8; MIB as usize];
             let mut rounds = 0u32;
             while !stop.load(Ordering::Relaxed) {
                 a.detach().unwrap();
                 b.detach().unwrap();
                 b.attach().unwrap();
                 a.attach().unwrap();
+                write_disk(a.disk(), 0, &zeros);
+                write_disk(a.disk(), SIZE - MIB, &zeros);
+                a_number.store(a.disk(), Ordering::Relaxed);
                 a.detach().unwrap();
                 a.attach().unwrap();
+                a_number.store(a.disk(), Ordering::Relaxed);
                 rounds += 1;
             }
             (a, b, rounds)
@@ -99,14 +107,18 @@ async fn partition_disk_never_writes_a_disk_that_took_the_number() {
     let mut answers = Vec::new();
     let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while std::time::Instant::now() < until {
-        // Whatever number the first disk may have now, or had a moment ago.
-        for n in 1..8 {
-            answers.push(c.partition_disk(n).await.map_err(|e| e.code()));
-        }
+        // Only numbers the test's own disk had: never another disk of
+        // this machine.
+        let n = a_number.load(Ordering::Relaxed);
+        answers.push(c.partition_disk(n).await.map_err(|e| e.code()));
     }
     stop.store(true, Ordering::Relaxed);
     let (a, b, rounds) = churn.join().unwrap();
     assert!(rounds > 0, "the disks never moved");
+    assert!(
+        answers.iter().any(Result::is_ok),
+        "no PartitionDisk went through: {answers:?}"
+    );
     println!(
         "{rounds} rounds of detach/attach, {} PartitionDisk calls: {answers:?}",
         answers.len()
