@@ -50,8 +50,20 @@ pub fn difference(checked: &DiskIdentity, now: &DiskIdentity, seen: Seen) -> Opt
             now.size, checked.size
         ));
     }
+    // Another source may spell an id its own way (case, spaces, the
+    // separators of NVMe's EUI-64 form): only letters and digits count.
+    let spelled = |a: &str| -> String {
+        if strict {
+            a.trim().to_string()
+        } else {
+            a.chars()
+                .filter(char::is_ascii_alphanumeric)
+                .map(|c| c.to_ascii_uppercase())
+                .collect()
+        }
+    };
     let known = |a: &str, b: &str| {
-        let (a, b) = (a.trim(), b.trim());
+        let (a, b) = (spelled(a), spelled(b));
         both(!a.is_empty(), !b.is_empty()) && a != b
     };
     if known(&checked.serial, &now.serial) {

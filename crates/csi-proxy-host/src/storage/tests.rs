@@ -465,9 +465,7 @@ fn only_ids_and_locations_read_the_bus_type_or_scsi_address() {
     ];
     // Each marker, and the functions whose bodies may hold it.
     let allowed: &[(&str, &[&str])] = &[
-        // `ids_of`: the ids of an open disk (ListDiskIDs, and the identity
-        // of a disk held from check to write).
-        ("BUS_TYPE_NVME", &["ids_of", "nvme_address"]),
+        ("BUS_TYPE_NVME", &["disk_ids", "nvme_address"]),
         (
             "scsi_address(",
             &["nvme_ids", "nvme_address", "scsi_address"],
@@ -476,7 +474,7 @@ fn only_ids_and_locations_read_the_bus_type_or_scsi_address() {
             "nvme_address(",
             &["nvme_address", "inventory_disk_locations"],
         ),
-        ("nvme_ids(", &["ids_of", "nvme_ids"]),
+        ("nvme_ids(", &["disk_ids", "nvme_ids"]),
         ("BusType", &[]),
     ];
     for (file, text) in sources {

@@ -196,23 +196,18 @@ fn query_property<T>(
 pub fn disk_ids(disk: u32) -> Result<DiskIds> {
     let s = subject(disk);
     let h = open_disk(disk, 0)?;
-    ids_of(&h, &s)
-}
-
-/// [`disk_ids`] of the disk open as `h`.
-fn ids_of(h: &Handle, s: &str) -> Result<DiskIds> {
     let mut page83 = query_property(
-        h,
-        s,
+        &h,
+        &s,
         StorageDeviceIdProperty,
         device_id::parse_storage_device_id_descriptor,
     )?
     .and_then(|ids| device_id::page83_id(&ids))
     .unwrap_or_default();
-    let (serial, bus) = device_descriptor(h, s)?.unwrap_or((None, 0));
+    let (serial, bus) = device_descriptor(&h, &s)?.unwrap_or((None, 0));
     let mut serial_number = serial.unwrap_or_default();
     if bus == nvme::BUS_TYPE_NVME && (page83.is_empty() || serial_number.is_empty()) {
-        let (ns, controller) = nvme_ids(h, s);
+        let (ns, controller) = nvme_ids(&h, &s);
         if page83.is_empty() {
             page83 = ns.and_then(|n| n.page83()).unwrap_or_default();
         }
@@ -426,8 +421,8 @@ impl Pinned {
 }
 
 /// Number (`IOCTL_STORAGE_GET_DEVICE_NUMBER`; where the driver does not
-/// answer it, the number the disk was opened by), size and identifiers of
-/// the disk open as `h`.
+/// answer it, the number the disk was opened by), size, page-83 id and
+/// serial number (`STORAGE_DEVICE_DESCRIPTOR`) of the disk open as `h`.
 fn identity_of(h: &Handle, s: &str, opened_as: u32) -> Result<DiskIdentity> {
     let number = match w::ioctl::<()>(h, IOCTL_STORAGE_GET_DEVICE_NUMBER, None, 64) {
         Ok(out) => {
@@ -439,11 +434,23 @@ fn identity_of(h: &Handle, s: &str, opened_as: u32) -> Result<DiskIdentity> {
         Err(e) => return Err(win32("IOCTL_STORAGE_GET_DEVICE_NUMBER", s, e)),
     };
     let (size, _) = geometry(h, s)?;
-    let ids = ids_of(h, s)?;
+    // The device's own answers only (no NVMe fallbacks): what
+    // `MSFT_Disk.SerialNumber` is read from too.
+    let page83 = query_property(
+        h,
+        s,
+        StorageDeviceIdProperty,
+        device_id::parse_storage_device_id_descriptor,
+    )?
+    .and_then(|ids| device_id::page83_id(&ids))
+    .unwrap_or_default();
+    let serial = device_descriptor(h, s)?
+        .and_then(|(serial, _)| serial)
+        .unwrap_or_default();
     Ok(DiskIdentity {
         number,
         size,
-        serial: ids.serial_number,
-        page83: ids.page83,
+        serial,
+        page83,
     })
 }
