@@ -19,7 +19,9 @@
 
 pub mod budget;
 pub mod content;
+pub mod disk_use;
 pub mod fake;
+pub mod identity;
 pub mod inventory;
 #[cfg(target_os = "linux")]
 pub mod linux;
