@@ -137,6 +137,16 @@ fn plain_directories_are_not_mount_points() {
         s.volume_at(&scratch.fs, &scratch.at("missing")).unwrap(),
         At::NotMounted(NotMounted::Missing)
     );
+    assert_eq!(
+        s.volume_at(&scratch.fs, &scratch.at(r"missing\deeper"))
+            .unwrap(),
+        At::NotMounted(NotMounted::MissingParent)
+    );
+    std::fs::write(scratch.dir.join("file"), b"x").unwrap();
+    assert_eq!(
+        s.volume_at(&scratch.fs, &scratch.at("file")).unwrap(),
+        At::NotMounted(NotMounted::File)
+    );
     // Unmounting what is not mounted is a no-op and leaves the directory.
     s.unmount(&c, &scratch.fs, &dir).unwrap();
     assert!(scratch.dir.join("dir").is_dir());
