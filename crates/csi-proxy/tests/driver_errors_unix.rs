@@ -236,3 +236,29 @@ async fn the_path_in_the_phrase_is_escaped() {
         "{m:?}"
     );
 }
+
+/// The mount table is the proof's second half on Linux: a directory the
+/// table lists as a mount point but that is not reached as one (here: a
+/// mount hidden by another mounted over its parent) is no "not mounted".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_listed_as_a_mount_point_is_not_read_as_not_mounted() {
+    if !can_run() {
+        return;
+    }
+    let (proxy, mut v) = start().await;
+    let parent = proxy.kubelet.join("plugins/ebs/hidden");
+    let staging = parent.join("staging");
+    std::fs::create_dir_all(&staging).unwrap();
+    let _under = Tmpfs::mount(&staging).expect("mount a tmpfs");
+    let _over = Tmpfs::mount(&parent).expect("mount a tmpfs over its parent");
+    std::fs::create_dir(&staging).unwrap();
+    let e = lookup(&mut v, &s(&staging)).await.unwrap_err();
+    assert_eq!(
+        e.code(),
+        Code::FailedPrecondition,
+        "{staging:?}: {}",
+        e.message()
+    );
+    assert_eq!(matching(e.message()), Vec::<&str>::new(), "{}", e.message());
+    drop(_over);
+}
