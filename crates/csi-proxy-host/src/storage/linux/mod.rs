@@ -30,7 +30,7 @@ use super::content::{self, Overwrite};
 use super::inventory::netlink;
 use super::parse::content::{self as identify, Regions, Scanned};
 use super::parse::{ext, gpt};
-use super::{ResizeTarget, StorageBackend, VolumeId, VolumeStats};
+use super::{At, ResizeTarget, StorageBackend, VolumeId, VolumeStats};
 use crate::confined::{Confined, Located};
 use crate::disk::{DiskIds, DiskLocation};
 use crate::{Error, Result};
@@ -639,7 +639,7 @@ impl StorageBackend for LinuxStorage {
         self.unmount_from(volume, fs, target)
     }
 
-    fn volume_at(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
+    fn volume_at(&self, fs: &Confined, target: &Located) -> Result<At> {
         self.volume_mounted_at(fs, target)
     }
 

@@ -297,7 +297,7 @@ impl StorageBackend for WindowsStorage {
         r
     }
 
-    fn volume_at(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
+    fn volume_at(&self, fs: &Confined, target: &Located) -> Result<super::At> {
         mounts::volume_at(fs, target)
     }
 

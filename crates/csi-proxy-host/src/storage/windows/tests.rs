@@ -8,7 +8,7 @@ use super::wmi::{WmiWorker, CIMV2_NAMESPACE, STORAGE_NAMESPACE};
 use super::{win32, WindowsStorage};
 use crate::confined::{Confined, Located};
 use crate::path::{Flavor, PathPolicy};
-use crate::storage::{StorageBackend, VolumeId};
+use crate::storage::{At, NotMounted, StorageBackend, VolumeId};
 use crate::Error;
 
 const UNKNOWN_VOLUME: &str = "\\\\?\\Volume{0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0}\\";
@@ -129,12 +129,24 @@ fn plain_directories_are_not_mount_points() {
     let s = WindowsStorage::new();
     let c = c_volume();
     let dir = scratch.at("dir");
-    let e = s.volume_at(&scratch.fs, &dir).unwrap_err();
-    assert!(matches!(e, Error::NotFound(_)), "{e}");
-    let e = s
-        .volume_at(&scratch.fs, &scratch.at("missing"))
-        .unwrap_err();
-    assert!(matches!(e, Error::NotFound(_)), "{e}");
+    assert_eq!(
+        s.volume_at(&scratch.fs, &dir).unwrap(),
+        At::NotMounted(NotMounted::PlainDirectory)
+    );
+    assert_eq!(
+        s.volume_at(&scratch.fs, &scratch.at("missing")).unwrap(),
+        At::NotMounted(NotMounted::Missing)
+    );
+    assert_eq!(
+        s.volume_at(&scratch.fs, &scratch.at(r"missing\deeper"))
+            .unwrap(),
+        At::NotMounted(NotMounted::MissingParent)
+    );
+    std::fs::write(scratch.dir.join("file"), b"x").unwrap();
+    assert_eq!(
+        s.volume_at(&scratch.fs, &scratch.at("file")).unwrap(),
+        At::NotMounted(NotMounted::File)
+    );
     // Unmounting what is not mounted is a no-op and leaves the directory.
     s.unmount(&c, &scratch.fs, &dir).unwrap();
     assert!(scratch.dir.join("dir").is_dir());
