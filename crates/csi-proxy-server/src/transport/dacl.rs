@@ -406,6 +406,11 @@ pub mod tests {
             "S-1-5-80-956008885-3418522649-1831038044-1853292631-2271478464"
         );
         assert_eq!(service_sid("trustedinstaller"), service_sid("TrustedInstaller"));
+        // The default -service-name.
+        assert_eq!(
+            service_sid("csiproxy"),
+            "S-1-5-80-2268328347-2954668164-3454834723-110198566-2814594838"
+        );
     }
 
     #[test]
