@@ -111,12 +111,14 @@ async fn the_client_names_the_process_serving_a_pipe_it_does_not_trust() {
             .build()
             .unwrap()
     };
-    let exists = |ch| async move {
-        let mut fs = FilesystemClient::new(ch);
-        let req = PathExistsRequest {
-            path: p.kubelet.display().to_string(),
-        };
-        fs.path_exists(req).await.map(|r| r.into_inner().exists)
+    let kubelet = p.kubelet.display().to_string();
+    let exists = |ch| {
+        let path = kubelet.clone();
+        async move {
+            let mut fs = FilesystemClient::new(ch);
+            let req = PathExistsRequest { path };
+            fs.path_exists(req).await.map(|r| r.into_inner().exists)
+        }
     };
     // The default trust: the proxy runs as an (elevated) administrator
     // here (as SYSTEM when it is a service): accepted.
