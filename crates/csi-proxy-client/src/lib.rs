@@ -335,24 +335,24 @@ impl Client {
         let first = dial::dial(endpoint, busy_wait, &self.trust)
             .await
             .map_err(|e| match e {
-            dial::DialError::Io(source) if source.kind() == std::io::ErrorKind::NotFound => {
-                Error::NotServed {
+                dial::DialError::Io(source) if source.kind() == std::io::ErrorKind::NotFound => {
+                    Error::NotServed {
+                        api,
+                        endpoint: endpoint.to_path_buf(),
+                    }
+                }
+                dial::DialError::Io(source) => Error::Connect {
                     api,
                     endpoint: endpoint.to_path_buf(),
-                }
-            }
-            dial::DialError::Io(source) => Error::Connect {
-                api,
-                endpoint: endpoint.to_path_buf(),
-                source,
-            },
-            dial::DialError::Busy { waited, attempts } => Error::PipeBusy {
-                api,
-                endpoint: endpoint.to_path_buf(),
-                waited,
-                attempts,
-            },
-        })?;
+                    source,
+                },
+                dial::DialError::Busy { waited, attempts } => Error::PipeBusy {
+                    api,
+                    endpoint: endpoint.to_path_buf(),
+                    waited,
+                    attempts,
+                },
+            })?;
         // The probe connection becomes the channel's first connection.
         let first = Arc::new(Mutex::new(Some(first)));
         let path = endpoint.to_path_buf();

@@ -26,7 +26,9 @@ pub(crate) fn check(pipe: &NamedPipeClient, trust: &ServerTrust) -> io::Result<(
     let ok = unsafe { GetNamedPipeServerProcessId(pipe.as_raw_handle() as HANDLE, &mut pid) };
     if ok == FALSE {
         let e = io::Error::last_os_error();
-        return Err(denied(format!("cannot tell which process serves the pipe: {e}")));
+        return Err(denied(format!(
+            "cannot tell which process serves the pipe: {e}"
+        )));
     }
     let token = server_token(pid).map_err(|e| {
         denied(format!(
@@ -70,9 +72,8 @@ fn server_token(pid: u32) -> io::Result<ServerToken> {
     // buffer (the array is declared with length 1 and continues past it).
     let groups = unsafe {
         let count = (*groups_ptr).GroupCount as usize;
-        let first = std::ptr::addr_of!((*groups_ptr).Groups).cast::<
-            windows_sys::Win32::Security::SID_AND_ATTRIBUTES,
-        >();
+        let first = std::ptr::addr_of!((*groups_ptr).Groups)
+            .cast::<windows_sys::Win32::Security::SID_AND_ATTRIBUTES>();
         (0..count)
             .map(|i| {
                 let g = &*first.add(i);

@@ -79,10 +79,10 @@ pub struct ServerToken {
 pub fn judge(trust: &ServerTrust, pid: u32, token: &ServerToken) -> Result<(), String> {
     let admin = trust.administrators
         && token.groups.iter().any(|(sid, attrs)| {
-        sid == ADMINISTRATORS
-            && attrs & SE_GROUP_ENABLED != 0
-            && attrs & SE_GROUP_USE_FOR_DENY_ONLY == 0
-    });
+            sid == ADMINISTRATORS
+                && attrs & SE_GROUP_ENABLED != 0
+                && attrs & SE_GROUP_USE_FOR_DENY_ONLY == 0
+        });
     let trusted_user = token.user == SYSTEM
         || trust
             .also
@@ -123,7 +123,11 @@ mod tests {
     #[test]
     fn a_filtered_or_restricted_administrator_is_refused_by_pid() {
         let strict = ServerTrust::default();
-        for attrs in [SE_GROUP_USE_FOR_DENY_ONLY, 0, SE_GROUP_ENABLED | SE_GROUP_USE_FOR_DENY_ONLY] {
+        for attrs in [
+            SE_GROUP_USE_FOR_DENY_ONLY,
+            0,
+            SE_GROUP_ENABLED | SE_GROUP_USE_FOR_DENY_ONLY,
+        ] {
             let t = token(USER, &[(ADMINISTRATORS, attrs), ("S-1-5-32-545", 7)]);
             let e = judge(&strict, 4242, &t).unwrap_err();
             assert!(e.contains("process 4242") && e.contains(USER), "{e}");

@@ -36,7 +36,11 @@ async fn a_pid_whose_process_changed_is_an_unknown_caller() {
 
     std::env::set_var("CSI_PROXY_TEST_PID_REUSE", "1");
     let policy = dir.path().join("policy.json");
-    std::fs::write(&policy, format!(r#"{{"filesystem": [{{"sid": "{sid}"}}]}}"#)).unwrap();
+    std::fs::write(
+        &policy,
+        format!(r#"{{"filesystem": [{{"sid": "{sid}"}}]}}"#),
+    )
+    .unwrap();
     let policy_flag = format!("-caller-policy={}", policy.display());
     let p = Proxy::start_unique("ident-hook", "filesystem-v1", &[&audit_flag, &policy_flag]);
     let target = p.kubelet.join("unknown");
@@ -50,7 +54,9 @@ async fn a_pid_whose_process_changed_is_an_unknown_caller() {
     assert_eq!(c["pid"], std::process::id(), "{v}");
     assert!(c.get("sid").is_none() && c.get("exe").is_none(), "{v}");
     assert!(
-        c["incomplete"].as_str().is_some_and(|s| s.starts_with(CHANGED)),
+        c["incomplete"]
+            .as_str()
+            .is_some_and(|s| s.starts_with(CHANGED)),
         "{v}"
     );
 }

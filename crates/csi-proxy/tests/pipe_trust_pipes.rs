@@ -146,9 +146,13 @@ async fn the_client_names_the_process_serving_a_pipe_it_does_not_trust() {
         .unwrap()
         .to_string();
     // Its SID named as trusted: accepted again.
-    let ch = client(ServerTrust::default().without_administrators().also_sid(&sid))
-        .connect_version(Group::Filesystem, "v1")
-        .await
-        .unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let ch = client(
+        ServerTrust::default()
+            .without_administrators()
+            .also_sid(&sid),
+    )
+    .connect_version(Group::Filesystem, "v1")
+    .await
+    .unwrap_or_else(|e| panic!("{}", chain(&e)));
     assert!(exists(ch).await.unwrap());
 }

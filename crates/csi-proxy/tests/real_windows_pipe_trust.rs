@@ -95,5 +95,8 @@ async fn real_windows_a_pipe_served_by_a_non_administrator_is_refused_with_its_p
         .args(["/PID", &pid.to_string(), "/F"])
         .output();
     let listed = String::from_utf8_lossy(&listed.stdout).to_ascii_lowercase();
-    assert!(listed.contains("csi-proxy.exe"), "pid {pid}: {listed} ({msg})");
+    assert!(
+        listed.contains("csi-proxy.exe"),
+        "pid {pid}: {listed} ({msg})"
+    );
 }

@@ -84,7 +84,8 @@ pub(super) fn identify(sock: &impl AsFd, until: Instant, accepted: Option<u64>) 
 pub(super) fn boot_ticks() -> Option<u64> {
     let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
     let hz = u64::try_from(nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??).ok()?;
-    let ns = u64::try_from(now.tv_sec()).ok()? * 1_000_000_000 + u64::try_from(now.tv_nsec()).ok()?;
+    let ns =
+        u64::try_from(now.tv_sec()).ok()? * 1_000_000_000 + u64::try_from(now.tv_nsec()).ok()?;
     Some(ns / (1_000_000_000 / hz.max(1)))
 }
 

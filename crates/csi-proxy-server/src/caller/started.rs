@@ -67,8 +67,14 @@ mod tests {
 
     #[test]
     fn only_the_same_known_start_time_is_the_same_process() {
-        assert!(same_process(Some(133_000_000_000_000_000), Some(133_000_000_000_000_000)));
-        assert!(!same_process(Some(133_000_000_000_000_000), Some(133_000_000_000_000_001)));
+        assert!(same_process(
+            Some(133_000_000_000_000_000),
+            Some(133_000_000_000_000_000)
+        ));
+        assert!(!same_process(
+            Some(133_000_000_000_000_000),
+            Some(133_000_000_000_000_001)
+        ));
         assert!(!same_process(None, Some(1)));
         assert!(!same_process(Some(1), None));
         assert!(!same_process(None, None));

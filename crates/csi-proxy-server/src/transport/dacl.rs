@@ -50,8 +50,12 @@ pub const GENERIC_WRITE: u32 = 0x4000_0000;
 
 /// The access bits only SYSTEM, Administrators and the service SID may be
 /// granted on a pipe.
-pub const REFUSED_FOR_OTHERS: u32 =
-    FILE_CREATE_PIPE_INSTANCE | WRITE_DAC | WRITE_OWNER | MAXIMUM_ALLOWED | GENERIC_ALL | GENERIC_WRITE;
+pub const REFUSED_FOR_OTHERS: u32 = FILE_CREATE_PIPE_INSTANCE
+    | WRITE_DAC
+    | WRITE_OWNER
+    | MAXIMUM_ALLOWED
+    | GENERIC_ALL
+    | GENERIC_WRITE;
 
 const BIT_NAMES: [(u32, &str); 6] = [
     (FILE_CREATE_PIPE_INSTANCE, "FILE_CREATE_PIPE_INSTANCE"),
@@ -78,7 +82,9 @@ impl Sid {
         }
         let (revision, count) = (b[0], usize::from(b[1]));
         if revision != 1 || count > 15 {
-            return Err(format!("SID revision {revision} with {count} sub-authorities"));
+            return Err(format!(
+                "SID revision {revision} with {count} sub-authorities"
+            ));
         }
         let len = 8 + 4 * count;
         if b.len() < len {
@@ -126,7 +132,10 @@ pub fn service_sid(name: &str) -> String {
     let d = h.finalize();
     let mut s = String::from("S-1-5-80");
     for c in d.chunks_exact(4) {
-        s.push_str(&format!("-{}", u32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+        s.push_str(&format!(
+            "-{}",
+            u32::from_le_bytes([c[0], c[1], c[2], c[3]])
+        ));
     }
     s
 }
@@ -175,7 +184,11 @@ impl fmt::Display for Ace {
             0xB => "ZA",
             _ => "?",
         };
-        write!(f, "ACE #{} ({kind};;0x{:x};;;{}", self.index, self.mask, self.sid)?;
+        write!(
+            f,
+            "ACE #{} ({kind};;0x{:x};;;{}",
+            self.index, self.mask, self.sid
+        )?;
         if let Some(a) = alias(&self.sid) {
             write!(f, " = {a}")?;
         }
@@ -191,7 +204,11 @@ pub fn aces(acl: &[u8]) -> Result<Vec<Ace>, String> {
     let size = usize::from(u16::from_le_bytes([acl[2], acl[3]]));
     let count = usize::from(u16::from_le_bytes([acl[4], acl[5]]));
     if !(2..=4).contains(&acl[0]) || size < 8 || size > acl.len() {
-        return Err(format!("ACL revision {} of size {size} in {} bytes", acl[0], acl.len()));
+        return Err(format!(
+            "ACL revision {} of size {size} in {} bytes",
+            acl[0],
+            acl.len()
+        ));
     }
     let acl = &acl[..size];
     let mut at = 8;
@@ -219,7 +236,11 @@ pub fn aces(acl: &[u8]) -> Result<Vec<Ace>, String> {
                     .ok_or_else(|| format!("object ACE #{index} cut short"))?;
                 12 + 16 * ((flags & 1) + ((flags >> 1) & 1)) as usize
             }
-            _ => return Err(format!("ACE #{index} has type 0x{kind:x}, which is not judged")),
+            _ => {
+                return Err(format!(
+                    "ACE #{index} has type 0x{kind:x}, which is not judged"
+                ))
+            }
         };
         let (sid, _) = Sid::decode(ace.get(sid_at..).unwrap_or_default())
             .map_err(|e| format!("ACE #{index}: {e}"))?;
@@ -332,9 +353,18 @@ pub mod tests {
     #[test]
     fn generic_read_write_to_authenticated_users_is_refused() {
         // D:P(A;;GA;;;SY)(A;;GA;;;BA)(A;;GRGW;;;AU): the third ACE.
-        let d = acl(&[(0, 0, GA, SYSTEM), (0, 0, GA, ADMINISTRATORS), (0, 0, GR | GW, AU)]);
+        let d = acl(&[
+            (0, 0, GA, SYSTEM),
+            (0, 0, GA, ADMINISTRATORS),
+            (0, 0, GR | GW, AU),
+        ]);
         let e = check_pipe_security(None, &d, None).unwrap_err();
-        assert!(e.starts_with("ACE #2 (A;;0xc0000000;;;S-1-5-11 = AU, Authenticated Users) grants GENERIC_WRITE"), "{e}");
+        assert!(
+            e.starts_with(
+                "ACE #2 (A;;0xc0000000;;;S-1-5-11 = AU, Authenticated Users) grants GENERIC_WRITE"
+            ),
+            "{e}"
+        );
     }
 
     #[test]
@@ -343,19 +373,31 @@ pub mod tests {
             (FILE_CREATE_PIPE_INSTANCE, "FILE_CREATE_PIPE_INSTANCE"),
             (FW, "FILE_CREATE_PIPE_INSTANCE"),
             (FA, "WRITE_DAC|WRITE_OWNER"),
-            (0x000F_003F, "FILE_CREATE_PIPE_INSTANCE|WRITE_DAC|WRITE_OWNER"), // KA
-            (0x0002_0006, "FILE_CREATE_PIPE_INSTANCE"),                      // KW
+            (
+                0x000F_003F,
+                "FILE_CREATE_PIPE_INSTANCE|WRITE_DAC|WRITE_OWNER",
+            ), // KA
+            (0x0002_0006, "FILE_CREATE_PIPE_INSTANCE"), // KW
             (WRITE_DAC, "WRITE_DAC"),
             (WRITE_OWNER, "WRITE_OWNER"),
             (GA, "GENERIC_ALL"),
             (GW, "GENERIC_WRITE"),
             (MAXIMUM_ALLOWED, "MAXIMUM_ALLOWED"),
         ] {
-            for sid in [AU, "S-1-1-0", "S-1-5-32-545", "S-1-5-21-1-2-3-1001", "S-1-5-80-1-2-3-4-5"] {
+            for sid in [
+                AU,
+                "S-1-1-0",
+                "S-1-5-32-545",
+                "S-1-5-21-1-2-3-1001",
+                "S-1-5-80-1-2-3-4-5",
+            ] {
                 for kind in [0u8, 9] {
                     let d = acl(&[(0, 0, GA, SYSTEM), (kind, 0, mask, sid)]);
                     let e = check_pipe_security(None, &d, None).unwrap_err();
-                    assert!(e.contains(sid) && e.contains(name) && e.contains("ACE #1"), "{mask:x} {sid}: {e}");
+                    assert!(
+                        e.contains(sid) && e.contains(name) && e.contains("ACE #1"),
+                        "{mask:x} {sid}: {e}"
+                    );
                 }
                 // Inherit-only or not: refused alike (flag 0x08).
                 let d = acl(&[(0, 0x08, mask, sid)]);
@@ -369,7 +411,11 @@ pub mod tests {
         // FR | FILE_WRITE_DATA | FILE_WRITE_EA | FILE_WRITE_ATTRIBUTES.
         let client = FR | FILE_WRITE_DATA | 0x10 | 0x100;
         assert_eq!(client, 0x0012_019b);
-        let d = acl(&[(0, 0, GA, SYSTEM), (0, 0, client, AU), (0, 0, GR, "S-1-1-0")]);
+        let d = acl(&[
+            (0, 0, GA, SYSTEM),
+            (0, 0, client, AU),
+            (0, 0, GR, "S-1-1-0"),
+        ]);
         assert_eq!(check_pipe_security(None, &d, None), Ok(()));
         // A deny ACE or an audit ACE grants nothing.
         let d = acl(&[(1, 0, GA, "S-1-1-0"), (2, 0, GA, AU), (0, 0, GA, SYSTEM)]);
@@ -385,7 +431,10 @@ pub mod tests {
         assert!(check_pipe_security(None, &d, Some(&other)).is_err());
         assert!(check_pipe_security(None, &d, None).is_err());
         let owner = sid_bytes(&ours);
-        assert_eq!(check_pipe_security(Some(&owner), &acl(&[]), Some(&ours)), Ok(()));
+        assert_eq!(
+            check_pipe_security(Some(&owner), &acl(&[]), Some(&ours)),
+            Ok(())
+        );
     }
 
     #[test]
@@ -395,7 +444,10 @@ pub mod tests {
             let e = check_pipe_security(Some(&sid_bytes(owner)), &d, None).unwrap_err();
             assert!(e.contains(owner) && e.contains("WRITE_DAC"), "{e}");
         }
-        assert_eq!(check_pipe_security(Some(&sid_bytes(SYSTEM)), &d, None), Ok(()));
+        assert_eq!(
+            check_pipe_security(Some(&sid_bytes(SYSTEM)), &d, None),
+            Ok(())
+        );
     }
 
     #[test]
@@ -405,7 +457,10 @@ pub mod tests {
             service_sid("TrustedInstaller"),
             "S-1-5-80-956008885-3418522649-1831038044-1853292631-2271478464"
         );
-        assert_eq!(service_sid("trustedinstaller"), service_sid("TrustedInstaller"));
+        assert_eq!(
+            service_sid("trustedinstaller"),
+            service_sid("TrustedInstaller")
+        );
         // The default -service-name.
         assert_eq!(
             service_sid("csiproxy"),
@@ -446,11 +501,16 @@ pub mod tests {
                 // The header still claims the whole size.
                 short[2..4].copy_from_slice(&(cut as u16).to_le_bytes());
             }
-            assert!(check_pipe_security(None, &short, None).is_err(), "cut at {cut}");
+            assert!(
+                check_pipe_security(None, &short, None).is_err(),
+                "cut at {cut}"
+            );
         }
         // An unknown ACE type cannot be judged.
         let d = acl(&[(0x4, 0, GR, AU)]);
-        assert!(check_pipe_security(None, &d, None).unwrap_err().contains("type 0x4"));
+        assert!(check_pipe_security(None, &d, None)
+            .unwrap_err()
+            .contains("type 0x4"));
         // More ACEs claimed than present.
         let mut d = acl(&[(0, 0, GA, SYSTEM)]);
         d[4] = 2;
@@ -459,11 +519,19 @@ pub mod tests {
 
     #[test]
     fn sids_print_as_windows_prints_them() {
-        for s in [SYSTEM, ADMINISTRATORS, "S-1-5-21-3623811015-3361044348-30300820-1013", "S-1-1-0"] {
+        for s in [
+            SYSTEM,
+            ADMINISTRATORS,
+            "S-1-5-21-3623811015-3361044348-30300820-1013",
+            "S-1-1-0",
+        ] {
             assert_eq!(Sid::decode(&sid_bytes(s)).unwrap().0.to_string(), s);
         }
         let mut big = sid_bytes("S-1-0-1");
         big[2] = 1;
-        assert_eq!(Sid::decode(&big).unwrap().0.to_string(), "S-1-0x010000000000-1");
+        assert_eq!(
+            Sid::decode(&big).unwrap().0.to_string(),
+            "S-1-0x010000000000-1"
+        );
     }
 }

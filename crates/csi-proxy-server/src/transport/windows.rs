@@ -545,11 +545,23 @@ mod tests {
     fn pipes_refuse_a_dacl_that_lets_others_create_instances() {
         let ours = super::super::dacl::service_sid("csiproxy");
         for (sddl, ace) in [
-            ("D:P(A;;GA;;;SY)(A;;GA;;;BA)(A;;GRGW;;;AU)", "ACE #2 (A;;0xc0000000;;;S-1-5-11"),
-            ("D:P(A;;GA;;;SY)(A;;FW;;;WD)", "ACE #1 (A;;0x120116;;;S-1-1-0"),
+            (
+                "D:P(A;;GA;;;SY)(A;;GA;;;BA)(A;;GRGW;;;AU)",
+                "ACE #2 (A;;0xc0000000;;;S-1-5-11",
+            ),
+            (
+                "D:P(A;;GA;;;SY)(A;;FW;;;WD)",
+                "ACE #1 (A;;0x120116;;;S-1-1-0",
+            ),
             ("D:P(A;;0x4;;;BU)", "ACE #0 (A;;0x4;;;S-1-5-32-545"),
-            ("D:P(A;;GA;;;SY)(A;;WD;;;IU)", "ACE #1 (A;;0x40000;;;S-1-5-4"),
-            ("D:P(A;;GA;;;SY)(A;;GA;;;S-1-5-80-1-2-3-4-5)", "ACE #1 (A;;0x10000000;;;S-1-5-80-1-2-3-4-5"),
+            (
+                "D:P(A;;GA;;;SY)(A;;WD;;;IU)",
+                "ACE #1 (A;;0x40000;;;S-1-5-4",
+            ),
+            (
+                "D:P(A;;GA;;;SY)(A;;GA;;;S-1-5-80-1-2-3-4-5)",
+                "ACE #1 (A;;0x10000000;;;S-1-5-80-1-2-3-4-5",
+            ),
         ] {
             let err = SecurityDescriptor::for_pipes(sddl, Some(&ours)).unwrap_err();
             assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{sddl}: {err}");
@@ -558,7 +570,11 @@ mod tests {
         let err = SecurityDescriptor::for_pipes("O:AUD:P(A;;GA;;;SY)", None).unwrap_err();
         assert!(err.to_string().contains("owner S-1-5-11"), "{err}");
         let service = format!("O:SYD:P(A;;GA;;;SY)(A;;GA;;;BA)(A;;GA;;;{ours})");
-        for sddl in [TWO_ACES, "D:P(A;;GA;;;SY)(A;;0x12019b;;;AU)(D;;GA;;;WD)", &service] {
+        for sddl in [
+            TWO_ACES,
+            "D:P(A;;GA;;;SY)(A;;0x12019b;;;AU)(D;;GA;;;WD)",
+            &service,
+        ] {
             SecurityDescriptor::for_pipes(sddl, Some(&ours)).unwrap();
         }
     }
