@@ -18,7 +18,7 @@
 //! right after accept: if the client exited in between and its pid was
 //! reused, the exe, SID and cgroup would be the new process's. So the pid
 //! is bound to its process's start time ([`started`]): taken at accept on
-//! Windows (and the process handle held until the reads are done), checked
+//! Windows and compared when the reads open the pid again, checked
 //! against the accept time and across the reads on Linux, where on 6.5+ a
 //! pidfd of the peer closes the window too (`linux.rs`). A mismatch makes
 //! the caller unknown. What stays open is the time from `connect` to

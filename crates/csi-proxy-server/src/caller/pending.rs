@@ -45,8 +45,8 @@ pub struct Peer {
     /// When it was accepted, in clock ticks since boot (`super::started`).
     #[cfg(target_os = "linux")]
     accepted: Option<u64>,
-    /// The client process as opened at accept: its start time, and the
-    /// handle held until the reads are done (`super::started`).
+    /// The client process as found at accept: its start time
+    /// (`super::started`).
     #[cfg(windows)]
     process: super::windows::Accepted,
 }

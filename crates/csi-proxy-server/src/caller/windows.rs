@@ -1,10 +1,9 @@
 //! Windows: the pipe client's process id and creation time, and from its
 //! process the token user SID, session id, image path and job membership.
 //!
-//! The creation time is read at accept through a handle opened there (and
-//! held until the reads are done, so the pid cannot be reused meanwhile);
-//! the reads open the pid again and go on only if that process has the
-//! same creation time ([`super::started`]). Test hook: with the
+//! The creation time is read at accept through a handle opened there; the
+//! reads open the pid again and go on only if that process has the same
+//! creation time ([`super::started`]). Test hook: with the
 //! environment variable `CSI_PROXY_TEST_PID_REUSE=1` the creation time
 //! found at the reads is shifted by one tick, as if another process had
 //! taken the pid (it can only make callers unknown).
@@ -40,17 +39,16 @@ pub(super) fn client_pid(pipe: &NamedPipeServer) -> Option<u32> {
     (ok != FALSE && pid != 0).then_some(pid)
 }
 
-/// The client process as opened at accept.
+/// The client process as found at accept.
 pub(crate) struct Accepted {
-    /// Its creation time (FILETIME ticks).
+    /// Its creation time (FILETIME ticks, 100 ns): two processes that
+    /// held the same pid one after the other never share it.
     created: Option<u64>,
-    /// Held until the reads are done: a pid is not reused while a handle
-    /// to its process is open.
-    _process: Option<OwnedHandle>,
 }
 
 /// Opens process `pid` with `PROCESS_QUERY_LIMITED_INFORMATION` and reads
-/// its creation time (cheap: no I/O; taken when accepted).
+/// its creation time (cheap: no I/O; taken when accepted). The handle is
+/// closed at once: the connection holds no handle to its client.
 pub(super) fn accepted(pid: Option<u32>) -> Accepted {
     let process = pid.and_then(|pid| {
         // SAFETY: plain call; a null result is checked.
@@ -60,7 +58,6 @@ pub(super) fn accepted(pid: Option<u32>) -> Accepted {
     });
     Accepted {
         created: process.as_ref().and_then(creation_time),
-        _process: process,
     }
 }
 
