@@ -155,7 +155,9 @@ pub struct Cli {
     #[arg(long = "service-name", value_name = "NAME", default_value = "csiproxy")]
     pub service_name: String,
 
-    /// Security descriptor (SDDL) of every named pipe (Windows).
+    /// Security descriptor (SDDL) of every named pipe (Windows). Refused at
+    /// start-up when it lets anyone but SYSTEM, Administrators or the
+    /// service's own SID create pipe instances or rewrite the DACL.
     #[arg(long = "pipe-sddl", value_name = "SDDL", default_value = DEFAULT_PIPE_SDDL)]
     pub pipe_sddl: String,
 

@@ -86,6 +86,9 @@ fn transport(cli: &Cli) -> Result<Transport> {
         Ok(Transport::NamedPipes {
             sddl: cli.pipe_sddl.clone(),
             prefix: cli.pipe_prefix.clone(),
+            service_sid: Some(csi_proxy_server::transport::dacl::service_sid(
+                &cli.service_name,
+            )),
         })
     }
 }
