@@ -95,6 +95,13 @@ impl Drop for HangFs {
         let _ = Command::new("fusermount").arg("-u").arg(&self.mnt).status();
         let _ = self.server.kill();
         let _ = self.server.wait();
+        // Still mounted when the file was busy (a reader left behind):
+        // lazily, so no dead mount is left.
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(&self.mnt)
+            .stderr(Stdio::null())
+            .status();
     }
 }
 
