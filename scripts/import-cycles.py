@@ -160,6 +160,17 @@ class File:
                 s.strip() for s in m.group(2).split("::") if s.strip()
             )
             yield segs, self.module_at(m.start())
+        # Paths from a module in scope (a child, or one a `use` brought in):
+        # resolved by `resolve` only when the first segment is a child.
+        for m in re.finditer(r"(?<![A-Za-z0-9_:$])(" + IDENT + r")((?:\s*::\s*" + IDENT + r")+)", code):
+            if m.group(1) in ("crate", "super", "self"):
+                continue
+            if code[max(0, m.start() - 4):m.start()].strip().endswith("use"):
+                continue
+            segs = (m.group(1),) + tuple(
+                s.strip() for s in m.group(2).split("::") if s.strip()
+            )
+            yield segs, self.module_at(m.start())
 
 
 def path_attrs(raw_text):
