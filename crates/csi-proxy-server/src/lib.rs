@@ -21,15 +21,15 @@ pub mod audit;
 pub mod caller;
 pub mod catalog;
 pub mod dispatch;
-mod groups;
 pub mod guard;
 mod health;
 pub mod metrics;
 pub mod policy;
+mod routes;
 pub mod server;
 pub mod status;
 pub mod transport;
 pub mod wire;
 
-pub use groups::service;
+pub use routes::service;
 pub use server::{bind, BoundServer, Config, ServeError, Transport};

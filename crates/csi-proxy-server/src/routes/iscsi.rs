@@ -82,7 +82,7 @@ response!([v1alpha2] iscsi::SetMutualChapSecretResponse => SetMutualChapSecretRe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::groups::testing::{call, service_for, Recorder};
+    use crate::routes::testing::{call, service_for, Recorder};
     use csi_proxy_api::Group;
     use tonic::Code;
 

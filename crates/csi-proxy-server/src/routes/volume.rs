@@ -123,7 +123,7 @@ response!([v1beta2, v1beta3, v1, v2alpha1] vol::WriteVolumeCacheResponse => Writ
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::groups::testing::{call, service_for, Recorder};
+    use crate::routes::testing::{call, service_for, Recorder};
     use csi_proxy_api::Group;
     use tonic::Code;
 

@@ -21,19 +21,19 @@ mod volume;
 macro_rules! table {
     ($api:expr, $trait:path, $version:expr, inline $inline:tt; cached($token:ident) $cached:tt; $( [$($ver:ident),+ $(,)?] $methods:tt )+) => {
         match $version {
-            $( $( stringify!($ver) => Some($crate::groups::table!(@one $api, $trait, $ver, $inline, (Some(<dyn $trait>::$token)), $cached, $methods)), )+ )+
+            $( $( stringify!($ver) => Some($crate::routes::table!(@one $api, $trait, $ver, $inline, (Some(<dyn $trait>::$token)), $cached, $methods)), )+ )+
             _ => None,
         }
     };
     ($api:expr, $trait:path, $version:expr, inline $inline:tt; $( [$($ver:ident),+ $(,)?] $methods:tt )+) => {
         match $version {
-            $( $( stringify!($ver) => Some($crate::groups::table!(@one $api, $trait, $ver, $inline, (None), [], $methods)), )+ )+
+            $( $( stringify!($ver) => Some($crate::routes::table!(@one $api, $trait, $ver, $inline, (None), [], $methods)), )+ )+
             _ => None,
         }
     };
     (@ops $version:expr, inline $inline:tt; $(cached($token:ident) $cached:tt;)? $( [$($ver:ident),+ $(,)?] $methods:tt )+) => {
         match $version {
-            $( $( stringify!($ver) => Some($crate::groups::table!(@oplist $methods)), )+ )+
+            $( $( stringify!($ver) => Some($crate::routes::table!(@oplist $methods)), )+ )+
             _ => None,
         }
     };
@@ -65,11 +65,11 @@ pub(crate) use table;
 macro_rules! routing {
     ($trait:ident, $($table:tt)*) => {
         pub(super) fn routes(api: &Arc<dyn $trait>, version: &str) -> Option<Routes<dyn $trait>> {
-            $crate::groups::table!(api, $trait, version, $($table)*)
+            $crate::routes::table!(api, $trait, version, $($table)*)
         }
 
         pub(super) fn operations(version: &str) -> Option<&'static [(&'static str, &'static str)]> {
-            $crate::groups::table!(@ops version, $($table)*)
+            $crate::routes::table!(@ops version, $($table)*)
         }
     };
 }

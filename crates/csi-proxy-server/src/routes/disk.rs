@@ -106,7 +106,7 @@ impl Wire<v1beta2::DiskIDs> for disk::DiskIds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::groups::testing::{call, service_for, Recorder};
+    use crate::routes::testing::{call, service_for, Recorder};
     use csi_proxy_api::Group;
     use tonic::Code;
 

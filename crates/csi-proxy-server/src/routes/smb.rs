@@ -28,7 +28,7 @@ response!([v1beta2, v1] smb::RemoveSmbGlobalMappingResponse => RemoveSmbGlobalMa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::groups::testing::{call, service_for, Recorder};
+    use crate::routes::testing::{call, service_for, Recorder};
     use csi_proxy_api::Group;
     use tonic::Code;
 

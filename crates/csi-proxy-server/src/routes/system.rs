@@ -64,7 +64,7 @@ impl Wire<ServiceStatus> for i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::groups::testing::{call, service_for, Recorder};
+    use crate::routes::testing::{call, service_for, Recorder};
     use csi_proxy_api::Group;
     use std::sync::Mutex;
     use tonic::Code;
