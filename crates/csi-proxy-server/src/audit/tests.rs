@@ -403,7 +403,12 @@ fn at_write_level_exactly_the_changing_methods_are_recorded() {
     for v in csi_proxy_api::API_VERSIONS {
         let svc = crate::routes::testing::service_for(v.group, v.version, |_| {})
             .with_guard(guard.clone());
-        for (method, op) in crate::routes::operations(v).unwrap() {
+        for crate::catalog::Route {
+            method,
+            operation: op,
+            ..
+        } in crate::catalog::routes(v).unwrap()
+        {
             // A caller per call: calls answered InvalidArgument share the
             // budget of refused calls' lines (audit::limit).
             uid += 1;

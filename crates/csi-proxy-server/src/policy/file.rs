@@ -189,7 +189,7 @@ fn slot_of(key: &str) -> Result<(Group, Option<&'static str>), String> {
     };
     let operation = match method {
         None => None,
-        Some(m) => match crate::routes::operation_of(group, m) {
+        Some(m) => match crate::catalog::operation_of(group, m) {
             Some(op) => Some(op),
             None => {
                 return Err(format!(

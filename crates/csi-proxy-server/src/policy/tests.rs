@@ -8,7 +8,7 @@ use std::sync::Arc;
 /// the method routes to, as the guard asks).
 fn allowed(p: &Policy, group: &str, method: &str, c: &Caller) -> bool {
     let g = Group::parse(group).unwrap();
-    p.allows(g, crate::routes::operation_of(g, method).unwrap(), c)
+    p.allows(g, crate::catalog::operation_of(g, method).unwrap(), c)
 }
 
 fn caller(uid: u32) -> Caller {
@@ -197,7 +197,7 @@ fn every_method_rule_holds_under_every_name_and_version() {
                 r#"{{"{g}": [{{"uid": 0}}], "{g}/{rule}": [{{"uid": 1000}}]}}"#,
                 g = group.as_str()
             ));
-            let op = crate::routes::operation_of(group, rule).unwrap();
+            let op = crate::catalog::operation_of(group, rule).unwrap();
             let guard = Arc::new(crate::guard::Guard {
                 audit: None,
                 policy: Some(file),
@@ -205,7 +205,12 @@ fn every_method_rule_holds_under_every_name_and_version() {
             rules += 1;
             for (v, svc) in versions.iter().zip(&services) {
                 let svc = svc.with_guard(guard.clone());
-                for (method, method_op) in crate::routes::operations(**v).unwrap() {
+                for crate::catalog::Route {
+                    method,
+                    operation: method_op,
+                    ..
+                } in crate::catalog::routes(**v).unwrap()
+                {
                     let path = format!("/{}/{method}", v.service());
                     let as_root = svc.call_as(&path, &[], &root).wait();
                     let as_other = svc.call_as(&path, &[], &other).wait();
@@ -265,8 +270,8 @@ fn old_names_are_the_same_operation_and_two_keys_for_one_are_refused() {
         let g = Group::parse(a.split('/').next().unwrap()).unwrap();
         let (ma, mb) = (a.split('/').nth(1).unwrap(), b.split('/').nth(1).unwrap());
         assert_eq!(
-            crate::routes::operation_of(g, ma),
-            crate::routes::operation_of(g, mb)
+            crate::catalog::operation_of(g, ma),
+            crate::catalog::operation_of(g, mb)
         );
     }
 }

@@ -1,5 +1,6 @@
 //! Disk v1alpha1, v1beta1, v1beta2, v1beta3, v1.
 
+use super::routing;
 use crate::dispatch::Routes;
 use crate::wire::{request, response, Wire};
 use csi_proxy_api::disk::{v1, v1alpha1, v1beta1, v1beta2, v1beta3};
@@ -11,41 +12,7 @@ use tonic::Status;
 // The lists and lookups are answered from the disk inventory: tried
 // inline, they move to the blocking pool when the host would have to
 // read a device first.
-super::routing!(DiskApi,
-    inline [list_disk_locations, list_disk_ids, get_disk_number_by_name, get_disk_stats, get_disk_state];
-    cached(inventory_generation) [list_disk_locations, list_disk_ids];
-    [v1alpha1] {
-        ListDiskLocations(ListDiskLocationsRequest, ListDiskLocationsResponse) => list_disk_locations,
-        PartitionDisk(PartitionDiskRequest, PartitionDiskResponse) => partition_disk,
-        Rescan(RescanRequest, RescanResponse) => rescan,
-        GetDiskNumberByName(GetDiskNumberByNameRequest, GetDiskNumberByNameResponse) => get_disk_number_by_name,
-    }
-    [v1beta1] {
-        ListDiskLocations(ListDiskLocationsRequest, ListDiskLocationsResponse) => list_disk_locations,
-        PartitionDisk(PartitionDiskRequest, PartitionDiskResponse) => partition_disk,
-        Rescan(RescanRequest, RescanResponse) => rescan,
-        ListDiskIDs(ListDiskIDsRequest, ListDiskIDsResponse) => list_disk_ids,
-        DiskStats(DiskStatsRequest, DiskStatsResponse) => get_disk_stats,
-    }
-    [v1beta2] {
-        ListDiskLocations(ListDiskLocationsRequest, ListDiskLocationsResponse) => list_disk_locations,
-        PartitionDisk(PartitionDiskRequest, PartitionDiskResponse) => partition_disk,
-        Rescan(RescanRequest, RescanResponse) => rescan,
-        ListDiskIDs(ListDiskIDsRequest, ListDiskIDsResponse) => list_disk_ids,
-        DiskStats(DiskStatsRequest, DiskStatsResponse) => get_disk_stats,
-        SetAttachState(SetAttachStateRequest, SetAttachStateResponse) => set_disk_state,
-        GetAttachState(GetAttachStateRequest, GetAttachStateResponse) => get_disk_state,
-    }
-    [v1beta3, v1] {
-        ListDiskLocations(ListDiskLocationsRequest, ListDiskLocationsResponse) => list_disk_locations,
-        PartitionDisk(PartitionDiskRequest, PartitionDiskResponse) => partition_disk,
-        Rescan(RescanRequest, RescanResponse) => rescan,
-        ListDiskIDs(ListDiskIDsRequest, ListDiskIDsResponse) => list_disk_ids,
-        GetDiskStats(GetDiskStatsRequest, GetDiskStatsResponse) => get_disk_stats,
-        SetDiskState(SetDiskStateRequest, SetDiskStateResponse) => set_disk_state,
-        GetDiskState(GetDiskStateRequest, GetDiskStateResponse) => get_disk_state,
-    }
-);
+crate::catalog::disk_table!(routing!());
 
 // Requests. v1alpha1..v1beta2 carry disk numbers as decimal strings
 // (`diskID`): `Wire<u32> for String` parses them strictly.
