@@ -9,6 +9,7 @@
 //!   message conversions;
 //! - [`wire`]: the conversion trait and table macros;
 //! - [`status`]: host errors → gRPC status, in one place;
+//! - [`time`]: UTC civil time and RFC 3339 (the audit log, the daemon's logs);
 //! - `health`: `grpc.health.v1.Health/Check`, plain routes on every endpoint;
 //! - [`metrics`]: Prometheus metrics and the `/metrics` endpoint;
 //! - the HTTP/2 server for unary gRPC is the `csi-proxy-http2` crate; a
@@ -32,6 +33,7 @@ pub mod policy;
 mod routes;
 pub mod server;
 pub mod status;
+pub mod time;
 pub mod transport;
 pub mod wire;
 
