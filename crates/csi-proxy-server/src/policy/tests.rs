@@ -76,6 +76,9 @@ fn bad_files_say_why() {
     assert!(err(r#"{"disk": {"uid": 0}}"#).contains("a list of callers"));
     assert!(err(r#"{"disk": [{}]}"#).contains("match everyone"));
     assert!(err(r#"{"disk": [{"user": 0}]}"#).contains("unknown field `user`"));
+    // `services` is a caller key of the "system/services" rule only.
+    assert!(err(r#"{"disk": [{"uid": 0, "services": ["iscsid"]}]}"#)
+        .contains("unknown field `services`"));
     assert!(err(r#"{"disk": [{"uid": -1}]}"#).contains("\"uid\" must be a number"));
     assert!(err(r#"{"disk": [{"sid": ""}]}"#).contains("non-empty string"));
     assert!(err(r#"{"disk": [7]}"#).contains("expected struct"));
