@@ -3,6 +3,7 @@
 
 use super::fake::{Call, RecordingSmb};
 use super::*;
+use crate::Error;
 use crate::confined::Confined;
 use crate::path::{Flavor, PathPolicy};
 use std::os::unix::fs::symlink;
