@@ -521,22 +521,17 @@ impl VersionedService {
     /// The same service, guarded by `guard` (audit log, caller policy).
     #[must_use]
     pub fn with_guard(&self, guard: Arc<dyn Hook>) -> VersionedService {
-        let inner = &self.inner;
-        VersionedService {
-            inner: Arc::new(Inner {
-                service: inner.service.clone(),
-                api: inner.api,
-                handlers: inner.handlers.clone(),
-                log_requests: inner.log_requests,
-                guard: Some(guard),
-                plain: inner.plain,
-            }),
-        }
+        self.with(Some(guard), self.inner.plain)
     }
 
     /// The same service, answering `plain` beside its own methods.
     #[must_use]
     pub fn with_plain(&self, plain: &'static [Plain]) -> VersionedService {
+        self.with(self.inner.guard.clone(), plain)
+    }
+
+    /// The same table with `guard` and `plain`.
+    fn with(&self, guard: Option<Arc<dyn Hook>>, plain: &'static [Plain]) -> VersionedService {
         let inner = &self.inner;
         VersionedService {
             inner: Arc::new(Inner {
@@ -544,7 +539,7 @@ impl VersionedService {
                 api: inner.api,
                 handlers: inner.handlers.clone(),
                 log_requests: inner.log_requests,
-                guard: inner.guard.clone(),
+                guard,
                 plain,
             }),
         }
