@@ -22,7 +22,8 @@ use csi_proxy_host::disk::{self, DiskApi};
 use csi_proxy_host::filesystem::{self as fs, FilesystemApi};
 use csi_proxy_host::smb::{self, SmbApi};
 use csi_proxy_host::Host;
-use csi_proxy_server::dispatch::{Placement, Reply, Routes, VersionedService};
+use csi_proxy_server::catalog::{library_routes, route};
+use csi_proxy_server::dispatch::{Reply, Routes, VersionedService};
 use csi_proxy_server::wire::Wire;
 use std::collections::HashMap;
 use tonic::Status;
@@ -101,85 +102,64 @@ convert!(disk::CreateBasicPartitionResponse => EmptyResponse {});
 convert!(smb::NewSmbLinkResponse => EmptyResponse {});
 
 /// The extra operations of every group that has some: a service per group
-/// (named as the group's newest version) and its method names.
+/// (named as the group's newest version); the methods are the catalog's
+/// (`csi_proxy_server::catalog::library_routes`).
 pub struct Extras {
-    groups: HashMap<Group, (VersionedService, &'static [&'static str])>,
+    groups: HashMap<Group, VersionedService>,
 }
-
-/// The extra operations of the disk group.
-pub const DISK: &[&str] = &[
-    "IsDiskInitialized",
-    "InitializeDisk",
-    "BasicPartitionsExist",
-    "CreateBasicPartition",
-];
-/// The extra operations of the SMB group.
-pub const SMB: &[&str] = &["IsSMBMapped", "NewSMBLink"];
-/// The extra operations of the filesystem group.
-pub const FILESYSTEM: &[&str] = &["PathValid"];
 
 impl Extras {
     pub fn new(host: &Host) -> Extras {
-        let b = Placement::Blocking;
+        let (d, s, f) = (
+            library_routes(Group::Disk),
+            library_routes(Group::Smb),
+            library_routes(Group::Filesystem),
+        );
         let disk = Routes::new(host.disk.clone())
             .unary::<DiskNumberRequest, BoolResponse, _, _>(
-                "IsDiskInitialized",
-                "is_disk_initialized",
+                route(d, "IsDiskInitialized"),
                 <dyn DiskApi>::is_disk_initialized,
-                b,
                 None,
             )
             .unary::<DiskNumberRequest, EmptyResponse, _, _>(
-                "InitializeDisk",
-                "initialize_disk",
+                route(d, "InitializeDisk"),
                 <dyn DiskApi>::initialize_disk,
-                b,
                 None,
             )
             .unary::<DiskNumberRequest, BoolResponse, _, _>(
-                "BasicPartitionsExist",
-                "basic_partitions_exist",
+                route(d, "BasicPartitionsExist"),
                 <dyn DiskApi>::basic_partitions_exist,
-                b,
                 None,
             )
             .unary::<DiskNumberRequest, EmptyResponse, _, _>(
-                "CreateBasicPartition",
-                "create_basic_partition",
+                route(d, "CreateBasicPartition"),
                 <dyn DiskApi>::create_basic_partition,
-                b,
                 None,
             )
             .build(newest(Group::Disk), false);
         let smb = Routes::new(host.smb.clone())
             .unary::<RemotePathRequest, BoolResponse, _, _>(
-                "IsSMBMapped",
-                "is_smb_mapped",
+                route(s, "IsSMBMapped"),
                 <dyn SmbApi>::is_smb_mapped,
-                b,
                 None,
             )
             .unary::<NewSmbLinkRequest, EmptyResponse, _, _>(
-                "NewSMBLink",
-                "new_smb_link",
+                route(s, "NewSMBLink"),
                 <dyn SmbApi>::new_smb_link,
-                b,
                 None,
             )
             .build(newest(Group::Smb), false);
         let filesystem = Routes::new(host.filesystem.clone())
             .unary::<PathRequest, BoolResponse, _, _>(
-                "PathValid",
-                "path_valid",
+                route(f, "PathValid"),
                 <dyn FilesystemApi>::path_valid,
-                Placement::Inline,
                 None,
             )
             .build(newest(Group::Filesystem), false);
         let groups = HashMap::from([
-            (Group::Disk, (disk, DISK)),
-            (Group::Smb, (smb, SMB)),
-            (Group::Filesystem, (filesystem, FILESYSTEM)),
+            (Group::Disk, disk),
+            (Group::Smb, smb),
+            (Group::Filesystem, filesystem),
         ]);
         Extras { groups }
     }
@@ -187,8 +167,8 @@ impl Extras {
     /// The reply of extra operation `method` of `group`; `None` when the
     /// group has no such operation.
     pub fn call(&self, group: Group, method: &str, request: &[u8]) -> Option<Reply> {
-        let (service, methods) = self.groups.get(&group)?;
-        if !methods.contains(&method) {
+        let service = self.groups.get(&group)?;
+        if !library_routes(group).iter().any(|r| r.method == method) {
             return None;
         }
         let path = format!("/{}/{method}", service.name());

@@ -2,9 +2,9 @@
 //!
 //! The types mirror the newest version (`v1`); disk numbers are `u32`, sizes
 //! are bytes as `i64` (as on the wire). No host backend exists yet:
-//! [`NoDiskBackend`] answers every operation with [`Error::Unimplemented`].
+//! [`NoDiskBackend`] answers every operation with [`crate::Error::Unimplemented`].
 
-use crate::{Error, Result};
+use crate::Result;
 use std::collections::HashMap;
 
 /// Location of every disk the host enumerates.
@@ -179,63 +179,21 @@ pub trait DiskApi: Send + Sync {
     }
 }
 
-/// The Disk API before a host backend exists: every operation fails with
-/// [`Error::Unimplemented`] naming the group and the method.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoDiskBackend;
-
-const GROUP: &str = "disk";
-
-impl DiskApi for NoDiskBackend {
-    fn list_disk_locations(
-        &self,
-        _: ListDiskLocationsRequest,
-    ) -> Result<ListDiskLocationsResponse> {
-        Err(Error::unimplemented(GROUP, "ListDiskLocations"))
-    }
-    fn is_disk_initialized(
-        &self,
-        _: IsDiskInitializedRequest,
-    ) -> Result<IsDiskInitializedResponse> {
-        Err(Error::unimplemented(GROUP, "IsDiskInitialized"))
-    }
-    fn initialize_disk(&self, _: InitializeDiskRequest) -> Result<InitializeDiskResponse> {
-        Err(Error::unimplemented(GROUP, "InitializeDisk"))
-    }
-    fn basic_partitions_exist(
-        &self,
-        _: BasicPartitionsExistRequest,
-    ) -> Result<BasicPartitionsExistResponse> {
-        Err(Error::unimplemented(GROUP, "BasicPartitionsExist"))
-    }
-    fn create_basic_partition(
-        &self,
-        _: CreateBasicPartitionRequest,
-    ) -> Result<CreateBasicPartitionResponse> {
-        Err(Error::unimplemented(GROUP, "CreateBasicPartition"))
-    }
-    fn partition_disk(&self, _: PartitionDiskRequest) -> Result<PartitionDiskResponse> {
-        Err(Error::unimplemented(GROUP, "PartitionDisk"))
-    }
-    fn rescan(&self, _: RescanRequest) -> Result<RescanResponse> {
-        Err(Error::unimplemented(GROUP, "Rescan"))
-    }
-    fn list_disk_ids(&self, _: ListDiskIdsRequest) -> Result<ListDiskIdsResponse> {
-        Err(Error::unimplemented(GROUP, "ListDiskIDs"))
-    }
-    fn get_disk_stats(&self, _: GetDiskStatsRequest) -> Result<GetDiskStatsResponse> {
-        Err(Error::unimplemented(GROUP, "GetDiskStats"))
-    }
-    fn set_disk_state(&self, _: SetDiskStateRequest) -> Result<SetDiskStateResponse> {
-        Err(Error::unimplemented(GROUP, "SetDiskState"))
-    }
-    fn get_disk_state(&self, _: GetDiskStateRequest) -> Result<GetDiskStateResponse> {
-        Err(Error::unimplemented(GROUP, "GetDiskState"))
-    }
-    fn get_disk_number_by_name(
-        &self,
-        _: GetDiskNumberByNameRequest,
-    ) -> Result<GetDiskNumberByNameResponse> {
-        Err(Error::unimplemented(GROUP, "GetDiskNumberByName"))
+crate::error::no_backend! {
+    /// The Disk API before a host backend exists: every operation fails with
+    /// [`crate::Error::Unimplemented`] naming the group and the method.
+    NoDiskBackend: DiskApi, "disk", {
+        list_disk_locations(ListDiskLocationsRequest) -> ListDiskLocationsResponse = "ListDiskLocations",
+        is_disk_initialized(IsDiskInitializedRequest) -> IsDiskInitializedResponse = "IsDiskInitialized",
+        initialize_disk(InitializeDiskRequest) -> InitializeDiskResponse = "InitializeDisk",
+        basic_partitions_exist(BasicPartitionsExistRequest) -> BasicPartitionsExistResponse = "BasicPartitionsExist",
+        create_basic_partition(CreateBasicPartitionRequest) -> CreateBasicPartitionResponse = "CreateBasicPartition",
+        partition_disk(PartitionDiskRequest) -> PartitionDiskResponse = "PartitionDisk",
+        rescan(RescanRequest) -> RescanResponse = "Rescan",
+        list_disk_ids(ListDiskIdsRequest) -> ListDiskIdsResponse = "ListDiskIDs",
+        get_disk_stats(GetDiskStatsRequest) -> GetDiskStatsResponse = "GetDiskStats",
+        set_disk_state(SetDiskStateRequest) -> SetDiskStateResponse = "SetDiskState",
+        get_disk_state(GetDiskStateRequest) -> GetDiskStateResponse = "GetDiskState",
+        get_disk_number_by_name(GetDiskNumberByNameRequest) -> GetDiskNumberByNameResponse = "GetDiskNumberByName",
     }
 }

@@ -161,6 +161,28 @@ fn escape_into(out: &mut String, s: &str, spaces: Spaces) {
     }
 }
 
+/// `no_backend! { /// doc
+/// Name: Trait, "group", { op(Request) -> Response = "Method", ... } }`:
+/// the API `Trait` without a host backend, every operation failing with
+/// [`Error::unimplemented`] naming the group and the method. The one stub
+/// of every group (`NoDiskBackend`, `NoVolumeBackend`, ...).
+macro_rules! no_backend {
+    ($(#[$doc:meta])* $name:ident: $trait:ident, $group:literal, { $($op:ident($req:ty) -> $resp:ty = $method:literal),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, Default)]
+        pub struct $name;
+
+        impl $trait for $name {
+            $(
+                fn $op(&self, _: $req) -> $crate::Result<$resp> {
+                    Err($crate::Error::unimplemented($group, $method))
+                }
+            )*
+        }
+    };
+}
+pub(crate) use no_backend;
+
 #[cfg(test)]
 mod tests {
     use super::*;

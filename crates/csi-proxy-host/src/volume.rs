@@ -3,9 +3,9 @@
 //! The types mirror the newest version (`v2alpha1`); disk and partition
 //! numbers are `u32`, sizes are bytes as `i64` (as on the wire). Volume IDs
 //! are `\\?\Volume{GUID}\` strings. No host backend exists yet:
-//! [`NoVolumeBackend`] answers every operation with [`Error::Unimplemented`].
+//! [`NoVolumeBackend`] answers every operation with [`crate::Error::Unimplemented`].
 
-use crate::{Error, Result};
+use crate::Result;
 
 /// The volumes on a disk.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -144,63 +144,20 @@ pub trait VolumeApi: Send + Sync {
     fn write_volume_cache(&self, req: WriteVolumeCacheRequest) -> Result<WriteVolumeCacheResponse>;
 }
 
-/// The Volume API before a host backend exists: every operation fails with
-/// [`Error::Unimplemented`] naming the group and the method.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoVolumeBackend;
-
-const GROUP: &str = "volume";
-
-impl VolumeApi for NoVolumeBackend {
-    fn list_volumes_on_disk(
-        &self,
-        _: ListVolumesOnDiskRequest,
-    ) -> Result<ListVolumesOnDiskResponse> {
-        Err(Error::unimplemented(GROUP, "ListVolumesOnDisk"))
-    }
-    fn mount_volume(&self, _: MountVolumeRequest) -> Result<MountVolumeResponse> {
-        Err(Error::unimplemented(GROUP, "MountVolume"))
-    }
-    fn unmount_volume(&self, _: UnmountVolumeRequest) -> Result<UnmountVolumeResponse> {
-        Err(Error::unimplemented(GROUP, "UnmountVolume"))
-    }
-    fn is_volume_formatted(
-        &self,
-        _: IsVolumeFormattedRequest,
-    ) -> Result<IsVolumeFormattedResponse> {
-        Err(Error::unimplemented(GROUP, "IsVolumeFormatted"))
-    }
-    fn format_volume(&self, _: FormatVolumeRequest) -> Result<FormatVolumeResponse> {
-        Err(Error::unimplemented(GROUP, "FormatVolume"))
-    }
-    fn resize_volume(&self, _: ResizeVolumeRequest) -> Result<ResizeVolumeResponse> {
-        Err(Error::unimplemented(GROUP, "ResizeVolume"))
-    }
-    fn get_volume_stats(&self, _: GetVolumeStatsRequest) -> Result<GetVolumeStatsResponse> {
-        Err(Error::unimplemented(GROUP, "GetVolumeStats"))
-    }
-    fn get_disk_number_from_volume_id(
-        &self,
-        _: GetDiskNumberFromVolumeIdRequest,
-    ) -> Result<GetDiskNumberFromVolumeIdResponse> {
-        Err(Error::unimplemented(GROUP, "GetDiskNumberFromVolumeID"))
-    }
-    fn get_volume_id_from_target_path(
-        &self,
-        _: GetVolumeIdFromTargetPathRequest,
-    ) -> Result<GetVolumeIdFromTargetPathResponse> {
-        Err(Error::unimplemented(GROUP, "GetVolumeIDFromTargetPath"))
-    }
-    fn get_closest_volume_id_from_target_path(
-        &self,
-        _: GetClosestVolumeIdFromTargetPathRequest,
-    ) -> Result<GetClosestVolumeIdFromTargetPathResponse> {
-        Err(Error::unimplemented(
-            GROUP,
-            "GetClosestVolumeIDFromTargetPath",
-        ))
-    }
-    fn write_volume_cache(&self, _: WriteVolumeCacheRequest) -> Result<WriteVolumeCacheResponse> {
-        Err(Error::unimplemented(GROUP, "WriteVolumeCache"))
+crate::error::no_backend! {
+    /// The Volume API before a host backend exists: every operation fails with
+    /// [`crate::Error::Unimplemented`] naming the group and the method.
+    NoVolumeBackend: VolumeApi, "volume", {
+        list_volumes_on_disk(ListVolumesOnDiskRequest) -> ListVolumesOnDiskResponse = "ListVolumesOnDisk",
+        mount_volume(MountVolumeRequest) -> MountVolumeResponse = "MountVolume",
+        unmount_volume(UnmountVolumeRequest) -> UnmountVolumeResponse = "UnmountVolume",
+        is_volume_formatted(IsVolumeFormattedRequest) -> IsVolumeFormattedResponse = "IsVolumeFormatted",
+        format_volume(FormatVolumeRequest) -> FormatVolumeResponse = "FormatVolume",
+        resize_volume(ResizeVolumeRequest) -> ResizeVolumeResponse = "ResizeVolume",
+        get_volume_stats(GetVolumeStatsRequest) -> GetVolumeStatsResponse = "GetVolumeStats",
+        get_disk_number_from_volume_id(GetDiskNumberFromVolumeIdRequest) -> GetDiskNumberFromVolumeIdResponse = "GetDiskNumberFromVolumeID",
+        get_volume_id_from_target_path(GetVolumeIdFromTargetPathRequest) -> GetVolumeIdFromTargetPathResponse = "GetVolumeIDFromTargetPath",
+        get_closest_volume_id_from_target_path(GetClosestVolumeIdFromTargetPathRequest) -> GetClosestVolumeIdFromTargetPathResponse = "GetClosestVolumeIDFromTargetPath",
+        write_volume_cache(WriteVolumeCacheRequest) -> WriteVolumeCacheResponse = "WriteVolumeCache",
     }
 }

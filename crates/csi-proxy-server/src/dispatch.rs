@@ -3,8 +3,8 @@
 //! A [`VersionedService`] is a routing table from method path to a handler
 //! built by [`Routes::unary`]: decode the versioned request, convert it to the
 //! version-free request ([`Wire`]), run the host operation, convert the
-//! response back, encode. The per-group tables (`groups/*.rs`) only list
-//! methods and message conversions. The handler knows nothing of HTTP/2: it
+//! response back, encode. The per-group routes (`routes/*.rs`) only add
+//! the message conversions to the catalog's tables. The handler knows nothing of HTTP/2: it
 //! takes the request message bytes and gives back a [`Reply`], either at once
 //! ([`Outcome::Done`], for cheap read-only operations) or as a job for the
 //! blocking pool ([`Outcome::Blocking`]).
@@ -15,21 +15,25 @@
 //! stay the same, that answer is sent again without building, converting
 //! and encoding it (a list of 256 disks costs ~100 µs to build and encode).
 //!
+//! Which methods a version has, the operation each goes to, where it runs
+//! and whether it is cached are the routing catalog's ([`crate::catalog`]).
+//!
 //! A service answers only the paths of its own `<package>.<Service>` and,
-//! beside them, the health service ([`crate::health`]); any other path on
-//! its endpoint gets `Unimplemented` (least privilege per endpoint).
+//! beside them, its plain routes ([`VersionedService::with_plain`]: the
+//! health service, unguarded and unmeasured); any other path on its
+//! endpoint gets `Unimplemented` (least privilege per endpoint).
 //!
 //! This is also the one place calls are measured: a service built
 //! [`VersionedService::with_metrics`] records every call of its table
 //! ([`crate::metrics`]); without metrics nothing is recorded. And the one
 //! place calls are guarded: a service built [`VersionedService::with_guard`]
-//! asks the caller policy and writes the audit log for every call
-//! ([`crate::guard`]), with the identity of the connection's client
+//! runs its [`Hook`] around every call (`crate::guard`: the caller policy
+//! and the audit log), with the identity of the connection's client
 //! ([`VersionedService::for_caller`]).
 
 use crate::caller::jobs::Jobs;
 use crate::caller::Caller;
-use crate::guard::{Call, Guard};
+use crate::catalog::{self, Placement};
 use crate::metrics::{HostTimer, MethodMetrics, Metrics};
 use crate::status;
 use crate::wire::Wire;
@@ -52,7 +56,46 @@ pub type Seen = Option<Vec<u8>>;
 
 /// A request decoded as its handler decodes it, in its canonical form
 /// ([`Seen`]), for a call that is refused before it runs.
-pub(crate) type Canonical = fn(&[u8]) -> Seen;
+pub type Canonical = fn(&[u8]) -> Seen;
+
+/// A route answered beside a service's own methods, unguarded and
+/// unmeasured: its path and its answer to a request message, given the
+/// endpoint's service name (the health service: `crate::health`).
+pub type Plain = (&'static str, fn(&[u8], &str) -> Reply);
+
+/// What runs around every call of a guarded service (the caller policy and
+/// the audit log: `crate::guard` implements it).
+pub trait Hook: Send + Sync {
+    /// Whether calls need the identity of their caller.
+    fn needs_caller(&self) -> bool;
+
+    /// Run `call` as the hook decides; `call` puts the request as its
+    /// handler decoded it in the slot it is given.
+    fn run(&self, c: Call<'_>, call: GuardedCall) -> Outcome;
+}
+
+/// A call as a [`Hook`] runs it: it puts the request as its handler
+/// decoded it in the slot it is given.
+pub type GuardedCall = Box<dyn FnOnce(Option<&mut Seen>) -> Outcome + Send>;
+
+/// One method call, as a [`Hook`] sees it.
+pub struct Call<'a> {
+    pub api: ApiVersion,
+    pub method: &'static str,
+    /// The version-free operation the method routes to (the caller
+    /// policy's key).
+    pub operation: &'static str,
+    /// Whether the method can change the host.
+    pub write: bool,
+    pub caller: &'a Arc<Caller>,
+    /// The encoded request as received.
+    pub request: &'a [u8],
+    /// How the route decodes it (for a call refused before it runs).
+    pub canonical: Canonical,
+    /// When the client gives up (its `grpc-timeout`): in blocking mode an
+    /// audit line is waited for no longer.
+    pub deadline: Option<std::time::Instant>,
+}
 
 fn canonical<Req: prost::Message + Default>(bytes: &[u8]) -> Seen {
     Req::decode(bytes).ok().map(|m| m.encode_to_vec())
@@ -99,24 +142,10 @@ where
     }
 }
 
-/// Where a host operation runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Placement {
-    /// On the async worker that decoded the request, as an inline attempt
-    /// (`csi_proxy_host::inline`): for cheap read-only operations (a few
-    /// local syscalls, or an answer from memory), where a thread hop would
-    /// cost more than the work itself. If the host answers that it would
-    /// have to block (device I/O), the call runs again on the blocking pool.
-    Inline,
-    /// On tokio's blocking pool: for everything that mutates the host or may
-    /// take long (removing a tree, formatting, WMI calls).
-    Blocking,
-}
-
 /// Builds the routing table of one versioned service over an API object `A`.
 pub struct Routes<A: ?Sized> {
     api: Arc<A>,
-    handlers: HashMap<&'static str, (Handler, &'static str, Canonical)>,
+    handlers: HashMap<&'static str, (Handler, &'static catalog::Route, Canonical)>,
 }
 
 impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
@@ -127,16 +156,14 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
         }
     }
 
-    /// Route `method` to the version-free operation `call` (named
-    /// `operation`, e.g. `path_exists`), run where `placement` says: `Req`
-    /// and `Resp` are the versioned wire messages, `AReq`/`AResp` the API's.
-    /// With a `token`, the operation is cached (see [`Token`]).
+    /// Route the catalog's `route` to the version-free operation `call`,
+    /// run where the catalog says: `Req` and `Resp` are the versioned wire
+    /// messages, `AReq`/`AResp` the API's. A route the catalog caches asks
+    /// `token` (see [`Token`]).
     pub fn unary<Req, Resp, AReq, AResp>(
         mut self,
-        method: &'static str,
-        operation: &'static str,
+        route: &'static catalog::Route,
         call: fn(&A, AReq) -> csi_proxy_host::Result<AResp>,
-        placement: Placement,
         token: Option<Token<A>>,
     ) -> Self
     where
@@ -145,10 +172,11 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
         AReq: Send + 'static,
         AResp: Wire<Resp> + Send + 'static,
     {
+        let (method, placement) = (route.method, route.placement);
         let answer = Answer::<A, AReq, AResp> {
             api: self.api.clone(),
             call,
-            token,
+            token: token.filter(|_| route.cached),
             memo: Arc::default(),
         };
         let handler: Handler = Arc::new(move |bytes: &[u8], timer: Option<&HostTimer>, seen| {
@@ -196,7 +224,7 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
         });
         assert!(
             self.handlers
-                .insert(method, (handler, operation, canonical::<Req>))
+                .insert(method, (handler, route, canonical::<Req>))
                 .is_none(),
             "method {method} routed twice"
         );
@@ -209,13 +237,13 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
         let handlers = self
             .handlers
             .into_iter()
-            .map(|(method, (handler, operation, canonical))| {
+            .map(|(method, (handler, entry, canonical))| {
                 let route = Route {
                     handler,
                     method,
-                    operation,
+                    operation: entry.operation,
                     metrics: None,
-                    write: crate::catalog::changes_host(operation),
+                    write: entry.write(),
                     canonical,
                 };
                 (format!("/{service}/{method}"), route)
@@ -228,6 +256,7 @@ impl<A: ?Sized + Send + Sync + 'static> Routes<A> {
                 handlers,
                 log_requests,
                 guard: None,
+                plain: &[],
             }),
         }
     }
@@ -322,7 +351,8 @@ struct Inner {
     api: ApiVersion,
     handlers: HashMap<String, Route>,
     log_requests: bool,
-    guard: Option<Arc<Guard>>,
+    guard: Option<Arc<dyn Hook>>,
+    plain: &'static [Plain],
 }
 
 /// One versioned gRPC service (e.g. `v1.Filesystem`): method paths to
@@ -395,8 +425,8 @@ impl VersionedService {
         deadline: Option<std::time::Instant>,
     ) -> Outcome {
         let Some(route) = self.inner.handlers.get(path) else {
-            if let Some(reply) = crate::health::answer(path, message, &self.inner.service) {
-                return Outcome::Done(reply);
+            if let Some((_, answer)) = self.inner.plain.iter().find(|(p, _)| *p == path) {
+                return Outcome::Done(answer(message, &self.inner.service));
             }
             // The path is the client's: shown capped, never echoed whole.
             return Outcome::Done(Reply::error(
@@ -431,7 +461,10 @@ impl VersionedService {
                 };
                 // Owned: in blocking audit mode the call runs in a job.
                 let (route, message) = (route.clone(), message.to_vec());
-                with_deadline(guard.run(call, move |seen| Self::measured(&route, &message, seen)))
+                with_deadline(guard.run(
+                    call,
+                    Box::new(move |seen| Self::measured(&route, &message, seen)),
+                ))
             }
         }
     }
@@ -480,13 +513,25 @@ impl VersionedService {
                 handlers,
                 log_requests: inner.log_requests,
                 guard: inner.guard.clone(),
+                plain: inner.plain,
             }),
         }
     }
 
     /// The same service, guarded by `guard` (audit log, caller policy).
     #[must_use]
-    pub fn with_guard(&self, guard: Arc<Guard>) -> VersionedService {
+    pub fn with_guard(&self, guard: Arc<dyn Hook>) -> VersionedService {
+        self.with(Some(guard), self.inner.plain)
+    }
+
+    /// The same service, answering `plain` beside its own methods.
+    #[must_use]
+    pub fn with_plain(&self, plain: &'static [Plain]) -> VersionedService {
+        self.with(self.inner.guard.clone(), plain)
+    }
+
+    /// The same table with `guard` and `plain`.
+    fn with(&self, guard: Option<Arc<dyn Hook>>, plain: &'static [Plain]) -> VersionedService {
         let inner = &self.inner;
         VersionedService {
             inner: Arc::new(Inner {
@@ -494,7 +539,8 @@ impl VersionedService {
                 api: inner.api,
                 handlers: inner.handlers.clone(),
                 log_requests: inner.log_requests,
-                guard: Some(guard),
+                guard,
+                plain,
             }),
         }
     }

@@ -1,4 +1,4 @@
-//! Audit and caller policy around every call: the hook the dispatcher
+//! Audit and caller policy around every call: the [`Hook`] the dispatcher
 //! ([`crate::dispatch::VersionedService::call_as`]) runs for each of the
 //! 139 methods when `-audit-log` or `-caller-policy` is set.
 //!
@@ -14,7 +14,7 @@
 
 use crate::audit::{AuditLog, Entry, Mode, Place};
 use crate::caller::Caller;
-use crate::dispatch::{Canonical, Seen};
+use crate::dispatch::{Call, GuardedCall, Hook, Seen};
 use crate::policy::PolicyFile;
 use csi_proxy_api::ApiVersion;
 use csi_proxy_host::effect;
@@ -29,25 +29,6 @@ use std::time::{Instant, SystemTime};
 pub struct Guard {
     pub audit: Option<Arc<AuditLog>>,
     pub policy: Option<Arc<PolicyFile>>,
-}
-
-/// One method, as the guard sees it.
-pub(crate) struct Call<'a> {
-    pub api: ApiVersion,
-    pub method: &'static str,
-    /// The version-free operation the method routes to (the caller
-    /// policy's key).
-    pub operation: &'static str,
-    /// Whether the method can change the host.
-    pub write: bool,
-    pub caller: &'a Arc<Caller>,
-    /// The encoded request as received.
-    pub request: &'a [u8],
-    /// How the route decodes it (for a call refused before it runs).
-    pub canonical: Canonical,
-    /// When the client gives up (its `grpc-timeout`): in blocking mode an
-    /// audit line is waited for no longer.
-    pub deadline: Option<Instant>,
 }
 
 impl Guard {
@@ -196,6 +177,16 @@ impl Guard {
                 Outcome::Done(reply)
             }
         }
+    }
+}
+
+impl Hook for Guard {
+    fn needs_caller(&self) -> bool {
+        Guard::needs_caller(self)
+    }
+
+    fn run(&self, c: Call<'_>, call: GuardedCall) -> Outcome {
+        Guard::run(self, c, call)
     }
 }
 

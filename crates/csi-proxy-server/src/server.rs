@@ -3,9 +3,9 @@
 use crate::accept::{Backoff, Cap};
 use crate::caller::pending::identify;
 use crate::dispatch::VersionedService;
-use crate::groups;
 use crate::guard::Guard;
 use crate::metrics::{ConnectionGauge, Metrics};
+use crate::routes;
 use crate::transport::Listener;
 use csi_proxy_api::ApiVersion;
 use csi_proxy_host::Host;
@@ -258,7 +258,7 @@ fn bind_endpoints(
             endpoint: address.clone(),
             source,
         })?;
-        let mut service = groups::service(host, version, config.log_requests);
+        let mut service = routes::service(host, version, config.log_requests);
         let mut connections = None;
         if let Some(m) = &config.metrics {
             service = service.with_metrics(m);

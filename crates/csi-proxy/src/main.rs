@@ -3,10 +3,8 @@
 //! `-windows-service` and the `install-service` / `uninstall-service`
 //! subcommands go through [`service`].
 
-mod argv;
 mod cli;
-mod goflags;
-mod guard;
+mod guarding;
 mod logging;
 mod run;
 mod service;

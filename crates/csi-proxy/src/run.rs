@@ -263,7 +263,7 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
     let state_dir_handle = None;
     let metrics = (!cli.metrics_bind_address.is_empty())
         .then(|| Arc::new(Metrics::new(&crate::version::build_info())));
-    let guarding = crate::guard::Guarding::from_cli(cli, metrics.as_deref())?;
+    let guarding = crate::guarding::Guarding::from_cli(cli, metrics.as_deref())?;
     let config = Config {
         versions,
         transport: transport(cli)?,

@@ -20,7 +20,7 @@ use common::Proxy;
 use csi_proxy_http2::client::{RawClient, Response, Shape};
 use prost::Message as _;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,23 @@ fn raw(p: &Proxy, endpoint: &str) -> RawClient<UnixStream> {
 
 fn ok(r: &Response) -> bool {
     r.grpc_status == Some(0)
+}
+
+/// A proxy on tmpfs writing its audit log in a temporary directory under
+/// the caller policy `policy` (JSON), with `extra` flags: the proxy, the
+/// directory and the log's path.
+fn audited_with_policy(policy: &str, extra: &[&str]) -> (Proxy, tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let file = dir.path().join("policy.json");
+    std::fs::write(&file, policy).unwrap();
+    let mut flags = vec![
+        format!("-audit-log={}", log.display()),
+        format!("-caller-policy={}", file.display()),
+    ];
+    flags.extend(extra.iter().map(|f| f.to_string()));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    (Proxy::start_on_tmpfs(&flags), dir, log)
 }
 
 /// An unknown field of the group wire type: prost skips it and runs the
@@ -195,20 +212,10 @@ async fn a_caller_changing_its_gid_per_connection_has_one_budget() {
         eprintln!("skipped: needs root (setresgid)");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("audit.log");
-    let policy = dir.path().join("policy.json");
-    std::fs::write(
-        &policy,
+    let (p, dir, log) = audited_with_policy(
         r#"{"filesystem": [{"uid": 0}], "filesystem/CreateSymlink": [{"uid": 4242}]}"#,
-    )
-    .unwrap();
-    let p = Proxy::start_on_tmpfs(&[
-        &format!("-audit-log={}", log.display()),
-        &format!("-caller-policy={}", policy.display()),
-        "-audit-log-max-size=1",
-        "-audit-log-max-backups=1",
-    ]);
+        &["-audit-log-max-size=1", "-audit-log-max-backups=1"],
+    );
     let real = p.kubelet.join("the-real-write");
     audit::mkdir(p.channel("filesystem-v1").await, &real)
         .await
@@ -612,19 +619,10 @@ fn in_blocking_mode_no_call_runs_without_its_line_when_job_slots_are_full() {
 /// job.
 #[test]
 fn in_blocking_mode_a_refused_calls_line_is_not_dropped_with_a_job() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("audit.log");
-    let policy = dir.path().join("policy.json");
-    std::fs::write(
-        &policy,
+    let (p, _dir, log) = audited_with_policy(
         r#"{"filesystem": [{"uid": 0}], "filesystem/Rmdir": [{"uid": 4242}]}"#,
-    )
-    .unwrap();
-    let p = Proxy::start_on_tmpfs(&[
-        &format!("-audit-log={}", log.display()),
-        &format!("-caller-policy={}", policy.display()),
-        "-audit-mode=blocking",
-    ]);
+        &["-audit-mode=blocking"],
+    );
     let mut calls: Vec<_> = (0..40)
         .map(|i| {
             let d = p.kubelet.join(format!("m{i:02}"));

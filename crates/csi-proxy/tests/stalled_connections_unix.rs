@@ -13,7 +13,7 @@ mod common;
 mod storage;
 
 use common::Proxy;
-use csi_proxy_api::{disk::v1 as dk, filesystem::v2alpha1 as fs, volume::v2alpha1 as vl};
+use csi_proxy_api::{filesystem::v2alpha1 as fs, volume::v2alpha1 as vl};
 use csi_proxy_http2::client::{RequestEncoder, Shape};
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -65,26 +65,8 @@ async fn stalled_connections_leave_the_pool_to_other_callers() {
     let proxy = Proxy::start(&["-socket-mode=0666"]);
     std::fs::set_permissions(proxy.root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let disk = LoopDisk::new(proxy.root.path(), 128 * MIB);
+    let vol = common::partitioned_volume(&proxy, disk.number).await;
     let c = proxy.client();
-    c.connect_disk_v1()
-        .await
-        .unwrap()
-        .partition_disk(dk::PartitionDiskRequest {
-            disk_number: disk.number,
-        })
-        .await
-        .unwrap();
-    let mut v = c.connect_volume_v2alpha1().await.unwrap();
-    let vol = v
-        .list_volumes_on_disk(vl::ListVolumesOnDiskRequest {
-            disk_number: disk.number,
-            partition_number: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .volume_ids
-        .remove(0);
     let throttle = Throttle::at(&disk, 256 * 1024);
     // The slow format the stalled calls join: this test's own, not waited for.
     let format = tokio::spawn({

@@ -10,8 +10,8 @@
 mod common;
 mod storage;
 
-use common::Proxy;
-use csi_proxy_api::{disk, volume};
+use common::{only_volume, partition, Proxy};
+use csi_proxy_api::volume;
 use csi_proxy_host::storage::parse::gpt;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
@@ -56,32 +56,6 @@ fn ext4_image(n: u64) -> Vec<u8> {
     let b = std::fs::read(&p).unwrap();
     std::fs::remove_file(&p).unwrap();
     b
-}
-
-async fn partition(proxy: &Proxy, disk_number: u32) -> Result<(), tonic::Status> {
-    proxy
-        .client()
-        .connect_disk_v1()
-        .await
-        .unwrap()
-        .partition_disk(disk::v1::PartitionDiskRequest { disk_number })
-        .await
-        .map(|_| ())
-}
-
-async fn only_volume(proxy: &Proxy, disk_number: u32) -> String {
-    let mut v = proxy.client().connect_volume_v1().await.unwrap();
-    let mut ids = v
-        .list_volumes_on_disk(volume::v1::ListVolumesOnDiskRequest {
-            disk_number,
-            partition_number: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .volume_ids;
-    assert_eq!(ids.len(), 1, "{ids:?}");
-    ids.remove(0)
 }
 
 async fn format(proxy: &Proxy, volume_id: &str) -> Result<(), tonic::Status> {

@@ -10,8 +10,8 @@
 mod common;
 mod storage;
 
-use common::{assert_code, Proxy};
-use csi_proxy_api::{disk, volume};
+use common::{assert_code, only_volume, partition, Proxy};
+use csi_proxy_api::volume;
 use csi_proxy_host::storage::parse::gpt;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
@@ -58,32 +58,6 @@ fn lvm_label() -> Vec<u8> {
     b[..8].copy_from_slice(b"LABELONE");
     b[24..32].copy_from_slice(b"LVM2 001");
     b
-}
-
-async fn partition(proxy: &Proxy, disk_number: u32) -> Result<(), tonic::Status> {
-    proxy
-        .client()
-        .connect_disk_v1()
-        .await
-        .unwrap()
-        .partition_disk(disk::v1::PartitionDiskRequest { disk_number })
-        .await
-        .map(|_| ())
-}
-
-async fn only_volume(proxy: &Proxy, disk_number: u32) -> String {
-    let mut v = proxy.client().connect_volume_v1().await.unwrap();
-    let mut ids = v
-        .list_volumes_on_disk(volume::v1::ListVolumesOnDiskRequest {
-            disk_number,
-            partition_number: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .volume_ids;
-    assert_eq!(ids.len(), 1, "{ids:?}");
-    ids.remove(0)
 }
 
 /// The partition node of a loop disk.

@@ -11,7 +11,7 @@ mod common;
 mod storage;
 
 use common::Proxy;
-use csi_proxy_api::{disk::v1 as dk, volume::v2alpha1 as vl};
+use csi_proxy_api::volume::v2alpha1 as vl;
 use csi_proxy_http2::client::{RawClient, Shape};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
@@ -83,26 +83,8 @@ async fn a_flood_of_given_up_formats_never_evicts_a_targets_kept_result() {
     }
     let proxy = Proxy::start(&[]);
     let disk = LoopDisk::new(proxy.root.path(), 64 * MIB);
-    let c = proxy.client();
-    c.connect_disk_v1()
-        .await
-        .unwrap()
-        .partition_disk(dk::PartitionDiskRequest {
-            disk_number: disk.number,
-        })
-        .await
-        .unwrap();
-    let mut v = c.connect_volume_v2alpha1().await.unwrap();
-    let vol = v
-        .list_volumes_on_disk(vl::ListVolumesOnDiskRequest {
-            disk_number: disk.number,
-            partition_number: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .volume_ids
-        .remove(0);
+    let vol = common::partitioned_volume(&proxy, disk.number).await;
+    let mut v = proxy.client().connect_volume_v2alpha1().await.unwrap();
     let node = partition_node(&disk);
 
     // The driver's format: its caller is gone at once, the format goes on.

@@ -11,7 +11,7 @@
 //! `linux.rs` (open-iscsi's `iscsiadm` with a fixed argv, sysfs), and the
 //! recording [`fake`].
 
-use crate::{Error, Result};
+use crate::Result;
 use std::fmt;
 
 mod api;
@@ -191,49 +191,18 @@ pub trait IscsiApi: Send + Sync {
     ) -> Result<SetMutualChapSecretResponse>;
 }
 
-/// An iSCSI API without a host backend (other OSes): every operation fails
-/// with [`Error::Unimplemented`] naming the group and the method.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoIscsiBackend;
-
-const GROUP: &str = "iscsi";
-
-impl IscsiApi for NoIscsiBackend {
-    fn add_target_portal(&self, _: AddTargetPortalRequest) -> Result<AddTargetPortalResponse> {
-        Err(Error::unimplemented(GROUP, "AddTargetPortal"))
-    }
-    fn discover_target_portal(
-        &self,
-        _: DiscoverTargetPortalRequest,
-    ) -> Result<DiscoverTargetPortalResponse> {
-        Err(Error::unimplemented(GROUP, "DiscoverTargetPortal"))
-    }
-    fn remove_target_portal(
-        &self,
-        _: RemoveTargetPortalRequest,
-    ) -> Result<RemoveTargetPortalResponse> {
-        Err(Error::unimplemented(GROUP, "RemoveTargetPortal"))
-    }
-    fn list_target_portals(
-        &self,
-        _: ListTargetPortalsRequest,
-    ) -> Result<ListTargetPortalsResponse> {
-        Err(Error::unimplemented(GROUP, "ListTargetPortals"))
-    }
-    fn connect_target(&self, _: ConnectTargetRequest) -> Result<ConnectTargetResponse> {
-        Err(Error::unimplemented(GROUP, "ConnectTarget"))
-    }
-    fn disconnect_target(&self, _: DisconnectTargetRequest) -> Result<DisconnectTargetResponse> {
-        Err(Error::unimplemented(GROUP, "DisconnectTarget"))
-    }
-    fn get_target_disks(&self, _: GetTargetDisksRequest) -> Result<GetTargetDisksResponse> {
-        Err(Error::unimplemented(GROUP, "GetTargetDisks"))
-    }
-    fn set_mutual_chap_secret(
-        &self,
-        _: SetMutualChapSecretRequest,
-    ) -> Result<SetMutualChapSecretResponse> {
-        Err(Error::unimplemented(GROUP, "SetMutualChapSecret"))
+crate::error::no_backend! {
+    /// An iSCSI API without a host backend (other OSes): every operation fails
+    /// with [`crate::Error::Unimplemented`] naming the group and the method.
+    NoIscsiBackend: IscsiApi, "iscsi", {
+        add_target_portal(AddTargetPortalRequest) -> AddTargetPortalResponse = "AddTargetPortal",
+        discover_target_portal(DiscoverTargetPortalRequest) -> DiscoverTargetPortalResponse = "DiscoverTargetPortal",
+        remove_target_portal(RemoveTargetPortalRequest) -> RemoveTargetPortalResponse = "RemoveTargetPortal",
+        list_target_portals(ListTargetPortalsRequest) -> ListTargetPortalsResponse = "ListTargetPortals",
+        connect_target(ConnectTargetRequest) -> ConnectTargetResponse = "ConnectTarget",
+        disconnect_target(DisconnectTargetRequest) -> DisconnectTargetResponse = "DisconnectTarget",
+        get_target_disks(GetTargetDisksRequest) -> GetTargetDisksResponse = "GetTargetDisks",
+        set_mutual_chap_secret(SetMutualChapSecretRequest) -> SetMutualChapSecretResponse = "SetMutualChapSecret",
     }
 }
 

@@ -16,7 +16,7 @@
 //! (`-smb-allow-no-credentials`); whether a mapped share answers is asked
 //! on a thread of its own, bounded by the call's deadline ([`reach`]).
 
-use crate::{Error, Result};
+use crate::Result;
 use std::fmt;
 
 mod api;
@@ -105,31 +105,14 @@ pub trait SmbApi: Send + Sync {
     ) -> Result<RemoveSmbGlobalMappingResponse>;
 }
 
-/// An SMB API without a host backend (other OSes): every operation fails
-/// with [`Error::Unimplemented`] naming the group and the method.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoSmbBackend;
-
-const GROUP: &str = "smb";
-
-impl SmbApi for NoSmbBackend {
-    fn is_smb_mapped(&self, _: IsSmbMappedRequest) -> Result<IsSmbMappedResponse> {
-        Err(Error::unimplemented(GROUP, "IsSMBMapped"))
-    }
-    fn new_smb_link(&self, _: NewSmbLinkRequest) -> Result<NewSmbLinkResponse> {
-        Err(Error::unimplemented(GROUP, "NewSMBLink"))
-    }
-    fn new_smb_global_mapping(
-        &self,
-        _: NewSmbGlobalMappingRequest,
-    ) -> Result<NewSmbGlobalMappingResponse> {
-        Err(Error::unimplemented(GROUP, "NewSmbGlobalMapping"))
-    }
-    fn remove_smb_global_mapping(
-        &self,
-        _: RemoveSmbGlobalMappingRequest,
-    ) -> Result<RemoveSmbGlobalMappingResponse> {
-        Err(Error::unimplemented(GROUP, "RemoveSmbGlobalMapping"))
+crate::error::no_backend! {
+    /// An SMB API without a host backend (other OSes): every operation fails
+    /// with [`crate::Error::Unimplemented`] naming the group and the method.
+    NoSmbBackend: SmbApi, "smb", {
+        is_smb_mapped(IsSmbMappedRequest) -> IsSmbMappedResponse = "IsSMBMapped",
+        new_smb_link(NewSmbLinkRequest) -> NewSmbLinkResponse = "NewSMBLink",
+        new_smb_global_mapping(NewSmbGlobalMappingRequest) -> NewSmbGlobalMappingResponse = "NewSmbGlobalMapping",
+        remove_smb_global_mapping(RemoveSmbGlobalMappingRequest) -> RemoveSmbGlobalMappingResponse = "RemoveSmbGlobalMapping",
     }
 }
 

@@ -5,6 +5,7 @@ use super::fake::{Call, RecordingSmb};
 use super::*;
 use crate::confined::Confined;
 use crate::path::{Flavor, PathPolicy};
+use crate::Error;
 use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::sync::Arc;

@@ -11,7 +11,7 @@
 //! (systemd over its D-Bus API, SMBIOS from sysfs), and the recording
 //! [`fake`].
 
-use crate::{Error, Result};
+use crate::Result;
 
 mod api;
 pub mod codes;
@@ -149,28 +149,14 @@ pub trait SystemApi: Send + Sync {
     fn get_service(&self, req: GetServiceRequest) -> Result<GetServiceResponse>;
 }
 
-/// A System API without a host backend (other OSes): every operation fails
-/// with [`Error::Unimplemented`] naming the group and the method.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoSystemBackend;
-
-const GROUP: &str = "system";
-
-impl SystemApi for NoSystemBackend {
-    fn get_bios_serial_number(
-        &self,
-        _: GetBiosSerialNumberRequest,
-    ) -> Result<GetBiosSerialNumberResponse> {
-        Err(Error::unimplemented(GROUP, "GetBIOSSerialNumber"))
-    }
-    fn start_service(&self, _: StartServiceRequest) -> Result<StartServiceResponse> {
-        Err(Error::unimplemented(GROUP, "StartService"))
-    }
-    fn stop_service(&self, _: StopServiceRequest) -> Result<StopServiceResponse> {
-        Err(Error::unimplemented(GROUP, "StopService"))
-    }
-    fn get_service(&self, _: GetServiceRequest) -> Result<GetServiceResponse> {
-        Err(Error::unimplemented(GROUP, "GetService"))
+crate::error::no_backend! {
+    /// A System API without a host backend (other OSes): every operation fails
+    /// with [`crate::Error::Unimplemented`] naming the group and the method.
+    NoSystemBackend: SystemApi, "system", {
+        get_bios_serial_number(GetBiosSerialNumberRequest) -> GetBiosSerialNumberResponse = "GetBIOSSerialNumber",
+        start_service(StartServiceRequest) -> StartServiceResponse = "StartService",
+        stop_service(StopServiceRequest) -> StopServiceResponse = "StopService",
+        get_service(GetServiceRequest) -> GetServiceResponse = "GetService",
     }
 }
 

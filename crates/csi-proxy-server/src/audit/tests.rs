@@ -338,11 +338,11 @@ fn the_line_shows_the_request_as_the_server_decoded_it() {
         uid: Some(0),
         ..Caller::default()
     });
-    let fs = crate::groups::testing::service_for(Group::Filesystem, "v1", |_| {})
+    let fs = crate::routes::testing::service_for(Group::Filesystem, "v1", |_| {})
         .with_guard(guard.clone());
     let grouped = format!(
         "{}{}grouped",
-        crate::groups::TEST_ROOT,
+        crate::routes::TEST_ROOT,
         std::path::MAIN_SEPARATOR
     );
     let mut mkdir = csi_proxy_api::filesystem::v1::MkdirRequest {
@@ -354,7 +354,7 @@ fn the_line_shows_the_request_as_the_server_decoded_it() {
     let reply = fs.call_as("/v1.Filesystem/Mkdir", &mkdir, &caller).wait();
     assert_eq!(reply.code, Code::Ok, "{}", reply.message);
     let iscsi =
-        crate::groups::testing::service_for(Group::Iscsi, "v1alpha2", |_| {}).with_guard(guard);
+        crate::routes::testing::service_for(Group::Iscsi, "v1alpha2", |_| {}).with_guard(guard);
     let mut twice = Vec::new();
     // target_portal (1) sent twice: the address, then the port.
     let first = b"\x0a\x09127.0.0.1";
@@ -401,9 +401,14 @@ fn at_write_level_exactly_the_changing_methods_are_recorded() {
     let mut want = std::collections::BTreeSet::new();
     let mut uid = 0;
     for v in csi_proxy_api::API_VERSIONS {
-        let svc = crate::groups::testing::service_for(v.group, v.version, |_| {})
+        let svc = crate::routes::testing::service_for(v.group, v.version, |_| {})
             .with_guard(guard.clone());
-        for (method, op) in crate::groups::operations(v).unwrap() {
+        for crate::catalog::Route {
+            method,
+            operation: op,
+            ..
+        } in crate::catalog::routes(v).unwrap()
+        {
             // A caller per call: calls answered InvalidArgument share the
             // budget of refused calls' lines (audit::limit).
             uid += 1;

@@ -4,8 +4,8 @@
 //! refuses a key given twice. Every error is serde_json's, so it names the
 //! key and its line: `duplicate key "filesystem" at line 3 column 15`.
 //!
-//! To add a key to a caller entry: a field in [`AllowedSpec`], in
-//! [`ServiceEntrySpec`] and in [`Allowed`] (and its check in `TryFrom`).
+//! To add a key to a caller entry: a field in [`AllowedSpec`] and in
+//! [`Allowed`] (and its check in `TryFrom`).
 
 use super::{Allowed, PolicyError, SERVICES_KEY};
 use csi_proxy_api::Group;
@@ -35,7 +35,10 @@ pub(super) fn parse(text: &str) -> Result<Parsed, PolicyError> {
     Ok(file.0)
 }
 
-/// One caller entry as written.
+/// One caller entry as written, the one list of caller keys: in a method or
+/// group rule, or with its `services` in the `"system/services"` rule
+/// (serde's `flatten` does not combine with `deny_unknown_fields`, so the
+/// two share this struct and each refuses the other's use of `services`).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct AllowedSpec {
@@ -49,12 +52,28 @@ pub(super) struct AllowedSpec {
     exe_sha256: Option<String>,
     #[serde(default, deserialize_with = "text")]
     pod_uid: Option<String>,
+    /// Only in the `"system/services"` rule.
+    #[serde(default)]
+    services: Option<Vec<String>>,
 }
 
 impl TryFrom<AllowedSpec> for Allowed {
     type Error = String;
 
     fn try_from(s: AllowedSpec) -> Result<Allowed, String> {
+        if s.services.is_some() {
+            return Err(format!(
+                "unknown field `services`: only the {SERVICES_KEY:?} rule lists services"
+            ));
+        }
+        Allowed::caller(s)
+    }
+}
+
+impl Allowed {
+    /// The caller an entry matches (its `services`, if any, are the
+    /// caller's business).
+    fn caller(s: AllowedSpec) -> Result<Allowed, String> {
         let exe_sha256 = match s.exe_sha256 {
             Some(h) if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) => {
                 return Err("\"exe_sha256\" must be 64 hex digits (a SHA-256)".into())
@@ -75,42 +94,19 @@ impl TryFrom<AllowedSpec> for Allowed {
     }
 }
 
-/// One entry of the `"system/services"` rule as written: the caller keys
-/// of [`AllowedSpec`] (serde's `flatten` does not combine with
-/// `deny_unknown_fields`, so they are listed again) and the services.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ServiceEntrySpec {
-    #[serde(default, deserialize_with = "uid")]
-    uid: Option<u32>,
-    #[serde(default, deserialize_with = "text")]
-    sid: Option<String>,
-    #[serde(default, deserialize_with = "text")]
-    exe: Option<String>,
-    #[serde(default, deserialize_with = "text")]
-    exe_sha256: Option<String>,
-    #[serde(default, deserialize_with = "text")]
-    pod_uid: Option<String>,
-    services: Vec<String>,
-}
-
 /// A `"system/services"` entry: the caller it matches and its list.
 struct ServiceEntry(Allowed, Arc<ServicePolicy>);
 
 impl<'de> Deserialize<'de> for ServiceEntry {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = ServiceEntrySpec::deserialize(d)?;
+        let mut s = AllowedSpec::deserialize(d)?;
+        let Some(list) = s.services.take() else {
+            return Err(de::Error::missing_field("services"));
+        };
         let in_rule = |e: String| de::Error::custom(format!("{SERVICES_KEY:?}: {e}"));
-        let caller = Allowed::try_from(AllowedSpec {
-            uid: s.uid,
-            sid: s.sid,
-            exe: s.exe,
-            exe_sha256: s.exe_sha256,
-            pod_uid: s.pod_uid,
-        })
-        .map_err(in_rule)?;
-        let services = ServicePolicy::exactly(&s.services, Flavor::NATIVE)
-            .map_err(|e| in_rule(e.to_string()))?;
+        let caller = Allowed::caller(s).map_err(in_rule)?;
+        let services =
+            ServicePolicy::exactly(&list, Flavor::NATIVE).map_err(|e| in_rule(e.to_string()))?;
         Ok(ServiceEntry(caller, Arc::new(services)))
     }
 }
@@ -189,7 +185,7 @@ fn slot_of(key: &str) -> Result<(Group, Option<&'static str>), String> {
     };
     let operation = match method {
         None => None,
-        Some(m) => match crate::groups::operation_of(group, m) {
+        Some(m) => match crate::catalog::operation_of(group, m) {
             Some(op) => Some(op),
             None => {
                 return Err(format!(

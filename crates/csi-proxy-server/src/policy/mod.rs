@@ -15,7 +15,7 @@
 //!   the group's entry decides; a group the file does not name is refused
 //!   to everyone.
 //! - A method entry is kept by the version-free operation the method
-//!   routes to (the server's own routing table, [`crate::groups`]), so it
+//!   routes to (the routing catalog, [`crate::catalog`]), so it
 //!   holds whatever version or older name a call arrives by:
 //!   `filesystem/CreateSymlink` also decides for v1alpha1 `LinkPath`. Two
 //!   entries naming one operation make the file invalid.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 /// the method routes to, as the guard asks).
 fn allowed(p: &Policy, group: &str, method: &str, c: &Caller) -> bool {
     let g = Group::parse(group).unwrap();
-    p.allows(g, crate::groups::operation_of(g, method).unwrap(), c)
+    p.allows(g, crate::catalog::operation_of(g, method).unwrap(), c)
 }
 
 fn caller(uid: u32) -> Caller {
@@ -76,6 +76,9 @@ fn bad_files_say_why() {
     assert!(err(r#"{"disk": {"uid": 0}}"#).contains("a list of callers"));
     assert!(err(r#"{"disk": [{}]}"#).contains("match everyone"));
     assert!(err(r#"{"disk": [{"user": 0}]}"#).contains("unknown field `user`"));
+    // `services` is a caller key of the "system/services" rule only.
+    assert!(err(r#"{"disk": [{"uid": 0, "services": ["iscsid"]}]}"#)
+        .contains("unknown field `services`"));
     assert!(err(r#"{"disk": [{"uid": -1}]}"#).contains("\"uid\" must be a number"));
     assert!(err(r#"{"disk": [{"sid": ""}]}"#).contains("non-empty string"));
     assert!(err(r#"{"disk": [7]}"#).contains("expected struct"));
@@ -190,14 +193,14 @@ fn every_method_rule_holds_under_every_name_and_version() {
         methods.dedup();
         let services: Vec<_> = versions
             .iter()
-            .map(|v| crate::groups::testing::service_for(group, v.version, |_| {}))
+            .map(|v| crate::routes::testing::service_for(group, v.version, |_| {}))
             .collect();
         for rule in &methods {
             let (_dir, file) = policy_file(&format!(
                 r#"{{"{g}": [{{"uid": 0}}], "{g}/{rule}": [{{"uid": 1000}}]}}"#,
                 g = group.as_str()
             ));
-            let op = crate::groups::operation_of(group, rule).unwrap();
+            let op = crate::catalog::operation_of(group, rule).unwrap();
             let guard = Arc::new(crate::guard::Guard {
                 audit: None,
                 policy: Some(file),
@@ -205,7 +208,12 @@ fn every_method_rule_holds_under_every_name_and_version() {
             rules += 1;
             for (v, svc) in versions.iter().zip(&services) {
                 let svc = svc.with_guard(guard.clone());
-                for (method, method_op) in crate::groups::operations(**v).unwrap() {
+                for crate::catalog::Route {
+                    method,
+                    operation: method_op,
+                    ..
+                } in crate::catalog::routes(**v).unwrap()
+                {
                     let path = format!("/{}/{method}", v.service());
                     let as_root = svc.call_as(&path, &[], &root).wait();
                     let as_other = svc.call_as(&path, &[], &other).wait();
@@ -265,8 +273,8 @@ fn old_names_are_the_same_operation_and_two_keys_for_one_are_refused() {
         let g = Group::parse(a.split('/').next().unwrap()).unwrap();
         let (ma, mb) = (a.split('/').nth(1).unwrap(), b.split('/').nth(1).unwrap());
         assert_eq!(
-            crate::groups::operation_of(g, ma),
-            crate::groups::operation_of(g, mb)
+            crate::catalog::operation_of(g, ma),
+            crate::catalog::operation_of(g, mb)
         );
     }
 }

@@ -5,7 +5,7 @@ use csi_proxy_host::storage::linux::LinuxStorage;
 use csi_proxy_host::storage::Storage;
 use csi_proxy_host::volume::{self, VolumeApi};
 use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::Command;
 
 /// The disks of the run.
 pub struct Fixture {
@@ -81,28 +81,9 @@ impl Fixture {
         while self.devs.len() < n {
             let i = self.devs.len();
             let img = self.dir.path().join(format!("d{i}.img"));
-            std::fs::File::create(&img)
-                .unwrap()
-                .set_len(128 << 20)
-                .unwrap();
-            let out = Command::new("losetup")
-                .args(["-f", "--show", "-P"])
-                .arg(&img)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let dev = String::from_utf8(out.stdout).unwrap().trim().to_string();
-            let name = dev.trim_start_matches("/dev/").to_string();
+            crate::storage::sparse_file(&img, 128 << 20);
+            let (dev, number) = crate::storage::attach(&img, false);
             self.devs.push(dev);
-            let number: u32 = std::fs::read_to_string(format!("/sys/block/{name}/diskseq"))
-                .unwrap()
-                .trim()
-                .parse()
-                .unwrap();
             self.numbers.push(number);
             st.partition_disk(disk::PartitionDiskRequest {
                 disk_number: number,
@@ -161,10 +142,4 @@ pub fn block_entries() -> (usize, usize) {
     (all, empty)
 }
 
-pub struct Server(pub Child);
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+pub use crate::storage::Server;

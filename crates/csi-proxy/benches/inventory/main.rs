@@ -38,6 +38,9 @@ mod calls;
 mod fixture;
 #[cfg(target_os = "linux")]
 mod report;
+#[cfg(target_os = "linux")]
+#[path = "../../tests/storage/mod.rs"]
+mod storage;
 
 #[cfg(target_os = "linux")]
 fn main() {
@@ -64,7 +67,6 @@ mod linux {
     use csi_proxy_host::storage::Storage;
     use prost::Message;
     use std::collections::BTreeMap;
-    use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
     fn env(name: &str, default: usize) -> usize {
@@ -109,24 +111,15 @@ mod linux {
 
         let sock = fx.dir.path().join("sock");
         let log = fx.dir.path().join("server.log");
-        let server = Server(
-            Command::new(env!("CARGO_BIN_EXE_csi-proxy"))
-                .arg(format!("-kubelet-path={}", kubelet.display()))
-                .arg(format!("-socket-dir={}", sock.display()))
-                .arg("-api-groups=disk-v1,disk-v1alpha1,volume-v2alpha1,filesystem-v1")
-                .stderr(std::fs::File::create(&log).unwrap())
-                .stdout(Stdio::null())
-                .spawn()
-                .unwrap(),
+        let server = Server::start(
+            env!("CARGO_BIN_EXE_csi-proxy"),
+            &[
+                format!("-kubelet-path={}", kubelet.display()),
+                format!("-socket-dir={}", sock.display()),
+                "-api-groups=disk-v1,disk-v1alpha1,volume-v2alpha1,filesystem-v1".to_string(),
+            ],
+            &log,
         );
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .contains("csi-proxy ready")
-        {
-            assert!(Instant::now() < deadline, "server not ready");
-            std::thread::sleep(Duration::from_millis(20));
-        }
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -152,17 +152,8 @@ pub fn run(dir: &Path) {
     let mut numbers = Vec::new();
     for i in 0..n {
         let img = dir.join(format!("f{i}.img"));
-        std::fs::File::create(&img)
-            .unwrap()
-            .set_len(128 << 20)
-            .unwrap();
-        let out = Command::new("losetup")
-            .args(["-f", "--show", "-P"])
-            .arg(&img)
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        let dev = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        crate::storage::sparse_file(&img, 128 << 20);
+        let (dev, _) = crate::storage::attach(&img, false);
         let name = dev.trim_start_matches("/dev/").to_string();
         disks.devs.push(dev);
         let sys = |f: &str| {

@@ -19,6 +19,9 @@ mod check;
 #[cfg(target_os = "linux")]
 mod format;
 #[cfg(target_os = "linux")]
+#[path = "../../tests/storage/mod.rs"]
+mod storage;
+#[cfg(target_os = "linux")]
 mod stuck;
 
 #[cfg(target_os = "linux")]
@@ -33,6 +36,7 @@ fn main() {
 
 #[cfg(target_os = "linux")]
 mod linux {
+    use crate::storage::{attach, sparse_file, Server};
     use csi_proxy_api::{disk::v1 as dk, volume::v2alpha1 as vl};
     use csi_proxy_client::Client;
     use csi_proxy_host::disk::{self, DiskApi};
@@ -41,7 +45,7 @@ mod linux {
     use csi_proxy_host::storage::Storage;
     use csi_proxy_host::volume::{self, VolumeApi};
     use std::path::PathBuf;
-    use std::process::{Child, Command, Stdio};
+    use std::process::Command;
     use std::time::{Duration, Instant};
 
     pub(crate) fn env(name: &str, default: usize) -> usize {
@@ -64,14 +68,6 @@ mod linux {
             for d in &self.devs {
                 let _ = Command::new("losetup").args(["-d", d]).status();
             }
-        }
-    }
-
-    struct Server(Child);
-    impl Drop for Server {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
         }
     }
 
@@ -148,30 +144,10 @@ mod linux {
         let mut numbers = Vec::new();
         for i in 0..n_disks {
             let img = dir.path().join(format!("d{i}.img"));
-            std::fs::File::create(&img)
-                .unwrap()
-                .set_len(128 << 20)
-                .unwrap();
-            let out = Command::new("losetup")
-                .args(["-f", "--show", "-P"])
-                .arg(&img)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let dev = String::from_utf8(out.stdout).unwrap().trim().to_string();
-            let name = dev.trim_start_matches("/dev/").to_string();
+            sparse_file(&img, 128 << 20);
+            let (dev, number) = attach(&img, false);
             disks.devs.push(dev);
-            numbers.push(
-                std::fs::read_to_string(format!("/sys/block/{name}/diskseq"))
-                    .unwrap()
-                    .trim()
-                    .parse::<u32>()
-                    .unwrap(),
-            );
+            numbers.push(number);
         }
         let policy = PathPolicy::new(Flavor::Unix, [kubelet.to_str().unwrap()]).unwrap();
         let st = Storage::new(policy, LinuxStorage::new(FsType::Ext4));
@@ -318,24 +294,15 @@ mod linux {
         // Through gRPC.
         let sock = dir.path().join("sock");
         let log = dir.path().join("server.log");
-        let server = Server(
-            Command::new(env!("CARGO_BIN_EXE_csi-proxy"))
-                .arg(format!("-kubelet-path={}", kubelet.display()))
-                .arg(format!("-socket-dir={}", sock.display()))
-                .arg("-api-groups=disk-v1,volume-v2alpha1")
-                .stderr(std::fs::File::create(&log).unwrap())
-                .stdout(Stdio::null())
-                .spawn()
-                .unwrap(),
+        let server = Server::start(
+            env!("CARGO_BIN_EXE_csi-proxy"),
+            &[
+                format!("-kubelet-path={}", kubelet.display()),
+                format!("-socket-dir={}", sock.display()),
+                "-api-groups=disk-v1,volume-v2alpha1".to_string(),
+            ],
+            &log,
         );
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .contains("csi-proxy ready")
-        {
-            assert!(Instant::now() < deadline, "server not ready");
-            std::thread::sleep(Duration::from_millis(20));
-        }
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

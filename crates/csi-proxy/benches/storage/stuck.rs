@@ -10,6 +10,7 @@
 //! /dev/fuse and python3-fusepy; FORMATS=n per case, default 8).
 
 use crate::linux::env;
+use crate::storage::{attach, Server};
 use csi_proxy_api::{disk::v1 as dk, volume::v2alpha1 as vl};
 use csi_proxy_client::Client;
 use std::path::Path;
@@ -21,16 +22,13 @@ struct Cleanup {
     marker: std::path::PathBuf,
     mnt: std::path::PathBuf,
     fuse: Option<Child>,
-    server: Option<Child>,
+    server: Option<Server>,
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.marker);
-        if let Some(mut s) = self.server.take() {
-            let _ = s.kill();
-            let _ = s.wait();
-        }
+        drop(self.server.take());
         for d in &self.devs {
             let _ = Command::new("losetup").args(["-d", d]).status();
         }
@@ -40,25 +38,6 @@ impl Drop for Cleanup {
             let _ = f.wait();
         }
     }
-}
-
-fn attach(file: &Path, direct: bool) -> (String, u32) {
-    let out = Command::new("losetup")
-        .args(["-f", "--show", "-P"])
-        // The hung disk's reads bypass the page cache of the FUSE file.
-        .args(direct.then_some("--direct-io=on"))
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "losetup {}", file.display());
-    let dev = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    let name = dev.trim_start_matches("/dev/").to_string();
-    let seq = std::fs::read_to_string(format!("/sys/block/{name}/diskseq"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    (dev, seq)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -122,25 +101,16 @@ pub fn run(dir: &Path) {
     std::fs::create_dir_all(&kubelet).unwrap();
     let sock = dir.join("stuck-sock");
     let log = dir.join("stuck-server.log");
-    c.server = Some(
-        Command::new(&bin)
-            .arg(format!("-kubelet-path={}", kubelet.display()))
-            .arg(format!("-socket-dir={}", sock.display()))
-            .arg(format!("-state-dir={}", dir.join("stuck-state").display()))
-            .arg("-api-groups=disk-v1,volume-v2alpha1")
-            .stderr(std::fs::File::create(&log).unwrap())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .contains("csi-proxy ready")
-    {
-        assert!(Instant::now() < deadline, "server not ready");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    c.server = Some(Server::start(
+        &bin,
+        &[
+            format!("-kubelet-path={}", kubelet.display()),
+            format!("-socket-dir={}", sock.display()),
+            format!("-state-dir={}", dir.join("stuck-state").display()),
+            "-api-groups=disk-v1,volume-v2alpha1".to_string(),
+        ],
+        &log,
+    ));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

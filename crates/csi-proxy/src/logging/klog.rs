@@ -177,7 +177,7 @@ impl Stamp {
 
     /// UTC from seconds since the Unix epoch.
     fn utc(secs: i64, micros: u32) -> Stamp {
-        let c = csi_proxy_server::audit::json::civil(secs);
+        let c = csi_proxy_server::time::civil(secs);
         Stamp {
             month: c.month,
             day: c.day,

@@ -256,3 +256,38 @@ impl Drop for Proxy {
         }
     }
 }
+
+/// PartitionDisk of `disk_number` over gRPC (disk v1).
+pub async fn partition(proxy: &Proxy, disk_number: u32) -> Result<(), tonic::Status> {
+    proxy
+        .client()
+        .connect_disk_v1()
+        .await
+        .unwrap()
+        .partition_disk(csi_proxy_api::disk::v1::PartitionDiskRequest { disk_number })
+        .await
+        .map(|_| ())
+}
+
+/// The one volume of `disk_number` (volume v1 ListVolumesOnDisk; there
+/// must be exactly one).
+pub async fn only_volume(proxy: &Proxy, disk_number: u32) -> String {
+    let mut v = proxy.client().connect_volume_v1().await.unwrap();
+    let mut ids = v
+        .list_volumes_on_disk(csi_proxy_api::volume::v1::ListVolumesOnDiskRequest {
+            disk_number,
+            partition_number: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .volume_ids;
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    ids.remove(0)
+}
+
+/// Partitions `disk_number` and gives its one volume.
+pub async fn partitioned_volume(proxy: &Proxy, disk_number: u32) -> String {
+    partition(proxy, disk_number).await.unwrap();
+    only_volume(proxy, disk_number).await
+}

@@ -1,10 +1,13 @@
-//! Loop-device disks for the storage tests: a sparse backing file attached
-//! with partition scanning, detached (after unmounting whatever is still
-//! mounted from it) when the fixture drops, even if the test panicked.
+//! Loop-device disks for the storage tests and benches: a sparse backing
+//! file attached with partition scanning ([`attach`]), detached (after
+//! unmounting whatever is still mounted from it) when the fixture drops,
+//! even if the test panicked; and [`Server`], a csi-proxy started and
+//! waited for (the benches; `#[path]`-included there).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 pub const MIB: u64 = 1024 * 1024;
 
@@ -107,12 +110,8 @@ impl LoopDisk {
 
     /// A disk backed by an existing file (e.g. a copy of another disk's).
     pub fn from_file(file: PathBuf) -> LoopDisk {
-        let dev = run(
-            "losetup",
-            &["--find", "--show", "--partscan", file.to_str().unwrap()],
-        );
+        let (dev, number) = attach(&file, false);
         let name = dev.trim_start_matches("/dev/").to_string();
-        let number = diskseq(&name);
         LoopDisk {
             file,
             dev,
@@ -239,6 +238,62 @@ impl Drop for LoopDisk {
     fn drop(&mut self) {
         self.cleanup();
         let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+/// Attaches `file` to a free loop device with partition scanning (`direct`:
+/// its reads bypass the page cache of the file): the device (`/dev/loopN`)
+/// and its disk number. Detaching is the caller's.
+pub fn attach(file: &Path, direct: bool) -> (String, u32) {
+    let file = file.to_str().unwrap();
+    let dev = if direct {
+        run(
+            "losetup",
+            &["--find", "--show", "--partscan", "--direct-io=on", file],
+        )
+    } else {
+        run("losetup", &["--find", "--show", "--partscan", file])
+    };
+    let number = diskseq(dev.trim_start_matches("/dev/"));
+    (dev, number)
+}
+
+/// A sparse file of `size` bytes at `path`.
+pub fn sparse_file(path: &Path, size: u64) {
+    std::fs::File::create(path).unwrap().set_len(size).unwrap();
+}
+
+/// A csi-proxy process (the benches'), killed when dropped.
+pub struct Server(pub Child);
+
+impl Server {
+    /// Starts the csi-proxy binary `bin` with `flags`, its log in `log`,
+    /// and waits (20 s at most) until it says it is ready.
+    pub fn start(bin: &str, flags: &[String], log: &Path) -> Server {
+        let server = Server(
+            Command::new(bin)
+                .args(flags)
+                .stderr(std::fs::File::create(log).unwrap())
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .contains("csi-proxy ready")
+        {
+            assert!(Instant::now() < deadline, "server not ready");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 

@@ -1,5 +1,6 @@
 //! iSCSI v1alpha1, v1alpha2.
 
+use super::routing;
 use crate::dispatch::Routes;
 use crate::wire::{request, response, Wire};
 use csi_proxy_api::iscsi::{v1alpha1, v1alpha2};
@@ -7,27 +8,7 @@ use csi_proxy_host::iscsi::{self as iscsi, AuthenticationType, IscsiApi};
 use std::sync::Arc;
 use tonic::Status;
 
-super::routing!(IscsiApi, inline [];
-    [v1alpha1] {
-        AddTargetPortal(AddTargetPortalRequest, AddTargetPortalResponse) => add_target_portal,
-        DiscoverTargetPortal(DiscoverTargetPortalRequest, DiscoverTargetPortalResponse) => discover_target_portal,
-        RemoveTargetPortal(RemoveTargetPortalRequest, RemoveTargetPortalResponse) => remove_target_portal,
-        ListTargetPortals(ListTargetPortalsRequest, ListTargetPortalsResponse) => list_target_portals,
-        ConnectTarget(ConnectTargetRequest, ConnectTargetResponse) => connect_target,
-        DisconnectTarget(DisconnectTargetRequest, DisconnectTargetResponse) => disconnect_target,
-        GetTargetDisks(GetTargetDisksRequest, GetTargetDisksResponse) => get_target_disks,
-    }
-    [v1alpha2] {
-        AddTargetPortal(AddTargetPortalRequest, AddTargetPortalResponse) => add_target_portal,
-        DiscoverTargetPortal(DiscoverTargetPortalRequest, DiscoverTargetPortalResponse) => discover_target_portal,
-        RemoveTargetPortal(RemoveTargetPortalRequest, RemoveTargetPortalResponse) => remove_target_portal,
-        ListTargetPortals(ListTargetPortalsRequest, ListTargetPortalsResponse) => list_target_portals,
-        ConnectTarget(ConnectTargetRequest, ConnectTargetResponse) => connect_target,
-        DisconnectTarget(DisconnectTargetRequest, DisconnectTargetResponse) => disconnect_target,
-        GetTargetDisks(GetTargetDisksRequest, GetTargetDisksResponse) => get_target_disks,
-        SetMutualChapSecret(SetMutualChapSecretRequest, SetMutualChapSecretResponse) => set_mutual_chap_secret,
-    }
-);
+crate::catalog::iscsi_table!(routing!());
 
 // The nested TargetPortal message, both directions.
 request!([v1alpha1, v1alpha2] TargetPortal => iscsi::TargetPortal { target_address, target_port });
@@ -82,7 +63,7 @@ response!([v1alpha2] iscsi::SetMutualChapSecretResponse => SetMutualChapSecretRe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::groups::testing::{call, service_for, Recorder};
+    use crate::routes::testing::{call, service_for, Recorder};
     use csi_proxy_api::Group;
     use tonic::Code;
 

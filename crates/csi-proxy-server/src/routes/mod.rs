@@ -12,103 +12,43 @@ mod smb;
 mod system;
 mod volume;
 
-/// `table!(api, Trait, version, inline [op, ...]; [cached(token) [op, ...];] [v1, v2] { Method(Req, Resp) => op, ... } ...)`:
-/// the routes of the named version, or `None` for a version the table does
-/// not list. Operations named in `inline` are cheap and read-only and run on
-/// the async worker; all others run on the blocking pool. Operations named
-/// in `cached` keep their last encoded answer while the API's `token`
-/// operation gives the same number (see [`crate::dispatch::Token`]).
-macro_rules! table {
-    ($api:expr, $trait:path, $version:expr, inline $inline:tt; cached($token:ident) $cached:tt; $( [$($ver:ident),+ $(,)?] $methods:tt )+) => {
-        match $version {
-            $( $( stringify!($ver) => Some($crate::groups::table!(@one $api, $trait, $ver, $inline, (Some(<dyn $trait>::$token)), $cached, $methods)), )+ )+
-            _ => None,
-        }
-    };
-    ($api:expr, $trait:path, $version:expr, inline $inline:tt; $( [$($ver:ident),+ $(,)?] $methods:tt )+) => {
-        match $version {
-            $( $( stringify!($ver) => Some($crate::groups::table!(@one $api, $trait, $ver, $inline, (None), [], $methods)), )+ )+
-            _ => None,
-        }
-    };
-    (@ops $version:expr, inline $inline:tt; $(cached($token:ident) $cached:tt;)? $( [$($ver:ident),+ $(,)?] $methods:tt )+) => {
-        match $version {
-            $( $( stringify!($ver) => Some($crate::groups::table!(@oplist $methods)), )+ )+
-            _ => None,
-        }
-    };
-    (@oplist { $($method:ident($req:ident, $resp:ident) => $op:ident),* $(,)? }) => {
-        &[$((stringify!($method), stringify!($op))),*]
-    };
-    (@one $api:expr, $trait:path, $ver:ident, [$($inline:ident),* $(,)?], ($token:expr), [$($cached:ident),* $(,)?], { $($method:ident($req:ident, $resp:ident) => $op:ident),* $(,)? }) => {{
-        let inline: &[&str] = &[$(stringify!($inline)),*];
-        let placement = |op: &str| {
-            if inline.contains(&op) {
-                $crate::dispatch::Placement::Inline
-            } else {
-                $crate::dispatch::Placement::Blocking
-            }
-        };
-        let cached: &[&str] = &[$(stringify!($cached)),*];
-        let token: Option<$crate::dispatch::Token<dyn $trait>> = $token;
-        let memo = |op: &str| token.filter(|_| cached.contains(&op));
-        $crate::dispatch::Routes::new($api.clone())
-            $(.unary::<$ver::$req, $ver::$resp, _, _>(stringify!($method), stringify!($op), <dyn $trait>::$op, placement(stringify!($op)), memo(stringify!($op))))*
-    }};
-}
-pub(crate) use table;
-
-/// `routing!(Trait, <the rest of a table! invocation>)`: a group's
-/// `routes(api, version)` (the [`table!`]) and `operations(version)`, the
-/// same table as `(method, operation)` pairs without an API object (the
-/// caller policy keys its rules by operation with it).
+/// `<group>_table!(routing!())` (a table of [`crate::catalog`]): the
+/// group's `routes(api, version)`, the [`Routes`] of the version with
+/// their message conversions, or `None` for a version the table does not
+/// list. Where each route runs and whether it is cached is the catalog's;
+/// a cached route asks the API's `token` operation (see
+/// [`crate::dispatch::Token`]).
 macro_rules! routing {
-    ($trait:ident, $($table:tt)*) => {
-        pub(super) fn routes(api: &Arc<dyn $trait>, version: &str) -> Option<Routes<dyn $trait>> {
-            $crate::groups::table!(api, $trait, version, $($table)*)
+    (() $trait:ident, inline $inline:tt; $(cached($token:ident) $cached:tt;)? $( [$($ver:ident),+ $(,)?] $methods:tt )+) => {
+        pub(super) fn routes(api: &Arc<dyn $trait>, version: csi_proxy_api::ApiVersion) -> Option<Routes<dyn $trait>> {
+            let catalog = $crate::catalog::routes(version)?;
+            let token: Option<$crate::dispatch::Token<dyn $trait>> =
+                $crate::routes::routing!(@token $trait $(, $token)?);
+            match version.version {
+                $( $( stringify!($ver) => Some($crate::routes::routing!(@one api, catalog, token, $trait, $ver, $methods)), )+ )+
+                _ => None,
+            }
         }
-
-        pub(super) fn operations(version: &str) -> Option<&'static [(&'static str, &'static str)]> {
-            $crate::groups::table!(@ops version, $($table)*)
-        }
+    };
+    (@token $trait:ident) => { None };
+    (@token $trait:ident, $token:ident) => { Some(<dyn $trait>::$token) };
+    (@one $api:expr, $catalog:expr, $token:expr, $trait:path, $ver:ident, { $($method:ident($req:ident, $resp:ident) => $op:ident),* $(,)? }) => {
+        Routes::new($api.clone())
+            $(.unary::<$ver::$req, $ver::$resp, _, _>(
+                $crate::catalog::route($catalog, stringify!($method)),
+                <dyn $trait>::$op,
+                $token,
+            ))*
     };
 }
 pub(crate) use routing;
-
-/// Every `(method, operation)` pair of `version` (`None` for a version
-/// the group's table does not list): the routing table itself, read
-/// without a host.
-pub fn operations(version: ApiVersion) -> Option<&'static [(&'static str, &'static str)]> {
-    let v = version.version;
-    match version.group {
-        Group::Disk => disk::operations(v),
-        Group::Filesystem => filesystem::operations(v),
-        Group::Iscsi => iscsi::operations(v),
-        Group::Smb => smb::operations(v),
-        Group::System => system::operations(v),
-        Group::Volume => volume::operations(v),
-    }
-}
-
-/// The operation `method` of `group` routes to in any version (`None`
-/// when no version has it). Every version that has the method routes it
-/// to the same operation (a test checks it).
-pub fn operation_of(group: Group, method: &str) -> Option<&'static str> {
-    csi_proxy_api::API_VERSIONS
-        .iter()
-        .filter(|v| v.group == group)
-        .filter_map(|v| operations(*v))
-        .flat_map(|ops| ops.iter())
-        .find(|(m, _)| *m == method)
-        .map(|(_, op)| *op)
-}
 
 /// The service of one group/version over the host's APIs.
 ///
 /// # Panics
 /// If `version` is not one of [`csi_proxy_api::API_VERSIONS`].
 pub fn service(host: &Host, version: ApiVersion, log_requests: bool) -> VersionedService {
-    let v = version.version;
+    let v = version;
     let service = match version.group {
         Group::Disk => disk::routes(&host.disk, v).map(|r| r.build(version, log_requests)),
         Group::Filesystem => {
@@ -119,7 +59,10 @@ pub fn service(host: &Host, version: ApiVersion, log_requests: bool) -> Versione
         Group::System => system::routes(&host.system, v).map(|r| r.build(version, log_requests)),
         Group::Volume => volume::routes(&host.volume, v).map(|r| r.build(version, log_requests)),
     };
-    service.unwrap_or_else(|| panic!("no routing table for {}", version.service()))
+    // Beside its own methods every endpoint answers the health service.
+    service
+        .unwrap_or_else(|| panic!("no routing table for {}", version.service()))
+        .with_plain(crate::health::ROUTES)
 }
 
 /// Helpers for the tests of the group tables: calls through the real
@@ -212,6 +155,7 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog;
 
     fn fake_host() -> Host {
         let policy = csi_proxy_host::path::PathPolicy::new(
@@ -247,50 +191,33 @@ mod tests {
         let host = fake_host();
         let mut by_name: std::collections::BTreeMap<(Group, &str), &str> = Default::default();
         for v in csi_proxy_api::API_VERSIONS {
-            let ops = operations(v).unwrap_or_else(|| panic!("{}", v.service()));
+            let ops = catalog::routes(v).unwrap_or_else(|| panic!("{}", v.service()));
             let mut paths: Vec<String> = ops
                 .iter()
-                .map(|(m, _)| format!("/{}/{m}", v.service()))
+                .map(|r| format!("/{}/{}", v.service(), r.method))
                 .collect();
             paths.sort();
             assert_eq!(paths, service(&host, v, false).paths(), "{}", v.service());
-            for (m, op) in ops {
+            for catalog::Route {
+                method: m,
+                operation: op,
+                ..
+            } in ops
+            {
                 let first = *by_name.entry((v.group, m)).or_insert(op);
                 assert_eq!(first, *op, "{} {m}: one name, two operations", v.service());
-                assert_eq!(operation_of(v.group, m), Some(*op));
+                assert_eq!(catalog::operation_of(v.group, m), Some(*op));
             }
         }
         assert_eq!(
-            operation_of(Group::Filesystem, "LinkPath"),
+            catalog::operation_of(Group::Filesystem, "LinkPath"),
             Some("create_symlink")
         );
         assert_eq!(
-            operation_of(Group::Volume, "DismountVolume"),
+            catalog::operation_of(Group::Volume, "DismountVolume"),
             Some("unmount_volume")
         );
-        assert_eq!(operation_of(Group::Filesystem, "Nope"), None);
-    }
-
-    /// The catalog (`crate::catalog`) classifies every routed operation
-    /// and lists no operation that nothing routes to.
-    #[test]
-    fn every_routed_operation_is_in_the_catalog_and_only_those() {
-        let mut routed = std::collections::BTreeSet::new();
-        for v in csi_proxy_api::API_VERSIONS {
-            for (m, op) in operations(v).unwrap() {
-                assert!(
-                    crate::catalog::effect(op).is_some(),
-                    "{} {m}: {op} is not in the catalog",
-                    v.service()
-                );
-                routed.insert(*op);
-            }
-        }
-        let listed: std::collections::BTreeSet<&str> = crate::catalog::OPERATIONS
-            .iter()
-            .map(|(op, _)| *op)
-            .collect();
-        assert_eq!(routed, listed);
+        assert_eq!(catalog::operation_of(Group::Filesystem, "Nope"), None);
     }
 
     #[test]

@@ -1,17 +1,13 @@
 //! SMB v1alpha1, v1beta1, v1beta2, v1.
 
+use super::routing;
 use crate::dispatch::Routes;
 use crate::wire::{request, response};
 use csi_proxy_api::smb::{v1, v1alpha1, v1beta1, v1beta2};
 use csi_proxy_host::smb::{self as smb, SmbApi};
 use std::sync::Arc;
 
-super::routing!(SmbApi, inline [];
-    [v1alpha1, v1beta1, v1beta2, v1] {
-        NewSmbGlobalMapping(NewSmbGlobalMappingRequest, NewSmbGlobalMappingResponse) => new_smb_global_mapping,
-        RemoveSmbGlobalMapping(RemoveSmbGlobalMappingRequest, RemoveSmbGlobalMappingResponse) => remove_smb_global_mapping,
-    }
-);
+crate::catalog::smb_table!(routing!());
 
 // Requests. The password is a secret: it goes straight into the
 // version-free request, whose Debug redacts it.
@@ -28,7 +24,7 @@ response!([v1beta2, v1] smb::RemoveSmbGlobalMappingResponse => RemoveSmbGlobalMa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::groups::testing::{call, service_for, Recorder};
+    use crate::routes::testing::{call, service_for, Recorder};
     use csi_proxy_api::Group;
     use tonic::Code;
 

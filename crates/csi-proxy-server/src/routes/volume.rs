@@ -1,5 +1,6 @@
 //! Volume v1alpha1, v1beta1, v1beta2, v1beta3, v1, v2alpha1.
 
+use super::routing;
 use crate::dispatch::Routes;
 use crate::wire::{request, response, Wire};
 use csi_proxy_api::volume::{v1, v1alpha1, v1beta1, v1beta2, v1beta3, v2alpha1};
@@ -7,64 +8,7 @@ use csi_proxy_host::volume::{self as vol, VolumeApi};
 use std::sync::Arc;
 use tonic::Status;
 
-super::routing!(VolumeApi, inline [list_volumes_on_disk, get_disk_number_from_volume_id];
-    [v1alpha1] {
-        ListVolumesOnDisk(ListVolumesOnDiskRequest, ListVolumesOnDiskResponse) => list_volumes_on_disk,
-        MountVolume(MountVolumeRequest, MountVolumeResponse) => mount_volume,
-        DismountVolume(DismountVolumeRequest, DismountVolumeResponse) => unmount_volume,
-        IsVolumeFormatted(IsVolumeFormattedRequest, IsVolumeFormattedResponse) => is_volume_formatted,
-        FormatVolume(FormatVolumeRequest, FormatVolumeResponse) => format_volume,
-        ResizeVolume(ResizeVolumeRequest, ResizeVolumeResponse) => resize_volume,
-    }
-    [v1beta1] {
-        ListVolumesOnDisk(ListVolumesOnDiskRequest, ListVolumesOnDiskResponse) => list_volumes_on_disk,
-        MountVolume(MountVolumeRequest, MountVolumeResponse) => mount_volume,
-        DismountVolume(DismountVolumeRequest, DismountVolumeResponse) => unmount_volume,
-        IsVolumeFormatted(IsVolumeFormattedRequest, IsVolumeFormattedResponse) => is_volume_formatted,
-        FormatVolume(FormatVolumeRequest, FormatVolumeResponse) => format_volume,
-        ResizeVolume(ResizeVolumeRequest, ResizeVolumeResponse) => resize_volume,
-        VolumeStats(VolumeStatsRequest, VolumeStatsResponse) => get_volume_stats,
-        GetVolumeDiskNumber(VolumeDiskNumberRequest, VolumeDiskNumberResponse) => get_disk_number_from_volume_id,
-        GetVolumeIDFromMount(VolumeIdFromMountRequest, VolumeIdFromMountResponse) => get_volume_id_from_target_path,
-    }
-    [v1beta2] {
-        ListVolumesOnDisk(ListVolumesOnDiskRequest, ListVolumesOnDiskResponse) => list_volumes_on_disk,
-        MountVolume(MountVolumeRequest, MountVolumeResponse) => mount_volume,
-        DismountVolume(DismountVolumeRequest, DismountVolumeResponse) => unmount_volume,
-        IsVolumeFormatted(IsVolumeFormattedRequest, IsVolumeFormattedResponse) => is_volume_formatted,
-        FormatVolume(FormatVolumeRequest, FormatVolumeResponse) => format_volume,
-        ResizeVolume(ResizeVolumeRequest, ResizeVolumeResponse) => resize_volume,
-        VolumeStats(VolumeStatsRequest, VolumeStatsResponse) => get_volume_stats,
-        GetVolumeDiskNumber(VolumeDiskNumberRequest, VolumeDiskNumberResponse) => get_disk_number_from_volume_id,
-        GetVolumeIDFromMount(VolumeIdFromMountRequest, VolumeIdFromMountResponse) => get_volume_id_from_target_path,
-        WriteVolumeCache(WriteVolumeCacheRequest, WriteVolumeCacheResponse) => write_volume_cache,
-    }
-    [v1beta3, v1] {
-        ListVolumesOnDisk(ListVolumesOnDiskRequest, ListVolumesOnDiskResponse) => list_volumes_on_disk,
-        MountVolume(MountVolumeRequest, MountVolumeResponse) => mount_volume,
-        UnmountVolume(UnmountVolumeRequest, UnmountVolumeResponse) => unmount_volume,
-        IsVolumeFormatted(IsVolumeFormattedRequest, IsVolumeFormattedResponse) => is_volume_formatted,
-        FormatVolume(FormatVolumeRequest, FormatVolumeResponse) => format_volume,
-        ResizeVolume(ResizeVolumeRequest, ResizeVolumeResponse) => resize_volume,
-        GetVolumeStats(GetVolumeStatsRequest, GetVolumeStatsResponse) => get_volume_stats,
-        GetDiskNumberFromVolumeID(GetDiskNumberFromVolumeIdRequest, GetDiskNumberFromVolumeIdResponse) => get_disk_number_from_volume_id,
-        GetVolumeIDFromTargetPath(GetVolumeIdFromTargetPathRequest, GetVolumeIdFromTargetPathResponse) => get_volume_id_from_target_path,
-        WriteVolumeCache(WriteVolumeCacheRequest, WriteVolumeCacheResponse) => write_volume_cache,
-    }
-    [v2alpha1] {
-        ListVolumesOnDisk(ListVolumesOnDiskRequest, ListVolumesOnDiskResponse) => list_volumes_on_disk,
-        MountVolume(MountVolumeRequest, MountVolumeResponse) => mount_volume,
-        UnmountVolume(UnmountVolumeRequest, UnmountVolumeResponse) => unmount_volume,
-        IsVolumeFormatted(IsVolumeFormattedRequest, IsVolumeFormattedResponse) => is_volume_formatted,
-        FormatVolume(FormatVolumeRequest, FormatVolumeResponse) => format_volume,
-        ResizeVolume(ResizeVolumeRequest, ResizeVolumeResponse) => resize_volume,
-        GetVolumeStats(GetVolumeStatsRequest, GetVolumeStatsResponse) => get_volume_stats,
-        GetDiskNumberFromVolumeID(GetDiskNumberFromVolumeIdRequest, GetDiskNumberFromVolumeIdResponse) => get_disk_number_from_volume_id,
-        GetVolumeIDFromTargetPath(GetVolumeIdFromTargetPathRequest, GetVolumeIdFromTargetPathResponse) => get_volume_id_from_target_path,
-        GetClosestVolumeIDFromTargetPath(GetClosestVolumeIdFromTargetPathRequest, GetClosestVolumeIdFromTargetPathResponse) => get_closest_volume_id_from_target_path,
-        WriteVolumeCache(WriteVolumeCacheRequest, WriteVolumeCacheResponse) => write_volume_cache,
-    }
-);
+crate::catalog::volume_table!(routing!());
 
 // Requests. v1alpha1..v1beta2: `path` is the target path, `size` the size in
 // bytes, `mount` the target path; ListVolumesOnDisk takes the disk number as a
@@ -123,7 +67,7 @@ response!([v1beta2, v1beta3, v1, v2alpha1] vol::WriteVolumeCacheResponse => Writ
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::groups::testing::{call, service_for, Recorder};
+    use crate::routes::testing::{call, service_for, Recorder};
     use csi_proxy_api::Group;
     use tonic::Code;
 

@@ -1,5 +1,6 @@
 //! System v1alpha1.
 
+use super::routing;
 use crate::dispatch::Routes;
 use crate::wire::{request, response, Wire};
 use csi_proxy_api::system::v1alpha1;
@@ -7,14 +8,7 @@ use csi_proxy_host::system::{self as sys, ServiceStatus, StartType, SystemApi};
 use std::sync::Arc;
 use tonic::Status;
 
-super::routing!(SystemApi, inline [];
-    [v1alpha1] {
-        GetBIOSSerialNumber(GetBiosSerialNumberRequest, GetBiosSerialNumberResponse) => get_bios_serial_number,
-        StartService(StartServiceRequest, StartServiceResponse) => start_service,
-        StopService(StopServiceRequest, StopServiceResponse) => stop_service,
-        GetService(GetServiceRequest, GetServiceResponse) => get_service,
-    }
-);
+crate::catalog::system_table!(routing!());
 
 request!([v1alpha1] GetBiosSerialNumberRequest => sys::GetBiosSerialNumberRequest {});
 request!([v1alpha1] StartServiceRequest => sys::StartServiceRequest { name });
@@ -64,7 +58,7 @@ impl Wire<ServiceStatus> for i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::groups::testing::{call, service_for, Recorder};
+    use crate::routes::testing::{call, service_for, Recorder};
     use csi_proxy_api::Group;
     use std::sync::Mutex;
     use tonic::Code;

@@ -1,7 +1,7 @@
 //! Command-line flags: the upstream csi-proxy flags plus klog's, in Go syntax.
 //!
 //! Every flag may be written `-name`, `--name`, `-name=value` or
-//! `-name value` (non-booleans only); see [`crate::argv::normalize`].
+//! `-name value` (non-booleans only); see [`argv::normalize`].
 //! Booleans follow Go: `-b` or `-b=<bool>` only. `-b false` (with a space) is
 //! an error here, whereas Go would stop parsing at the positional `false`.
 
@@ -12,8 +12,10 @@ use std::time::Duration;
 use clap::error::ErrorKind;
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
 
-use crate::argv;
-use crate::goflags::{
+mod argv;
+mod goflags;
+
+use goflags::{
     parse_go_bool, parse_go_duration, parse_klog_severity, parse_octal_mode, parse_positive_count,
     path_allowing_empty,
 };

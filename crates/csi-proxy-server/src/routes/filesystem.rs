@@ -1,35 +1,13 @@
 //! Filesystem v1alpha1, v1beta1, v1beta2, v1, v2alpha1.
 
+use super::routing;
 use crate::dispatch::Routes;
 use crate::wire::{request, response};
 use csi_proxy_api::filesystem::{v1, v1alpha1, v1beta1, v1beta2, v2alpha1};
 use csi_proxy_host::filesystem::{self as fs, FilesystemApi};
 use std::sync::Arc;
 
-super::routing!(FilesystemApi, inline [path_exists, is_symlink, mkdir, rmdir];
-    [v1alpha1, v1beta1] {
-        PathExists(PathExistsRequest, PathExistsResponse) => path_exists,
-        Mkdir(MkdirRequest, MkdirResponse) => mkdir,
-        Rmdir(RmdirRequest, RmdirResponse) => rmdir,
-        LinkPath(LinkPathRequest, LinkPathResponse) => create_symlink,
-        IsMountPoint(IsMountPointRequest, IsMountPointResponse) => is_symlink,
-    }
-    [v1beta2, v1] {
-        PathExists(PathExistsRequest, PathExistsResponse) => path_exists,
-        Mkdir(MkdirRequest, MkdirResponse) => mkdir,
-        Rmdir(RmdirRequest, RmdirResponse) => rmdir,
-        CreateSymlink(CreateSymlinkRequest, CreateSymlinkResponse) => create_symlink,
-        IsSymlink(IsSymlinkRequest, IsSymlinkResponse) => is_symlink,
-    }
-    [v2alpha1] {
-        PathExists(PathExistsRequest, PathExistsResponse) => path_exists,
-        Mkdir(MkdirRequest, MkdirResponse) => mkdir,
-        Rmdir(RmdirRequest, RmdirResponse) => rmdir,
-        RmdirContents(RmdirContentsRequest, RmdirContentsResponse) => rmdir_contents,
-        CreateSymlink(CreateSymlinkRequest, CreateSymlinkResponse) => create_symlink,
-        IsSymlink(IsSymlinkRequest, IsSymlinkResponse) => is_symlink,
-    }
-);
+crate::catalog::filesystem_table!(routing!());
 
 // Requests. The old versions' PathContext is ignored, as upstream does.
 request!([v1alpha1, v1beta1, v1beta2, v1, v2alpha1] PathExistsRequest => fs::PathExistsRequest { path });
