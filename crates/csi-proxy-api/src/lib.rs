@@ -380,6 +380,15 @@ pub fn find(group: Group, version: &str) -> Option<ApiVersion> {
         .find(|a| a.group == group && a.version == version)
 }
 
+/// The newest version of `group` (the last of [`API_VERSIONS`] for it).
+#[must_use]
+pub fn newest(group: Group) -> ApiVersion {
+    API_VERSIONS
+        .into_iter()
+        .rfind(|v| v.group == group)
+        .expect("every group has a version")
+}
+
 /// Parsed `v<major>[(alpha|beta)<minor>]`: (major, stability, minor) with
 /// stability alpha = 0, beta = 1, GA = 2.
 fn version_key(s: &str) -> Option<(u64, u8, u64)> {

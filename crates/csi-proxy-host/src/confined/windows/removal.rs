@@ -3,6 +3,7 @@
 //! it is deleted or emptied.
 
 use super::listing::{TreeDir, WinTree};
+use super::nt::open_for_delete;
 use super::{
     classify, dir_open, is_missing, last_raw, nt, open_dir, parent_handle, prove_final,
     walk_parents, RootHandle, DIR_ACCESS,
@@ -13,33 +14,6 @@ use std::os::windows::io::OwnedHandle;
 use windows_sys::Wdk::Storage::FileSystem::{
     FILE_DIRECTORY_FILE, FILE_OPEN, FILE_OPEN_REPARSE_POINT,
 };
-use windows_sys::Win32::Foundation::{HANDLE, NTSTATUS};
-use windows_sys::Win32::Storage::FileSystem::{
-    DELETE, FILE_READ_ATTRIBUTES, FILE_WRITE_ATTRIBUTES,
-};
-
-const STATUS_ACCESS_DENIED: NTSTATUS = 0xC000_0022_u32 as i32;
-
-/// Opens the entry `name` of `parent` itself (a link is the link) to be
-/// deleted: with the right to clear its read-only attribute where the
-/// caller has it ([`nt::delete`] needs it where the system cannot ignore
-/// the attribute), without it otherwise.
-pub(super) fn open_for_delete(parent: HANDLE, name: &[u16]) -> Result<OwnedHandle, NTSTATUS> {
-    let mut how = nt::Open {
-        access: DELETE | FILE_READ_ATTRIBUTES | FILE_WRITE_ATTRIBUTES,
-        share: nt::SHARE_ALL,
-        disposition: FILE_OPEN,
-        options: FILE_OPEN_REPARSE_POINT,
-        dont_reparse: false,
-    };
-    match nt::open_relative_units(parent, name, &how) {
-        Err(STATUS_ACCESS_DENIED) => {
-            how.access = DELETE | FILE_READ_ATTRIBUTES;
-            nt::open_relative_units(parent, name, &how)
-        }
-        other => other,
-    }
-}
 
 fn units(s: &str) -> Vec<u16> {
     s.encode_utf16().collect()
