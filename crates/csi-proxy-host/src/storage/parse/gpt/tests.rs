@@ -1,3 +1,4 @@
+use super::write::{encode_name, Layout};
 use super::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
