@@ -19,7 +19,7 @@
 
 use std::fmt;
 
-use super::crc32;
+use super::crc;
 
 const MIB: u64 = 1 << 20;
 const GPT_SIGNATURE: &[u8; 8] = b"EFI PART";
@@ -343,9 +343,9 @@ fn array_sectors(ss: u64, entry_count: u32, entry_size: u32) -> u64 {
 
 /// CRC-32 of a header (its `header_size` bytes) with the CRC field as zero.
 fn header_crc(header: &[u8]) -> u32 {
-    let c = crc32::update(0, &header[..16]);
-    let c = crc32::update(c, &[0; 4]);
-    crc32::update(c, &header[20..])
+    let c = crc::update(0, &header[..16]);
+    let c = crc::update(c, &[0; 4]);
+    crc::update(c, &header[20..])
 }
 
 /// Refuses partitions that overlap (read and written tables alike).

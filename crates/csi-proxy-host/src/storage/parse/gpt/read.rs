@@ -234,7 +234,7 @@ fn parse_gpt_copy(
         needed: end,
         got: buf.len(),
     })?;
-    if crc32::crc32(array) != h.entries_crc {
+    if crc::crc32(array) != h.entries_crc {
         return Err(corrupt(Defect::EntriesCrc));
     }
     let partitions = decode_entries(array, h.entry_size, h.first_usable, h.last_usable)?;

@@ -573,7 +573,7 @@ fn edit_entry(disk: &mut SparseDisk, index: u64, off: usize, value: &[u8]) {
     for (i, chunk) in array.chunks(ss as usize).enumerate() {
         disk.data.insert(2 + i as u64, chunk.to_vec());
     }
-    edit_header(disk, 1, 88, &crc32::crc32(&array).to_le_bytes());
+    edit_header(disk, 1, 88, &crc::crc32(&array).to_le_bytes());
 }
 
 #[test]
@@ -1130,7 +1130,7 @@ proptest! {
         for (i, chunk) in array.chunks(ss as usize).enumerate() {
             disk.data.insert(2 + i as u64, chunk.to_vec());
         }
-        edit_header(&mut disk, 1, 88, &crc32::crc32(&array).to_le_bytes());
+        edit_header(&mut disk, 1, 88, &crc::crc32(&array).to_le_bytes());
         disk.grow_to(sectors + grow_by);
         let head = disk.head();
         if let Ok(Table::Gpt(g)) = parse_table(&head, ss, disk.sectors) {

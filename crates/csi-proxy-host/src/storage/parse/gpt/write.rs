@@ -103,7 +103,7 @@ impl Layout {
         template: Option<&[u8]>,
         old_backup_lba: Option<u64>,
     ) -> Vec<Write> {
-        let crc = crc32::crc32(array);
+        let crc = crc::crc32(array);
         let mut padded = array.to_vec();
         padded.resize(to_usize(self.array_sectors() * self.ss), 0);
         // All LBAs are below the disk size, whose byte size fits in u64.
