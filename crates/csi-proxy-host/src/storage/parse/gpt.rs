@@ -306,6 +306,15 @@ fn le64(b: &[u8], off: usize) -> u64 {
     }
 }
 
+/// The GUID at `off`, in its on-disk (mixed-endian) layout; nil if short.
+fn guid_at(b: &[u8], off: usize) -> Guid {
+    let mut g = [0u8; 16];
+    if let Some(src) = b.get(off..off + 16) {
+        g.copy_from_slice(src);
+    }
+    Guid::from_windows_bytes(g)
+}
+
 fn put(b: &mut [u8], off: usize, v: &[u8]) {
     if let Some(dst) = b.get_mut(off..off + v.len()) {
         dst.copy_from_slice(v);
@@ -364,12 +373,13 @@ fn check_overlaps(partitions: &[GptPartition]) -> Result<(), GptError> {
 }
 
 mod grow;
-mod guid;
 mod read;
 mod write;
 
+/// The one GUID type (`storage::parse::guid`), read and written here in
+/// its on-disk (mixed-endian) layout.
+pub use super::guid::Guid;
 pub use grow::{grow, max_partition_end};
-pub use guid::{Guid, ParseGuidError};
 pub use read::{parse_backup, parse_table};
 pub use write::{
     add_single_partition, create_empty, create_single_partition, fresh_partition_extent,

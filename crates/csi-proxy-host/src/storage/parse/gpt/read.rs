@@ -148,7 +148,7 @@ fn parse_header(sector: &[u8]) -> Result<Header, GptError> {
         alternate_lba: le64(sector, 32),
         first_usable: le64(sector, 40),
         last_usable: le64(sector, 48),
-        disk_guid: Guid::read(sector, 56),
+        disk_guid: guid_at(sector, 56),
         entry_lba: le64(sector, 72),
         entry_count,
         entry_size,
@@ -258,7 +258,7 @@ fn decode_entries(
 ) -> Result<Vec<GptPartition>, GptError> {
     let mut partitions = Vec::new();
     for (i, e) in array.chunks_exact(entry_size as usize).enumerate() {
-        let type_guid = Guid::read(e, 0);
+        let type_guid = guid_at(e, 0);
         if type_guid.is_nil() {
             continue;
         }
@@ -275,7 +275,7 @@ fn decode_entries(
         partitions.push(GptPartition {
             number,
             type_guid,
-            unique_guid: Guid::read(e, 16),
+            unique_guid: guid_at(e, 16),
             first_lba,
             last_lba,
             attributes: le64(e, 48),

@@ -83,7 +83,7 @@ impl Layout {
         put(&mut s, 32, &u64::to_le_bytes(alternate));
         put(&mut s, 40, &self.first_usable.to_le_bytes());
         put(&mut s, 48, &self.last_usable.to_le_bytes());
-        put(&mut s, 56, &self.disk_guid.0);
+        put(&mut s, 56, &self.disk_guid.to_windows_bytes());
         put(&mut s, 72, &entry_lba.to_le_bytes());
         put(&mut s, 80, &self.entry_count.to_le_bytes());
         put(&mut s, 84, &self.entry_size.to_le_bytes());
@@ -159,8 +159,8 @@ fn encode_entry(array: &mut [u8], entry_size: u32, p: &GptPartition) -> Result<(
         .get_mut(start..start.saturating_add(entry_size as usize))
         .ok_or(GptError::TableFull)?;
     e.fill(0);
-    put(e, 0, &p.type_guid.0);
-    put(e, 16, &p.unique_guid.0);
+    put(e, 0, &p.type_guid.to_windows_bytes());
+    put(e, 16, &p.unique_guid.to_windows_bytes());
     put(e, 32, &p.first_lba.to_le_bytes());
     put(e, 40, &p.last_lba.to_le_bytes());
     put(e, 48, &p.attributes.to_le_bytes());
