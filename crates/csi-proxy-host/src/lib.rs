@@ -21,6 +21,7 @@ pub mod smb;
 pub mod storage;
 pub mod system;
 pub mod volume;
+pub mod wide;
 #[cfg(windows)]
 pub mod win;
 pub mod wmi_schema;

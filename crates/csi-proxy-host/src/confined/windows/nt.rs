@@ -46,13 +46,15 @@ pub fn status_error(status: NTSTATUS) -> io::Error {
     e
 }
 
-fn wide(s: &str) -> Vec<u16> {
-    s.encode_utf16().collect()
+/// A name of a relative open as UTF-16 ([`crate::wide`]); an embedded
+/// NUL is `STATUS_OBJECT_NAME_INVALID`.
+fn wide(s: &str) -> Result<Vec<u16>, NTSTATUS> {
+    crate::wide::units(s).map_err(|_| STATUS_OBJECT_NAME_INVALID)
 }
 
-fn wide_z(s: &str) -> Vec<u16> {
-    s.encode_utf16().chain(std::iter::once(0)).collect()
-}
+use crate::wide::nul_terminated as wide_z;
+
+const STATUS_OBJECT_NAME_INVALID: NTSTATUS = 0xC000_0033_u32 as i32;
 
 /// How a relative open is made.
 #[derive(Clone, Copy)]
@@ -84,7 +86,7 @@ pub const SHARE_ALL: u32 = FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELET
 /// (a sharing violation: `ResourceBusy`), and the holder, a plugin in its
 /// own directory, has held up only its own call.
 pub fn open_relative(parent: HANDLE, name: &str, how: &Open) -> Result<OwnedHandle, NTSTATUS> {
-    open_relative_units(parent, &wide(name), how)
+    open_relative_units(parent, &wide(name)?, how)
 }
 
 /// [`open_relative`] with a name as UTF-16 units (as a listing returns it).
@@ -202,7 +204,7 @@ const STATUS_NAME_TOO_LONG: NTSTATUS = 0xC000_0106_u32 as i32;
 /// Opens an allowed root (its configured path: reparse points in it are
 /// followed) for relative opens and listing.
 pub fn open_root(path: &str) -> io::Result<OwnedHandle> {
-    let name = wide_z(path);
+    let name = wide_z(path)?;
     // SAFETY: `name` is NUL-terminated and alive for the call; no security
     // attributes, no template.
     let h = unsafe {
@@ -432,7 +434,7 @@ fn set_attributes(h: &OwnedHandle, attrs: u32) -> io::Result<()> {
 /// `CreateSymbolicLinkW(link, target, DIRECTORY)`; `link` is a full path
 /// whose parents the caller holds open (so none can be renamed meanwhile).
 pub fn create_dir_symlink(link: &str, target: &str) -> io::Result<()> {
-    let (l, t) = (wide_z(link), wide_z(target));
+    let (l, t) = (wide_z(link)?, wide_z(target)?);
     // SAFETY: both strings are NUL-terminated and alive for the call.
     let ok = unsafe {
         CreateSymbolicLinkW(

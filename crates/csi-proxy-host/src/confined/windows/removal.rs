@@ -15,8 +15,8 @@ use windows_sys::Wdk::Storage::FileSystem::{
     FILE_DIRECTORY_FILE, FILE_OPEN, FILE_OPEN_REPARSE_POINT,
 };
 
-fn units(s: &str) -> Vec<u16> {
-    s.encode_utf16().collect()
+fn units(p: &Located, s: &str) -> Result<Vec<u16>> {
+    crate::wide::units(s).map_err(|e| io_err("remove", p, e.into()))
 }
 
 fn refuse_mount_point(p: &Located) -> Error {
@@ -28,7 +28,7 @@ fn refuse_mount_point(p: &Located) -> Error {
 
 pub fn remove(root: &RootHandle, p: &Located) -> Result<()> {
     let parent = parent_handle(root, p)?;
-    let name = units(p.name().expect("not a root"));
+    let name = units(p, p.name().expect("not a root"))?;
     let h = match open_for_delete(parent.raw(root), &name) {
         Ok(h) => h,
         Err(s) if is_missing(s) => {
@@ -73,7 +73,7 @@ pub fn remove_all(root: &RootHandle, p: &Located) -> Result<()> {
         Kind::Dir => empty(h, p)?,
         _ => drop(h),
     }
-    match open_for_delete(parent, &units(name)) {
+    match open_for_delete(parent, &units(p, name)?) {
         Ok(h) => {
             prove_final(root, &h, p)?;
             nt::delete(&h).map_err(|e| io_err("remove", p, e))
