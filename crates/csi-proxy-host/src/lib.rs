@@ -20,6 +20,7 @@ pub mod path;
 pub mod smb;
 pub mod storage;
 pub mod system;
+pub mod time_format;
 pub mod volume;
 pub mod wide;
 #[cfg(windows)]

@@ -156,28 +156,15 @@ impl Stamp {
 
     #[cfg(unix)]
     fn local(secs: i64, micros: u32) -> Option<Stamp> {
-        let t = libc::time_t::try_from(secs).ok()?;
-        // SAFETY: `tm` is plain data; localtime_r only writes into it.
-        let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-        // SAFETY: both pointers are valid for the call.
-        let res = unsafe { libc::localtime_r(&t, &mut tm) };
-        if res.is_null() {
-            return None;
-        }
-        let field = |v: libc::c_int| u32::try_from(v).ok();
-        Some(Stamp {
-            month: field(tm.tm_mon)? + 1,
-            day: field(tm.tm_mday)?,
-            hour: field(tm.tm_hour)?,
-            minute: field(tm.tm_min)?,
-            second: field(tm.tm_sec)?,
-            micros,
-        })
+        csi_proxy_host::time_format::local(secs).map(|c| Stamp::of(c, micros))
     }
 
     /// UTC from seconds since the Unix epoch.
     fn utc(secs: i64, micros: u32) -> Stamp {
-        let c = csi_proxy_server::audit::json::civil(secs);
+        Stamp::of(csi_proxy_host::time_format::civil(secs), micros)
+    }
+
+    fn of(c: csi_proxy_host::time_format::Civil, micros: u32) -> Stamp {
         Stamp {
             month: c.month,
             day: c.day,
