@@ -98,10 +98,6 @@ impl<'w> FormatFields<'w> for KlogFields {
     }
 }
 
-pub(super) fn base_name(path: &str) -> &str {
-    path.rsplit(['/', '\\']).next().unwrap_or(path)
-}
-
 /// OS thread id (Linux `gettid`, Windows `GetCurrentThreadId`; the process
 /// id elsewhere), cached per thread.
 fn thread_id() -> u64 {
@@ -199,12 +195,5 @@ mod tests {
             (s.month, s.day, s.hour, s.minute, s.second),
             (3, 1, 12, 34, 56)
         );
-    }
-
-    #[test]
-    fn base_names() {
-        assert_eq!(base_name("crates/a/src/x.rs"), "x.rs");
-        assert_eq!(base_name(r"C:\src\y.rs"), "y.rs");
-        assert_eq!(base_name("z.rs"), "z.rs");
     }
 }
