@@ -31,9 +31,14 @@ impl From<DialError> for io::Error {
 #[cfg(unix)]
 pub(crate) type Io = TokioIo<tokio::net::UnixStream>;
 
-/// Connect to the Unix socket at `path`. `_busy_wait` is for pipes only.
+/// Connect to the Unix socket at `path`. `_busy_wait` and `_trust` are for
+/// pipes only.
 #[cfg(unix)]
-pub(crate) async fn dial(path: &Path, _busy_wait: Duration) -> Result<Io, DialError> {
+pub(crate) async fn dial(
+    path: &Path,
+    _busy_wait: Duration,
+    _trust: &crate::trust::ServerTrust,
+) -> Result<Io, DialError> {
     tokio::net::UnixStream::connect(path)
         .await
         .map(TokioIo::new)
@@ -57,8 +62,15 @@ pub(crate) const PIPE_BUSY_MAX_ATTEMPTS: u32 = 1000;
 /// [`PIPE_BUSY_RETRY_DELAY`] in between, for up to `busy_wait` and at most
 /// [`PIPE_BUSY_MAX_ATTEMPTS`] attempts. (The server creates its next
 /// instance right after a client connects, so busy spells are short.)
+///
+/// Before it is handed out, the pipe's server process is checked against
+/// `trust` (`crate::trust`): nothing is sent to a pipe served by anyone else.
 #[cfg(windows)]
-pub(crate) async fn dial(path: &Path, busy_wait: Duration) -> Result<Io, DialError> {
+pub(crate) async fn dial(
+    path: &Path,
+    busy_wait: Duration,
+    trust: &crate::trust::ServerTrust,
+) -> Result<Io, DialError> {
     use tokio::net::windows::named_pipe::ClientOptions;
     use windows_sys::Win32::Foundation::ERROR_PIPE_BUSY;
 
@@ -67,7 +79,10 @@ pub(crate) async fn dial(path: &Path, busy_wait: Duration) -> Result<Io, DialErr
     loop {
         attempts += 1;
         match ClientOptions::new().open(path) {
-            Ok(client) => return Ok(TokioIo::new(client)),
+            Ok(client) => {
+                crate::pipe_server::check(&client, trust).map_err(DialError::Io)?;
+                return Ok(TokioIo::new(client));
+            }
             Err(e) if e.raw_os_error() == Some(ERROR_PIPE_BUSY as i32) => {
                 let waited = start.elapsed();
                 if waited >= busy_wait || attempts >= PIPE_BUSY_MAX_ATTEMPTS {

@@ -51,7 +51,10 @@ mod channel;
 mod dial;
 mod endpoint;
 mod error;
+#[cfg(windows)]
+mod pipe_server;
 mod status;
+pub mod trust;
 mod typed;
 
 pub use channel::{grpc_timeout_value, ProxyChannel, ResponseFuture};
@@ -59,6 +62,7 @@ pub use channel::{grpc_timeout_value, ProxyChannel, ResponseFuture};
 pub use endpoint::default_socket_dir;
 pub use endpoint::{pipe_path, socket_path, VersionPreference, DEFAULT_PIPE_PREFIX};
 pub use error::{Error, Known, Result};
+pub use trust::ServerTrust;
 pub use typed::*;
 
 pub use csi_proxy_api::{ApiVersion, Group};
@@ -83,6 +87,7 @@ pub struct Builder {
     connect_timeout: Duration,
     timeout: Option<Duration>,
     preference: VersionPreference,
+    trust: ServerTrust,
 }
 
 impl Default for Builder {
@@ -94,6 +99,7 @@ impl Default for Builder {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             timeout: None,
             preference: VersionPreference::default(),
+            trust: ServerTrust::default(),
         }
     }
 }
@@ -156,6 +162,16 @@ impl Builder {
         self
     }
 
+    /// Which processes may serve the pipes (Windows; ignored on Unix):
+    /// by default SYSTEM and elevated administrators only
+    /// ([`trust`](crate::trust)). A pipe served by another process fails to
+    /// connect, naming its pid, before anything is sent.
+    #[must_use]
+    pub fn server_trust(mut self, trust: ServerTrust) -> Builder {
+        self.trust = trust;
+        self
+    }
+
     /// The client. Fails if [`Builder::endpoint_path`] named a version that
     /// does not exist.
     pub fn build(self) -> Result<Client> {
@@ -175,6 +191,7 @@ impl Builder {
             connect_timeout: self.connect_timeout,
             timeout: self.timeout,
             preference: self.preference,
+            trust: self.trust,
         })
     }
 }
@@ -207,6 +224,8 @@ pub struct Client {
     connect_timeout: Duration,
     timeout: Option<Duration>,
     preference: VersionPreference,
+    #[cfg_attr(not(windows), allow(dead_code))]
+    trust: ServerTrust,
 }
 
 impl Default for Client {
@@ -313,35 +332,39 @@ impl Client {
         // listens or the backlog is full, and opening a pipe is bounded by
         // the busy wait.
         let busy_wait = timeout;
-        let first = dial::dial(endpoint, busy_wait).await.map_err(|e| match e {
-            dial::DialError::Io(source) if source.kind() == std::io::ErrorKind::NotFound => {
-                Error::NotServed {
+        let first = dial::dial(endpoint, busy_wait, &self.trust)
+            .await
+            .map_err(|e| match e {
+                dial::DialError::Io(source) if source.kind() == std::io::ErrorKind::NotFound => {
+                    Error::NotServed {
+                        api,
+                        endpoint: endpoint.to_path_buf(),
+                    }
+                }
+                dial::DialError::Io(source) => Error::Connect {
                     api,
                     endpoint: endpoint.to_path_buf(),
-                }
-            }
-            dial::DialError::Io(source) => Error::Connect {
-                api,
-                endpoint: endpoint.to_path_buf(),
-                source,
-            },
-            dial::DialError::Busy { waited, attempts } => Error::PipeBusy {
-                api,
-                endpoint: endpoint.to_path_buf(),
-                waited,
-                attempts,
-            },
-        })?;
+                    source,
+                },
+                dial::DialError::Busy { waited, attempts } => Error::PipeBusy {
+                    api,
+                    endpoint: endpoint.to_path_buf(),
+                    waited,
+                    attempts,
+                },
+            })?;
         // The probe connection becomes the channel's first connection.
         let first = Arc::new(Mutex::new(Some(first)));
         let path = endpoint.to_path_buf();
+        let trust = self.trust.clone();
         let connector = tower::service_fn(move |_: http::Uri| {
             let ready = first.lock().ok().and_then(|mut f| f.take());
             let path = path.clone();
+            let trust = trust.clone();
             async move {
                 match ready {
                     Some(io) => Ok::<_, std::io::Error>(io),
-                    None => Ok(dial::dial(&path, busy_wait).await?),
+                    None => Ok(dial::dial(&path, busy_wait, &trust).await?),
                 }
             }
         });

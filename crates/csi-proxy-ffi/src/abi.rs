@@ -351,6 +351,9 @@ unsafe fn read_options(o: &CsiProxyOptions) -> Result<Options, Failure> {
             },
             allowed_services: unsafe { list(o.allowed_services, "allowed_services") }?,
             require_privacy,
+            // Library mode keeps the safe default: a mapping without a
+            // user name is refused (no ABI field turns it on).
+            smb_allow_no_credentials: false,
             protected_services: unsafe { list(o.protected_services, "protected_services") }?,
             unprotected_services: unsafe { list(o.unprotected_services, "unprotected_services") }?,
             service_name: (!service_name.is_empty()).then_some(service_name),

@@ -11,7 +11,16 @@
 //! [`PHRASES`] is the one place such phrases live; each names the upstream
 //! release it comes from and every driver expression known to match it
 //! (copied from the driver's source, with its file and commit). Operations
-//! add them with [`message`]; nothing else in the crate writes them.
+//! add them with [`message`], only for a condition the backend *proved*
+//! (`storage::target::NotMounted`); nothing else in the crate writes them.
+//!
+//! Every other error of such a call goes through [`neutralise`]: the
+//! fragments without which no catalog expression can match
+//! ([`DriverMatch::anchors`]) are escaped wherever they appear (a client
+//! path naming a directory `because it does not exist`), so a real
+//! failure never reads as the harmless condition.
+
+use crate::Error;
 
 /// A condition a driver recognises by its text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +52,10 @@ pub struct DriverMatch {
     pub kind: MatchKind,
     /// The expression, verbatim.
     pub expression: &'static str,
+    /// Literal fragments of which every match of `expression` holds at
+    /// least one (one per alternative); each holds a space.
+    /// [`neutralise`] escapes them, so nothing else can match.
+    pub anchors: &'static [&'static str],
     /// What the driver does when it matches.
     pub on_match: &'static str,
 }
@@ -53,7 +66,8 @@ pub struct Phrase {
     pub condition: Condition,
     /// Upstream releases whose message for the condition holds the phrase.
     pub upstream: &'static str,
-    /// The phrase; `{path}` stands for the target path as the client sent it.
+    /// The phrase; `{path}` stands for the path found missing, shown by
+    /// [`phrase_path`] (escaped, no whitespace, capped).
     pub text: &'static str,
     /// The driver expressions it satisfies.
     pub matched_by: &'static [DriverMatch],
@@ -68,6 +82,7 @@ const AWS_EBS: DriverMatch = DriverMatch {
     file: "pkg/mounter/mount_windows.go handleGetDeviceNameFromMountError",
     kind: MatchKind::GoRegexp,
     expression: r"(Get-Item -Path \S+).Target, output: , error: <nil>|because it does not exist",
+    anchors: AWS_EBS_ANCHORS,
     on_match: "not mounted: NodeStage mounts, NodeUnstage returns OK",
 };
 
@@ -79,8 +94,12 @@ const ECS_AGENT: DriverMatch = DriverMatch {
     file: "ecs-agent/daemonimages/csidriver/driver/mount_windows.go GetDeviceNameFromMount",
     kind: MatchKind::GoRegexp,
     expression: r"(Get-Item -Path \S+).Target, output: , error: <nil>|because it does not exist",
+    anchors: AWS_EBS_ANCHORS,
     on_match: "not mounted: NodeStage mounts, NodeUnstage returns OK",
 };
+
+/// The literal parts of aws-ebs's two alternatives.
+const AWS_EBS_ANCHORS: &[&str] = &[", output: , error: <nil>", "because it does not exist"];
 
 /// Every phrase drivers match, per condition.
 pub const PHRASES: &[Phrase] = &[
@@ -101,18 +120,96 @@ pub const PHRASES: &[Phrase] = &[
     },
 ];
 
-/// Our message `ours` for `condition` at `path`, followed by every phrase
-/// of [`PHRASES`] for that condition.
+/// Characters of a path shown in a phrase before it is cut (as
+/// `crate::path::shown` does for our own part).
+pub const PHRASE_PATH_CHARS: usize = 300;
+
+/// A path as a phrase shows it: escaped like our own messages
+/// ([`crate::error::escaped`]: single backslashes, format, separator and
+/// invisible characters as `\u{..}`), spaces too (so it holds no
+/// whitespace: `\S+` spans it, and it cannot add words to the phrase), cut
+/// after [`PHRASE_PATH_CHARS`] characters with `...`.
+pub fn phrase_path(path: &str) -> String {
+    use crate::error::{escaped, Spaces};
+    match path.char_indices().nth(PHRASE_PATH_CHARS) {
+        None => escaped(path, Spaces::Escape),
+        Some((cut, _)) => format!("{}...", escaped(&path[..cut], Spaces::Escape)),
+    }
+}
+
+/// Our message `ours` for `condition` at `path` (the path found missing),
+/// followed by every phrase of [`PHRASES`] for that condition. `ours` is
+/// [`neutralise`]d first: only the phrases carry what drivers match.
 pub fn message(condition: Condition, ours: &str, path: &str) -> String {
-    let mut out = ours.to_string();
+    let mut out = neutral_text(ours);
+    let path = phrase_path(path);
     for p in PHRASES.iter().filter(|p| p.condition == condition) {
         out.push_str(&format!(
             " (csi-proxy {} said: {})",
             p.upstream,
-            p.text.replace("{path}", path)
+            p.text.replace("{path}", &path)
         ));
     }
     out
+}
+
+/// Every anchor of the catalog, once each.
+fn anchors() -> impl Iterator<Item = &'static str> {
+    let mut seen: Vec<&'static str> = Vec::new();
+    for p in PHRASES {
+        for m in p.matched_by {
+            for a in m.anchors {
+                if !seen.contains(a) {
+                    seen.push(a);
+                }
+            }
+        }
+    }
+    seen.into_iter()
+}
+
+/// `text` with every catalog anchor in it escaped (its whitespace as
+/// `\u{..}`), until none is left: no catalog expression matches the result.
+/// Text without anchors is returned unchanged.
+pub fn neutral_text(text: &str) -> String {
+    use crate::error::{escaped, Spaces};
+    let mut out = text.to_string();
+    // Each round removes at least one space (every anchor holds one), so
+    // this ends.
+    while let Some(a) = anchors().find(|a| out.contains(a)) {
+        out = out.replace(a, &escaped(a, Spaces::Escape));
+    }
+    out
+}
+
+/// `e` with its message [`neutral_text`]ed, kind (and OS error) kept: for
+/// every error of a call whose messages drivers match that is not one of
+/// the catalog's conditions.
+pub fn neutralise(e: Error) -> Error {
+    match e {
+        Error::InvalidArgument(m) => Error::InvalidArgument(neutral_text(&m)),
+        Error::PermissionDenied(m) => Error::PermissionDenied(neutral_text(&m)),
+        Error::NotFound(m) => Error::NotFound(neutral_text(&m)),
+        Error::AlreadyExists(m) => Error::AlreadyExists(neutral_text(&m)),
+        Error::FailedPrecondition(m) => Error::FailedPrecondition(neutral_text(&m)),
+        Error::Unimplemented(m) => Error::Unimplemented(neutral_text(&m)),
+        Error::Aborted(m) => Error::Aborted(neutral_text(&m)),
+        Error::DeadlineExceeded(m) => Error::DeadlineExceeded(neutral_text(&m)),
+        Error::Unavailable(m) => Error::Unavailable(neutral_text(&m)),
+        Error::Internal(m) => Error::Internal(neutral_text(&m)),
+        Error::Io { op, path, source } => {
+            let path = neutral_text(&path);
+            let text = source.to_string();
+            let source = if neutral_text(&text) == text {
+                source
+            } else {
+                // The OS's own text holds an anchor (none known does): its
+                // kind (and so the gRPC code) is kept, its text escaped.
+                std::io::Error::new(source.kind(), neutral_text(&text))
+            };
+            Error::Io { op, path, source }
+        }
+    }
 }
 
 /// Every driver expression of the table, once each, with the conditions it
@@ -180,5 +277,101 @@ mod tests {
         }
         assert_eq!(catalog().len(), 2);
         assert!(catalog().iter().all(|(_, c)| c.len() == 2));
+    }
+
+    /// Every match of each catalog expression holds one of its anchors:
+    /// the phrases do, and no text built from the expression's pieces
+    /// matches once neutralised.
+    #[test]
+    fn anchors_cover_every_alternative() {
+        for (m, conds) in catalog() {
+            let re = regex::Regex::new(m.expression).unwrap();
+            for c in conds {
+                let msg = message(c, "ours", "/k/x");
+                assert!(m.anchors.iter().any(|a| msg.contains(a)), "{msg}");
+                let n = neutral_text(&msg);
+                assert!(!re.is_match(&n), "{} still matches {n}", m.driver);
+            }
+            for a in m.anchors {
+                assert!(a.contains(' '), "{a:?}: the escaping needs a space");
+            }
+        }
+    }
+
+    use proptest::strategy::Strategy;
+
+    proptest::proptest! {
+        /// Whatever a message is made of (phrases, their pieces, any
+        /// characters), no catalog expression matches it neutralised; a
+        /// message without anchors is unchanged.
+        #[test]
+        fn neutralised_text_matches_no_expression(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::sample::select(vec![
+                        "because it does not exist",
+                        "because it does not",
+                        " exist",
+                        "(Get-Item -Path ",
+                        "(Get-Item -Path x).Target, output: , error: <nil>",
+                        ", output: , error: <nil>",
+                        ", output: ",
+                        ", error: <nil>",
+                        "\\u{20}",
+                        " ",
+                        "\"",
+                    ]).prop_map(|s: &str| s.to_string()),
+                    "[ -~]{0,12}",
+                    ".{0,4}",
+                ],
+                0..12,
+            )
+        ) {
+            let text: String = parts.concat();
+            let n = neutral_text(&text);
+            for (m, _) in catalog() {
+                let re = regex::Regex::new(m.expression).unwrap();
+                proptest::prop_assert!(!re.is_match(&n), "{}: {:?} -> {:?}", m.driver, text, n);
+            }
+            if !anchors().any(|a| text.contains(a)) {
+                proptest::prop_assert_eq!(n, text);
+            }
+        }
+    }
+
+    #[test]
+    fn neutralise_keeps_kind_and_os_error() {
+        let e = neutralise(Error::io(
+            "open",
+            "/k/because it does not exist",
+            std::io::Error::from_raw_os_error(2),
+        ));
+        assert!(
+            matches!(&e, Error::Io { op: "open", source, .. } if source.raw_os_error() == Some(2)),
+            "{e:?}"
+        );
+        assert!(!e.to_string().contains("because it does not exist"), "{e}");
+        let e = neutralise(Error::PermissionDenied(
+            "x because it does not exist".into(),
+        ));
+        assert!(
+            matches!(&e, Error::PermissionDenied(m) if m == r"x because\u{20}it\u{20}does\u{20}not\u{20}exist"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn the_phrase_path_has_no_whitespace_and_is_capped() {
+        let p = phrase_path("C:\\k\\a b\u{202e}\u{2028}\u{200b}\t'\"");
+        assert_eq!(p, r"C:\k\a\u{20}b\u{202e}\u{2028}\u{200b}\t'\u{22}");
+        let long = "x".repeat(PHRASE_PATH_CHARS + 50);
+        assert_eq!(
+            phrase_path(&long),
+            format!("{}...", "x".repeat(PHRASE_PATH_CHARS))
+        );
+        assert_eq!(
+            phrase_path(&long[..PHRASE_PATH_CHARS]),
+            long[..PHRASE_PATH_CHARS]
+        );
     }
 }

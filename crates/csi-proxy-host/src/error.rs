@@ -105,24 +105,60 @@ impl Error {
 /// Windows path keeps single backslashes (`C:\var\lib\kubelet` is shown
 /// `"C:\var\lib\kubelet"`, where `{:?}` doubles every separator),
 /// so drivers matching upstream's texts (`\S+`) and people reading logs
-/// see the path they sent. A `"` and characters that could break a line
-/// or hide text (control, format and other non-printable characters) are
-/// escaped as `{:?}` does.
+/// see the path they sent. Characters that could end the quotes, break a
+/// line or hide text are escaped ([`escaped`]): a `"` inside is
+/// `\u{22}`, so the first `"` after the opening one always closes it (a
+/// path ending in `\` reads unambiguously).
 pub fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
+    escape_into(&mut out, s, Spaces::Keep);
+    out.push('"');
+    out
+}
+
+/// What [`escaped`] does with a space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spaces {
+    /// Shown as it is.
+    Keep,
+    /// Shown as `\u{20}`: the text holds no whitespace at all (a `\S+` in
+    /// a driver's expression spans it whole, and it can never supply the
+    /// spaces of a phrase a driver looks for).
+    Escape,
+}
+
+/// `s` as messages show it, without quotes: backslashes single, `'` as
+/// it is; a `"`, control, format, separator and other non-printable
+/// characters (U+202E, U+2028, zero-width ones, ...) as `\n`, `\t`,
+/// `\0` or `\u{..}`, so the text can neither break a line nor hide or
+/// reorder what follows.
+pub fn escaped(s: &str, spaces: Spaces) -> String {
+    let mut out = String::with_capacity(s.len());
+    escape_into(&mut out, s, spaces);
+    out
+}
+
+fn escape_into(out: &mut String, s: &str, spaces: Spaces) {
+    use std::fmt::Write;
     for c in s.chars() {
         match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push('\\'),
+            '\\' | '\'' => out.push(c),
+            '"' => out.push_str("\\u{22}"),
+            ' ' if spaces == Spaces::Escape => out.push_str("\\u{20}"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\0' => out.push_str("\\0"),
             c if c.is_control() || c.escape_debug().nth(1).is_some() => {
-                out.extend(c.escape_debug())
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c if c.is_whitespace() && spaces == Spaces::Escape => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
             }
             c => out.push(c),
         }
     }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]
@@ -132,9 +168,18 @@ mod tests {
     #[test]
     fn quoted_paths_keep_single_backslashes_and_escape_the_rest() {
         assert_eq!(quote(r"C:\var\lib\kubelet"), r#""C:\var\lib\kubelet""#);
-        assert_eq!(quote("a\"b"), r#""a\"b""#);
+        assert_eq!(quote("a\"b"), r#""a\u{22}b""#);
+        // `'` as written; a final `\` cannot be read as escaping the quote.
+        assert_eq!(quote(r"C:\k\o'brien"), r#""C:\k\o'brien""#);
+        assert_eq!(quote(r"C:\k\"), r#""C:\k\""#);
+        assert_eq!(quote("C:\\k\" x"), r#""C:\k\u{22} x""#);
         assert_eq!(quote("a\nb\0c\u{202e}d"), r#""a\nb\0c\u{202e}d""#);
         assert_eq!(quote("/var/lib/é"), "\"/var/lib/é\"");
+        assert_eq!(
+            escaped("a b\u{a0}c\u{200b}\u{2028}'\\", Spaces::Escape),
+            r"a\u{20}b\u{a0}c\u{200b}\u{2028}'\"
+        );
+        assert_eq!(escaped("a b", Spaces::Keep), "a b");
         let e = Error::io("mkdir", r"C:\k\x", io::Error::other("boom"));
         assert_eq!(e.to_string(), r#"mkdir "C:\k\x": boom"#);
     }

@@ -42,6 +42,10 @@ pub struct HostOptions {
     /// Create SMB global mappings with RequirePrivacy (SMB encryption;
     /// `-require-privacy`, default true).
     pub require_privacy: bool,
+    /// NewSmbGlobalMapping may map a share without a user name (the
+    /// computer account on Windows, a guest on Linux;
+    /// `-smb-allow-no-credentials`, default false: refused).
+    pub smb_allow_no_credentials: bool,
     /// Services StopService refuses beyond the built-in node-critical set
     /// (`-protected-services`; a trailing `*` makes a prefix).
     pub protected_services: Vec<String>,
@@ -83,6 +87,7 @@ impl Default for HostOptions {
             volume_fs_type: "ext4".to_string(),
             allowed_services: Vec::new(),
             require_privacy: true,
+            smb_allow_no_credentials: false,
             protected_services: Vec::new(),
             unprotected_services: Vec::new(),
             service_name: None,
@@ -320,21 +325,23 @@ fn os_system(_: &HostOptions, _: &OsShared) -> crate::Result<Arc<dyn SystemApi>>
 #[cfg(target_os = "linux")]
 fn os_smb(fs: &Arc<Confined>, options: &HostOptions, _: &OsShared) -> Arc<dyn SmbApi> {
     use crate::smb::linux::LinuxSmb;
-    Arc::new(Smb::new(
-        LinuxSmb::new(),
-        fs.clone(),
-        options.require_privacy,
-    ))
+    Arc::new(
+        Smb::new(LinuxSmb::new(), fs.clone(), options.require_privacy)
+            .allowing_no_credentials(options.smb_allow_no_credentials),
+    )
 }
 
 #[cfg(windows)]
 fn os_smb(fs: &Arc<Confined>, options: &HostOptions, shared: &OsShared) -> Arc<dyn SmbApi> {
     use crate::smb::windows::WindowsSmb;
-    Arc::new(Smb::new(
-        WindowsSmb::new(shared.smb.clone()),
-        fs.clone(),
-        options.require_privacy,
-    ))
+    Arc::new(
+        Smb::new(
+            WindowsSmb::new(shared.smb.clone()),
+            fs.clone(),
+            options.require_privacy,
+        )
+        .allowing_no_credentials(options.smb_allow_no_credentials),
+    )
 }
 
 #[cfg(not(any(target_os = "linux", windows)))]

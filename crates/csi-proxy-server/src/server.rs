@@ -23,8 +23,14 @@ pub enum Transport {
     UnixSockets { dir: std::path::PathBuf, mode: u32 },
     /// Named pipes `<prefix><group>-<version>` (by default
     /// `\\.\pipe\csi-proxy-<group>-<version>`) with security descriptor `sddl`.
+    /// `service_sid` (the service's own, `NT SERVICE\<name>`) may be
+    /// granted what the pipe rule refuses others (`transport::dacl`).
     #[cfg(windows)]
-    NamedPipes { sddl: String, prefix: String },
+    NamedPipes {
+        sddl: String,
+        prefix: String,
+        service_sid: Option<String>,
+    },
 }
 
 /// What to serve, and how.
@@ -206,13 +212,14 @@ fn bind_endpoints(
 ) -> Result<BoundServer, ServeError> {
     #[cfg(windows)]
     let sd = match &config.transport {
-        Transport::NamedPipes { sddl, .. } => std::sync::Arc::new(
-            crate::transport::windows::SecurityDescriptor::from_sddl(sddl).map_err(|source| {
-                ServeError::Bind {
+        Transport::NamedPipes {
+            sddl, service_sid, ..
+        } => std::sync::Arc::new(
+            crate::transport::windows::SecurityDescriptor::for_pipes(sddl, service_sid.as_deref())
+                .map_err(|source| ServeError::Bind {
                     endpoint: format!("pipe security descriptor {sddl:?}"),
                     source,
-                }
-            })?,
+                })?,
         ),
     };
     #[cfg(unix)]

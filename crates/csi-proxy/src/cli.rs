@@ -82,6 +82,15 @@ pub struct Cli {
           default_missing_value = "true", value_parser = parse_go_bool)]
     pub require_privacy: bool,
 
+    /// Let NewSmbGlobalMapping map a share without a user name: on Windows
+    /// the proxy then signs in to the named host as this node's computer
+    /// account (LocalSystem), on Linux as a guest. Off: such a mapping is
+    /// refused (see docs/security.md, the NTLM coercion risk).
+    #[arg(long = "smb-allow-no-credentials", default_value = "false", value_name = "BOOL",
+          action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = parse_go_bool)]
+    pub smb_allow_no_credentials: bool,
+
     /// Services the System API may start and stop, compared after the
     /// service manager resolved aliases and display names (comma-separated,
     /// repeatable); none given: the storage services (Windows MSiSCSI;
@@ -146,7 +155,9 @@ pub struct Cli {
     #[arg(long = "service-name", value_name = "NAME", default_value = "csiproxy")]
     pub service_name: String,
 
-    /// Security descriptor (SDDL) of every named pipe (Windows).
+    /// Security descriptor (SDDL) of every named pipe (Windows). Refused at
+    /// start-up when it lets anyone but SYSTEM, Administrators or the
+    /// service's own SID create pipe instances or rewrite the DACL.
     #[arg(long = "pipe-sddl", value_name = "SDDL", default_value = DEFAULT_PIPE_SDDL)]
     pub pipe_sddl: String,
 

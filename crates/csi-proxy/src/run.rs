@@ -86,6 +86,9 @@ fn transport(cli: &Cli) -> Result<Transport> {
         Ok(Transport::NamedPipes {
             sddl: cli.pipe_sddl.clone(),
             prefix: cli.pipe_prefix.clone(),
+            service_sid: Some(csi_proxy_server::transport::dacl::service_sid(
+                &cli.service_name,
+            )),
         })
     }
 }
@@ -280,6 +283,7 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
             volume_fs_type: cli.volume_fs_type.clone(),
             allowed_services: names(&cli.allowed_services),
             require_privacy: cli.require_privacy,
+            smb_allow_no_credentials: cli.smb_allow_no_credentials,
             protected_services: names(&cli.protected_services),
             unprotected_services: names(&cli.unprotect_services),
             service_name: Some(cli.service_name.clone()),

@@ -193,6 +193,62 @@ async fn smb_wrong_password_is_refused_without_a_link_with<C: Smb>() {
     no_secret_logged(&r.p, &[wrong, PASSWORD]);
 }
 
+/// A mapping without a user name, to a real share of this host: by default
+/// refused before anything is mapped (it would sign in as the computer
+/// account), naming the share and the flag; with
+/// `-smb-allow-no-credentials` the rule lets it through (the share's ACL
+/// then decides; if it maps, it is removed again).
+#[tokio::test]
+async fn smb_mapping_without_a_user_is_refused_unless_allowed() {
+    smb_mapping_without_a_user_is_refused_unless_allowed_with::<SmbV1>().await;
+}
+
+async fn smb_mapping_without_a_user_is_refused_unless_allowed_with<C: Smb>() {
+    let mut r = smb_run::<C>("anon").await;
+    let remote = format!(r"{}\pvc", r.root);
+    let local = r.p.kubelet.join("smb-anon");
+    let m = Mapping::new(&remote, &local.display().to_string(), "", "");
+    let refused = |e: &tonic::Status| {
+        e.code() == Code::PermissionDenied && e.message().contains("-smb-allow-no-credentials")
+    };
+    let before = r.p.snapshot();
+    let e = r.c.new_smb_global_mapping(&m).await.unwrap_err();
+    assert!(refused(&e), "{e:?}");
+    assert!(e.message().contains("computer account"), "{e:?}");
+    assert!(
+        e.message().contains(&r.root.to_lowercase()),
+        "{}",
+        e.message()
+    );
+    assert_eq!(r.p.snapshot(), before, "a refused mapping changed the tree");
+    let Some(_win) = require("an SMB share of this host and MSFT_SmbGlobalMapping") else {
+        return;
+    };
+    let share = Share::create(&r.share, &r.dir).unwrap();
+    std::fs::create_dir_all(share.dir.join("pvc")).unwrap();
+    // Still refused with a share there: nothing was mapped.
+    let e = r.c.new_smb_global_mapping(&m).await.unwrap_err();
+    assert!(refused(&e), "{e:?}");
+    assert!(std::fs::symlink_metadata(&local).is_err());
+
+    let p = Proxy::start_unique(
+        "rwsmbanonok",
+        "smb",
+        &["-v=10", "-smb-allow-no-credentials"],
+    );
+    let mut c = C::new(p.channel(Group::Smb, "v1").await);
+    let local = p.kubelet.join("smb-anon");
+    let m = Mapping::new(&remote, &local.display().to_string(), "", "");
+    match c.new_smb_global_mapping(&m).await {
+        Ok(()) => {
+            assert!(std::fs::symlink_metadata(&local).is_ok());
+            c.remove_smb_global_mapping(&remote).await.unwrap();
+        }
+        Err(e) => assert!(!refused(&e), "refused with the flag: {e:?}"),
+    }
+    drop(share);
+}
+
 /// Every hostile request the SMB tiers know, aimed at a real share of this
 /// host with its user's right password: refused before anything is
 /// mapped; afterwards a valid request still maps (nothing half-made).

@@ -221,6 +221,21 @@ async fn mount_unmount_and_the_volume_at_a_target() {
     c.mount(&vol, &s(&t)).await.unwrap();
     assert!(is_mount_point_of(&t, &vol), "the OS sees the mount point");
     assert!(same_volume(&c.volume_at(&s(&t)).await.unwrap(), &vol));
+    // A chain of two directory links to the mount point answers the
+    // volume, as upstream's getTarget follows links to `Volume{...}` (it
+    // used to read as "not mounted": aws-ebs then skipped NodeUnstage).
+    let b = p.kubelet.join(r"pods\uid\b");
+    let a = p.kubelet.join(r"pods\uid\a");
+    std::os::windows::fs::symlink_dir(&t, &b).unwrap();
+    std::os::windows::fs::symlink_dir(&b, &a).unwrap();
+    for l in [&b, &a] {
+        match c.volume_at(&s(l)).await {
+            Ok(got) => assert!(same_volume(&got, &vol), "{l:?}: {got}"),
+            Err(e) => panic!("{l:?}: {:?} {}", e.code(), e.message()),
+        }
+    }
+    std::fs::remove_dir(&a).unwrap();
+    std::fs::remove_dir(&b).unwrap();
     std::fs::write(t.join("through-the-mount"), b"x").unwrap();
     assert_eq!(
         std::fs::read(format!("{vol}through-the-mount")).unwrap(),

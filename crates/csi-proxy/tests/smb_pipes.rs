@@ -86,6 +86,48 @@ async fn hostile_refused_and_valid_fail_clearly_without_the_smb_provider<C: Smb>
     assert!(!log.contains(PASSWORD), "{v}: the password is in the log");
 }
 
+/// A mapping without a user name would sign in as the computer account:
+/// refused by default, naming the share and the flag, with nothing
+/// touched; with `-smb-allow-no-credentials` it gets past that rule (under
+/// wine it then fails for want of the SMB provider). Real Windows: the
+/// default refusal only (a mapping there is `real_windows_smb_iscsi`'s).
+async fn a_mapping_without_a_user_is_refused_unless_allowed<C: Smb>() {
+    let v = C::VERSION;
+    let remote = r"\\Attacker.Example\Share\pvc";
+    let runs: &[bool] = if real_windows::under_wine() {
+        &[false, true]
+    } else {
+        &[false]
+    };
+    for &allow in runs {
+        let args: &[&str] = if allow {
+            &["-smb-allow-no-credentials"]
+        } else {
+            &[]
+        };
+        let p = Proxy::start_unique(&format!("smb-anon-{v}-{allow}"), "smb", args);
+        let mut c = C::new(p.channel(Group::Smb, v).await);
+        let local = p.kubelet.join("smb-anon").display().to_string();
+        let before = p.snapshot();
+        let m = Mapping::new(remote, &local, "", "");
+        let e = c.new_smb_global_mapping(&m).await.unwrap_err();
+        let refused = e.code() == tonic::Code::PermissionDenied
+            && e.message().contains("-smb-allow-no-credentials");
+        if allow {
+            assert!(!refused, "{v}: refused with the flag: {e:?}");
+            pipes::assert_unavailable(&format!("{v} allowed"), Err(e), PASSWORD);
+        } else {
+            assert!(refused, "{v}: {e:?}");
+            let msg = e.message();
+            assert!(msg.contains(r"\\attacker.example\share"), "{v}: {msg}");
+            assert!(msg.contains("computer account"), "{v}: {msg}");
+        }
+        assert_eq!(p.snapshot(), before, "{v} allow={allow}: the tree changed");
+        assert!(std::fs::symlink_metadata(&local).is_err(), "{v}: a link");
+    }
+}
+
 versions::every_version!(smb:
     hostile_refused_and_valid_fail_clearly_without_the_smb_provider,
+    a_mapping_without_a_user_is_refused_unless_allowed,
 );

@@ -102,7 +102,45 @@ async fn a_valid_mapping_fails_cleanly_without_cifs<C: Smb>() {
     assert!(!log.contains(PASSWORD), "{v}: the password is in the log");
 }
 
+/// A mapping without a user name (a guest mount of any host the plugin
+/// names) is refused by default, naming the share and the flag, before
+/// anything is touched; with `-smb-allow-no-credentials` it gets past that
+/// rule (and, without CIFS in this kernel, fails at the mount instead).
+async fn a_mapping_without_a_user_is_refused_unless_allowed<C: Smb>() {
+    let v = C::VERSION;
+    let remote = r"\\Attacker.Example\Share\pvc";
+    for allow in [false, true] {
+        let args: &[&str] = if allow {
+            &["-smb-allow-no-credentials"]
+        } else {
+            &[]
+        };
+        let p = Proxy::start(args);
+        let mut c: C = client(&p).await;
+        let local = p.kubelet.join(format!("vol-{v}"));
+        let before = p.snapshot();
+        let m = Mapping::new(remote, &local.display().to_string(), "", "");
+        let e = c.new_smb_global_mapping(&m).await.unwrap_err();
+        let refused =
+            e.code() == Code::PermissionDenied && e.message().contains("-smb-allow-no-credentials");
+        if allow {
+            assert!(!refused, "{v}: refused with the flag: {e:?}");
+            assert_ne!(e.code(), Code::InvalidArgument, "{v}: {e:?}");
+        } else {
+            assert!(refused, "{v}: {e:?}");
+            assert!(
+                e.message().contains(r"\\attacker.example\share"),
+                "{v}: {}",
+                e.message()
+            );
+        }
+        assert_eq!(p.snapshot(), before, "{v} allow={allow}: the tree changed");
+        assert!(std::fs::symlink_metadata(&local).is_err(), "{v}: a link");
+    }
+}
+
 versions::every_version!(smb:
     hostile_requests_are_refused_and_change_nothing,
     a_valid_mapping_fails_cleanly_without_cifs,
+    a_mapping_without_a_user_is_refused_unless_allowed,
 );

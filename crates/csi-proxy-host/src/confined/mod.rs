@@ -494,15 +494,10 @@ pub(crate) enum MkdirOutcome {
 /// `path` relative to `root` if it is equal to or below it.
 fn relative_to<'a>(flavor: Flavor, path: &'a str, root: &str) -> Option<&'a str> {
     let sep = flavor.separator();
-    let head = path.get(..root.len())?;
-    let same = match flavor {
-        Flavor::Windows => head.eq_ignore_ascii_case(root),
-        Flavor::Unix => head == root,
+    let rest = match flavor {
+        Flavor::Windows => crate::path::case::strip_prefix_ignore_case(path, root)?,
+        Flavor::Unix => path.strip_prefix(root)?,
     };
-    if !same {
-        return None;
-    }
-    let rest = &path[root.len()..];
     if rest.is_empty() {
         Some("")
     } else if root.ends_with(sep) {

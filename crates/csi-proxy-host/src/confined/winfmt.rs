@@ -119,15 +119,16 @@ pub fn is_dot(name: &[u16]) -> bool {
 }
 
 /// Does the final path of a handle (`\\?\C:\a\b`, from
-/// `GetFinalPathNameByHandleW`) name exactly `expected` (`C:\a\b`)? ASCII
-/// case is ignored (NTFS names are case-insensitive; any other difference,
-/// such as a short 8.3 name in the request, is "not proven" and the caller
-/// walks component by component instead).
+/// `GetFinalPathNameByHandleW`) name exactly `expected` (`C:\a\b`)? Case is
+/// ignored as NTFS ignores it (`path::case`: `CompareStringOrdinal` on
+/// Windows); any other difference, such as a short 8.3 name in the
+/// request, is "not proven" and the caller walks component by component
+/// instead.
 pub fn same_final_path(final_path: &str, expected: &str) -> bool {
     let f = final_path.strip_prefix(r"\\?\").unwrap_or(final_path);
     let f = f.strip_suffix('\\').unwrap_or(f);
     let e = expected.strip_suffix('\\').unwrap_or(expected);
-    f.len() == e.len() && f.eq_ignore_ascii_case(e)
+    crate::path::case::eq_ignore_case(f, e)
 }
 
 #[cfg(test)]
@@ -245,5 +246,33 @@ mod tests {
             r"\\?\C:\var\lib\kubelet\podsX",
             r"C:\var\lib\kubelet\pods"
         ));
+    }
+
+    /// A name spelled in another case than it is stored is the same name
+    /// for NTFS, beyond ASCII too; what NTFS keeps apart stays apart.
+    #[test]
+    fn final_paths_beyond_ascii() {
+        for (stored, asked) in [("élan", "ÉLAN"), ("Σοφία", "ΣΟΦΊΑ"), ("журнал", "ЖУРНАЛ")]
+        {
+            assert!(
+                same_final_path(
+                    &format!(r"\\?\C:\var\lib\kubelet\pods\{stored}"),
+                    &format!(r"C:\var\lib\kubelet\pods\{asked}")
+                ),
+                "{stored} / {asked}"
+            );
+        }
+        for (stored, asked) in [
+            ("straße", "STRASSE"),
+            ("ı", "I"),
+            ("i", "İ"),
+            ("e", "é"),
+            ("ς", "Σ"),
+        ] {
+            assert!(
+                !same_final_path(&format!(r"\\?\C:\k\{stored}"), &format!(r"C:\k\{asked}")),
+                "{stored} / {asked}"
+            );
+        }
     }
 }

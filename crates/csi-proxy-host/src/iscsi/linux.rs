@@ -14,7 +14,7 @@
 use super::api::IscsiBackend;
 use super::validate::{Auth, Iqn, Portal, Secret};
 use super::TargetPortal;
-use crate::storage::linux::tools;
+use crate::storage::linux::{in_use, tools};
 use crate::{Error, Result};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -27,6 +27,7 @@ pub struct LinuxIscsi {
     nodes: PathBuf,
     initiator_file: PathBuf,
     sysfs: PathBuf,
+    dev_dir: PathBuf,
     mutual: Mutex<Option<Secret>>,
 }
 
@@ -36,6 +37,7 @@ impl Default for LinuxIscsi {
             nodes: PathBuf::from("/etc/iscsi/nodes"),
             initiator_file: PathBuf::from("/etc/iscsi/initiatorname.iscsi"),
             sysfs: PathBuf::from("/sys"),
+            dev_dir: PathBuf::from("/dev"),
             mutual: Mutex::new(None),
         }
     }
@@ -231,8 +233,9 @@ impl LinuxIscsi {
             .collect()
     }
 
-    /// The `diskseq` numbers of the disks below a session's device.
-    fn session_disks(&self, session: &Path) -> Vec<u32> {
+    /// The kernel names of the disks below a session's device
+    /// (`device/target*/<h:c:t:l>/block/<name>`).
+    fn session_block_names(&self, session: &Path) -> Vec<String> {
         let mut out = Vec::new();
         let dev = session.join("device");
         let mut stack = vec![(dev, 0)];
@@ -245,13 +248,7 @@ impl LinuxIscsi {
                 let p = e.path();
                 if name == "block" {
                     for b in std::fs::read_dir(&p).into_iter().flatten().flatten() {
-                        let seq = self.sysfs.join("block").join(b.file_name()).join("diskseq");
-                        if let Some(n) = std::fs::read_to_string(seq)
-                            .ok()
-                            .and_then(|s| s.trim().parse::<u32>().ok())
-                        {
-                            out.push(n);
-                        }
+                        out.push(b.file_name().to_string_lossy().into_owned());
                     }
                 } else if depth < 4
                     && (name.starts_with("target")
@@ -265,9 +262,44 @@ impl LinuxIscsi {
                 }
             }
         }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// The `diskseq` numbers of the disks below a session's device.
+    fn session_disks(&self, session: &Path) -> Vec<u32> {
+        let mut out: Vec<u32> = self
+            .session_block_names(session)
+            .iter()
+            .filter_map(|b| {
+                let seq = self.sysfs.join("block").join(b).join("diskseq");
+                std::fs::read_to_string(seq)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u32>().ok())
+            })
+            .collect();
         out.sort_unstable();
         out.dedup();
         out
+    }
+
+    /// Refuses to log out of `iqn` via `portal` while a disk of its
+    /// sessions, or a partition of one, is mounted anywhere, held (device
+    /// mapper, md, swap) or open exclusively: the same question as
+    /// SetDiskState(offline) asks ([`in_use`]), naming the uses.
+    fn refuse_in_use(&self, portal: &Portal, iqn: &Iqn) -> Result<()> {
+        for s in self.sessions(portal, iqn) {
+            for name in self.session_block_names(&s) {
+                if let Some((n, uses)) = in_use::disk_in_use(&self.sysfs, &self.dev_dir, &name)? {
+                    return Err(Error::FailedPrecondition(format!(
+                        "cannot disconnect {iqn} via {portal}: its disk {n} ({name}) is in use \
+                         ({uses}); unmount it first"
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -401,6 +433,7 @@ impl IscsiBackend for LinuxIscsi {
     }
 
     fn disconnect(&self, portal: &Portal, iqn: &Iqn) -> Result<()> {
+        self.refuse_in_use(portal, iqn)?;
         let what = format!("disconnect {iqn} via {portal}");
         let hp = portal.host_port();
         let node = ["-m", "node", "-T", iqn.as_str(), "-p", &hp];

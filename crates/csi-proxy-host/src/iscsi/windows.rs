@@ -11,6 +11,8 @@ use super::api::IscsiBackend;
 use super::cim::{self, Arg, Cim, CimValue, Row, PROPERTIES};
 use super::validate::{Auth, Iqn, Portal, Secret};
 use super::TargetPortal;
+use crate::storage::disk_use;
+use crate::storage::windows::in_use;
 use crate::win::wmi::{Object, Value, Wmi, WmiWorker, STORAGE_NAMESPACE};
 use crate::wmi_schema::{queries, PATH};
 use crate::{Error, Result};
@@ -153,7 +155,18 @@ impl IscsiBackend for WindowsIscsi {
         let (p, i, a) = (portal.clone(), iqn.clone(), auth.clone());
         self.run(move |c| cim::connect(c, &p, &i, &a))
     }
+    /// Refused while a disk of the target holds a mounted or open volume
+    /// (`storage::disk_use`, the same rule as SetDiskState offline).
     fn disconnect(&self, portal: &Portal, iqn: &Iqn) -> Result<()> {
+        let disks = match self.target_disks(portal, iqn) {
+            Err(Error::NotFound(_)) => Vec::new(),
+            other => other?,
+        };
+        let what = format!("disconnect {iqn} via {portal}");
+        for n in disks {
+            let volumes = in_use::volumes_on(n)?;
+            disk_use::refuse(n, &in_use::uses_of(&volumes)?, &what)?;
+        }
         let (p, i) = (portal.clone(), iqn.clone());
         self.run(move |c| cim::disconnect(c, &p, &i))
     }

@@ -36,6 +36,7 @@ use std::fmt;
 
 use crate::error::{Error, Result};
 
+pub mod case;
 mod reparse;
 mod rules;
 mod spelling;

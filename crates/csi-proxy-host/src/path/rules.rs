@@ -257,28 +257,25 @@ pub(super) fn is_fs_root(flavor: Flavor, path: &str) -> bool {
     }
 }
 
-/// Two normalised paths name the same file (Windows: ASCII case-insensitive).
+/// Two normalised paths name the same file (Windows: case ignored as NTFS
+/// ignores it, [`super::case`]).
 pub(super) fn same_path(flavor: Flavor, a: &str, b: &str) -> bool {
     match flavor {
-        Flavor::Windows => a.eq_ignore_ascii_case(b),
+        Flavor::Windows => super::case::eq_ignore_case(a, b),
         Flavor::Unix => a == b,
     }
 }
 
 /// `path` equals `root` or lies below it on a component boundary (both
-/// normalised). Windows: ASCII case-insensitive only, never Unicode folding.
+/// normalised). Windows: case ignored as NTFS ignores it ([`super::case`]:
+/// one upper-case table per UTF-16 unit, no other Unicode folding).
 pub(super) fn within(flavor: Flavor, path: &str, root: &str) -> bool {
-    let (p, r) = (path.as_bytes(), root.as_bytes());
-    if p.len() < r.len() {
-        return false;
-    }
-    let head = &p[..r.len()];
-    let same = match flavor {
-        Flavor::Windows => head.eq_ignore_ascii_case(r),
-        Flavor::Unix => head == r,
+    let rest = match flavor {
+        Flavor::Windows => super::case::strip_prefix_ignore_case(path, root),
+        Flavor::Unix => path.strip_prefix(root),
     };
-    let sep = flavor.separator() as u8;
-    same && (p.len() == r.len() || r.last() == Some(&sep) || p[r.len()] == sep)
+    let sep = flavor.separator();
+    rest.is_some_and(|rest| rest.is_empty() || root.ends_with(sep) || rest.starts_with(sep))
 }
 
 /// Splits a normalised path into its root prefix (`C:` or empty) and its

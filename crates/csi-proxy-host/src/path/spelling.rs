@@ -16,7 +16,7 @@
 //! at start-up cannot be looked up and keeps its spelling (documented in
 //! docs/security.md).
 
-use super::{rules, shown, Flavor, PathPolicy};
+use super::{case, rules, shown, Flavor, PathPolicy};
 use crate::error::{Error, Result};
 
 /// Could `short` be the 8.3 alias of a different long name? Such aliases
@@ -60,12 +60,12 @@ pub fn long_root(
         // message.
         let long = rules::normalize(flavor, long, false).map_err(|_| refused())?;
         let (long_drive, long_comps) = rules::split(flavor, &long);
-        if !long_drive.eq_ignore_ascii_case(&drive) || long_comps.len() != n {
+        if !case::eq_ignore_case(&long_drive, &drive) || long_comps.len() != n {
             return Err(refused());
         }
         let mut out = Vec::with_capacity(comps.len());
         for (written, long) in comps[..n].iter().zip(long_comps) {
-            if written.eq_ignore_ascii_case(&long) {
+            if case::eq_ignore_case(written, &long) {
                 out.push(written.clone());
             } else if may_be_short_alias(written) {
                 out.push(long);

@@ -665,6 +665,42 @@ fn policy_roots() {
     assert!(e.to_string().contains("no allowed roots"));
 }
 
+/// A root with non-ASCII letters matches any case NTFS takes for the same
+/// name; a name NTFS keeps apart (ß / SS, ı / I) stays outside.
+#[test]
+fn roots_beyond_ascii() {
+    let p = PathPolicy::new(Flavor::Windows, [r"C:\Données\Журнал\kubelet"]).unwrap();
+    assert_eq!(
+        PathPolicy::new(
+            Flavor::Windows,
+            [r"C:\Données\Журнал\kubelet", r"c:\DONNÉES\журнал\KUBELET"]
+        )
+        .unwrap()
+        .roots(),
+        [r"C:\Données\Журнал\kubelet"],
+        "one root, however it is spelled"
+    );
+    for ok in [
+        r"C:\DONNÉES\ЖУРНАЛ\KUBELET\pods",
+        r"c:\données\журнал\kubelet\Élan",
+    ] {
+        assert!(p.check(ok).is_ok(), "{ok}");
+    }
+    assert!(p.check(r"C:\DONNÉES\ЖУРНАЛ\KUBELET").unwrap().is_root());
+    for outside in [
+        r"C:\Donnees\Журнал\kubelet\x",
+        r"C:\Données\Журнал\kubeletX",
+        r"C:\Données\Журнал\kubelet\..\x",
+    ] {
+        assert!(p.check(outside).is_err(), "{outside}");
+    }
+    let s = PathPolicy::new(Flavor::Windows, [r"C:\Straße"]).unwrap();
+    assert!(s.check(r"C:\STRASSE\x").is_err());
+    let t = PathPolicy::new(Flavor::Windows, [r"C:\ıd"]).unwrap();
+    assert!(t.check(r"C:\ID\x").is_err());
+    assert!(t.check(r"C:\ıD\x").is_ok());
+}
+
 #[test]
 fn native_flavor() {
     assert_eq!(

@@ -45,7 +45,18 @@ pub struct Smb<B> {
     backend: B,
     fs: Arc<Confined>,
     require_privacy: bool,
+    allow_no_credentials: bool,
 }
+
+/// The flag that lets a mapping be made without a user name.
+pub const ALLOW_NO_CREDENTIALS_FLAG: &str = "-smb-allow-no-credentials";
+
+/// Who the host signs in as when a mapping names no user.
+#[cfg(windows)]
+const WITHOUT_USER: &str =
+    "this node's computer account (the proxy runs as LocalSystem), to any host a plugin names";
+#[cfg(not(windows))]
+const WITHOUT_USER: &str = "a guest, to any host a plugin names";
 
 impl<B: SmbBackend> Smb<B> {
     /// Mappings made with `require_privacy` (`-require-privacy`); local
@@ -55,7 +66,15 @@ impl<B: SmbBackend> Smb<B> {
             backend,
             fs,
             require_privacy,
+            allow_no_credentials: false,
         }
+    }
+
+    /// Whether a mapping without a user name is made (`allow`: the
+    /// operator's `-smb-allow-no-credentials`) or refused (the default).
+    pub fn allowing_no_credentials(mut self, allow: bool) -> Self {
+        self.allow_no_credentials = allow;
+        self
     }
 
     /// The backend (tests inspect fakes through it).
@@ -141,6 +160,18 @@ impl<B: SmbBackend> SmbApi for Smb<B> {
         let password = Zeroizing::new(password);
         let remote = RemotePath::parse(&remote_path)?;
         let credential = Credential::parse(&username, password)?;
+        if credential.is_none() && !self.allow_no_credentials {
+            // Default-deny: without a user the host signs in with its own
+            // identity, wherever the plugin points it (NTLM coercion and
+            // relay on Windows). Refused before anything is looked at.
+            return Err(Error::PermissionDenied(format!(
+                "NewSmbGlobalMapping of {}: a mapping without a user name is refused; it would \
+                 sign in as {WITHOUT_USER}. Give the share's user and password, or start \
+                 csi-proxy with {ALLOW_NO_CREDENTIALS_FLAG} to map with the node's own identity \
+                 on purpose",
+                remote.root()
+            )));
+        }
         let target = self.backend.link_target(&remote)?;
         let local = self.check_local(&local_path, &target)?;
 

@@ -12,6 +12,9 @@
 //! with `Confined::smb_link`) and drives an [`SmbBackend`]: `windows.rs`
 //! (`MSFT_SmbGlobalMapping` over the group's own WMI worker), `linux/` (kernel
 //! CIFS mounts through `fsopen`/`fsconfig`), and the recording [`fake`].
+//! A mapping without a user name is refused unless the operator allows it
+//! (`-smb-allow-no-credentials`); whether a mapped share answers is asked
+//! on a thread of its own, bounded by the call's deadline ([`reach`]).
 
 use crate::{Error, Result};
 use std::fmt;
@@ -20,6 +23,7 @@ mod api;
 pub mod fake;
 #[cfg(target_os = "linux")]
 pub mod linux;
+pub mod reach;
 pub mod validate;
 #[cfg(windows)]
 pub mod windows;
@@ -28,7 +32,7 @@ pub mod wmi_params;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
 
-pub use api::{MappingState, Smb, SmbBackend};
+pub use api::{MappingState, Smb, SmbBackend, ALLOW_NO_CREDENTIALS_FLAG};
 pub use validate::{Credential, RemotePath, ShareRoot, SmbLinkTarget};
 
 /// Map the share `remote_path` host-wide (SMB global mapping) and link it at

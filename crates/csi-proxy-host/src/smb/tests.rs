@@ -191,3 +191,47 @@ fn a_failed_mapping_leaves_no_link() {
     no_secret(&e);
     assert!(std::fs::symlink_metadata(&local).is_err());
 }
+
+/// Without a user name the host would sign in as itself to whatever host
+/// the plugin names: refused by default, before the backend is asked
+/// anything or a link made; allowed by the operator's flag.
+#[test]
+fn a_mapping_without_a_user_is_refused_unless_allowed() {
+    let t = setup();
+    let local = format!("{}/pods/p1/vol", t.kubelet);
+    let anonymous = NewSmbGlobalMappingRequest {
+        remote_path: r"\\Attacker.Example\Share\pvc".into(),
+        local_path: local.clone(),
+        username: String::new(),
+        password: String::new(),
+    };
+    let e = t.api.new_smb_global_mapping(anonymous.clone()).unwrap_err();
+    assert!(matches!(e, Error::PermissionDenied(_)), "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains(r"\\attacker.example\share"), "{msg}");
+    assert!(msg.contains(ALLOW_NO_CREDENTIALS_FLAG), "{msg}");
+    assert!(t.fake.calls().is_empty(), "{:?}", t.fake.calls());
+    assert!(std::fs::symlink_metadata(&local).is_err());
+
+    let allowed = Smb::new(
+        t.fake.clone(),
+        Arc::new(Confined::new(
+            PathPolicy::new(Flavor::Unix, [t.kubelet.clone()]).unwrap(),
+        )),
+        true,
+    )
+    .allowing_no_credentials(true);
+    allowed.new_smb_global_mapping(anonymous).unwrap();
+    assert_eq!(
+        t.fake.calls(),
+        vec![
+            Call::Mapping(r"\\attacker.example\share".into()),
+            Call::Map {
+                root: r"\\attacker.example\share".into(),
+                user: None,
+                require_privacy: true
+            }
+        ]
+    );
+    assert!(std::fs::symlink_metadata(&local).is_ok());
+}

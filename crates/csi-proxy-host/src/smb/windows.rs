@@ -5,6 +5,7 @@
 //! never in a query, a log line or an error.
 
 use super::api::{MappingState, SmbBackend};
+use super::reach::Reach;
 use super::validate::{Credential, RemotePath, ShareRoot, SmbLinkTarget};
 use super::wmi_params::{credential_string, mapping_query, mapping_state, CLASS};
 use crate::win::wmi::{WmiWorker, SMB_NAMESPACE};
@@ -15,11 +16,15 @@ use std::sync::Arc;
 /// The WMI-backed SMB backend.
 pub struct WindowsSmb {
     wmi: Arc<WmiWorker>,
+    reach: Reach,
 }
 
 impl WindowsSmb {
     pub fn new(wmi: Arc<WmiWorker>) -> Self {
-        WindowsSmb { wmi }
+        WindowsSmb {
+            wmi,
+            reach: Reach::new(),
+        }
     }
 }
 
@@ -49,10 +54,19 @@ impl SmbBackend for WindowsSmb {
             })
             .map_err(unavailable)?;
         // Mapped and OK per WMI: is the share itself reachable (a rotated
-        // password leaves an "OK" mapping that cannot open the share)?
+        // password leaves an "OK" mapping that cannot open the share)? A
+        // host that never answers holds only this call, until its deadline.
         Ok(match state {
-            Some(MappingState::Ok) if std::fs::metadata(format!(r"{unc}\")).is_err() => {
-                Some(MappingState::Unreachable)
+            Some(MappingState::Ok) => {
+                let share = format!(r"{unc}\");
+                if self
+                    .reach
+                    .check(root, move || std::fs::metadata(share).is_ok())?
+                {
+                    Some(MappingState::Ok)
+                } else {
+                    Some(MappingState::Unreachable)
+                }
             }
             s => s,
         })

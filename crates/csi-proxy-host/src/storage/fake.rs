@@ -4,9 +4,10 @@
 
 use super::parse::nvme::{NamespaceIds, ScsiAddress};
 use super::{
-    plan_resize, DiskLayout, ResizePlan, ResizeTarget, StorageBackend, VolumeId, VolumeStats,
+    plan_resize, At, DiskLayout, NotMounted, ResizePlan, ResizeTarget, StorageBackend, VolumeId,
+    VolumeStats,
 };
-use crate::confined::{Confined, Located};
+use crate::confined::{Confined, Kind, Located};
 use crate::disk::{DiskIds, DiskLocation};
 use crate::{Error, Result};
 use std::collections::BTreeMap;
@@ -351,14 +352,28 @@ impl StorageBackend for FakeStorage {
             ))),
         }
     }
-    fn volume_at(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
-        fs.kind(target)?;
-        let target = target.path();
-        let s = self.record(format!("volume_at {target}"));
-        s.mounts
-            .get(target)
-            .cloned()
-            .ok_or_else(|| Error::NotFound(format!("{target} is not a volume mount point")))
+    fn volume_at(&self, fs: &Confined, target: &Located) -> Result<At> {
+        // Like the real backends: a link is an error; a mount (the fake's
+        // own, in memory) answers its volume; else what a fresh look at the
+        // directory tree proves.
+        let kind = fs.kind(target)?;
+        let path = target.path();
+        let s = self.record(format!("volume_at {path}"));
+        if kind == Some(Kind::Link) {
+            return Err(Error::FailedPrecondition(format!(
+                "path {} is a link, not a directory",
+                target.shown()
+            )));
+        }
+        if let Some(v) = s.mounts.get(path) {
+            return Ok(At::Volume(v.clone()));
+        }
+        drop(s);
+        if kind == Some(Kind::Dir) {
+            return Ok(At::NotMounted(NotMounted::PlainDirectory));
+        }
+        let err = Error::FailedPrecondition(format!("path {} is not a directory", target.shown()));
+        crate::storage::target::absent(fs, target, err)
     }
     fn closest_volume(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
         fs.kind(target)?;

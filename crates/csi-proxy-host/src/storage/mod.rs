@@ -19,19 +19,23 @@
 
 pub mod budget;
 pub mod content;
+pub mod disk_use;
 pub mod fake;
+pub mod identity;
 pub mod inventory;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod ops;
 pub mod parse;
+pub mod target;
 #[cfg(windows)]
 pub mod windows;
 
 pub use parse::guid::VolumeId;
+pub use target::{At, NotMounted};
 
 use crate::compat;
-use crate::confined::{Confined, Kind, Located};
+use crate::confined::{Confined, Located};
 use crate::disk::{self, DiskApi, DiskIds, DiskLocation};
 use crate::path::PathPolicy;
 use crate::volume::{self, VolumeApi};
@@ -184,8 +188,11 @@ pub trait StorageBackend: Send + Sync {
     fn mount(&self, volume: &VolumeId, fs: &Confined, target: &Located) -> Result<()>;
     /// Flush, then remove the mount of `volume` at `target`.
     fn unmount(&self, volume: &VolumeId, fs: &Confined, target: &Located) -> Result<()>;
-    /// The volume mounted at `target` (which must be a mount point).
-    fn volume_at(&self, fs: &Confined, target: &Located) -> Result<VolumeId>;
+    /// The volume mounted at `target` (reached without following links),
+    /// or the reason nothing is mounted there, proven by the backend
+    /// ([`target`]: only such an answer carries the phrases drivers
+    /// match). Anything it cannot prove is an error.
+    fn volume_at(&self, fs: &Confined, target: &Located) -> Result<At>;
     /// The volume whose filesystem holds `target`.
     fn closest_volume(&self, fs: &Confined, target: &Located) -> Result<VolumeId>;
 }
@@ -278,36 +285,10 @@ impl<B: StorageBackend> Storage<B> {
     }
 
     /// A path to look up: inside the roots; a final link (a published
-    /// target linked to its staging directory) is followed one hop, to a
-    /// destination inside the roots only.
-    /// GetVolumeIDFromTargetPath found no volume at `path` (`ours` says
-    /// why): `NotFound`, with the phrases drivers match for a missing path
-    /// or for a path that is no mount point (`compat`).
-    fn not_mounted(&self, path: &str, ours: &str) -> Error {
-        let exists = self
-            .fs
-            .locate(path)
-            .and_then(|p| self.fs.kind(&p))
-            .is_ok_and(|k| k.is_some());
-        let condition = if exists {
-            compat::Condition::NotAMountPoint
-        } else {
-            compat::Condition::TargetMissing
-        };
-        Error::NotFound(compat::message(condition, ours, path))
-    }
-
-    fn lookup_target(&self, path: &str) -> Result<Located> {
-        let p = self.fs.locate(path)?;
-        if self.fs.kind(&p)? != Some(Kind::Link) {
-            return Ok(p);
-        }
-        self.fs.link_destination(&p)?.ok_or_else(|| {
-            Error::PermissionDenied(format!(
-                "target path {} is a link that does not lead inside the allowed roots",
-                p.shown()
-            ))
-        })
+    /// target linked to its staging directory) is followed, hop by hop,
+    /// to destinations inside the roots only ([`target::follow`]).
+    fn lookup_target(&self, path: &str) -> Result<target::Followed> {
+        target::follow(&self.fs, path)
     }
 }
 
@@ -525,31 +506,36 @@ impl<B: StorageBackend> VolumeApi for Storage<B> {
         &self,
         req: volume::GetDiskNumberFromVolumeIdRequest,
     ) -> Result<volume::GetDiskNumberFromVolumeIdResponse> {
-        let v = volume_id(&req.volume_id)?;
+        // aws-ebs runs its "not mounted" expression on this call's errors
+        // too: none of them may match it.
+        let v = volume_id(&req.volume_id).map_err(compat::neutralise)?;
         Ok(volume::GetDiskNumberFromVolumeIdResponse {
-            disk_number: self.backend.volume_disk(&v)?,
+            disk_number: self.backend.volume_disk(&v).map_err(compat::neutralise)?,
         })
     }
     fn get_volume_id_from_target_path(
         &self,
         req: volume::GetVolumeIdFromTargetPathRequest,
     ) -> Result<volume::GetVolumeIdFromTargetPathResponse> {
-        let found = self
+        // One function for every version and the library: the phrases
+        // drivers match only for a proven reason, every other error
+        // neutralised (no catalog expression matches it).
+        let followed = self
             .lookup_target(&req.target_path)
-            .and_then(|target| self.backend.volume_at(&self.fs, &target));
-        match found {
-            Ok(v) => Ok(volume::GetVolumeIdFromTargetPathResponse {
+            .map_err(compat::neutralise)?;
+        match self.backend.volume_at(&self.fs, &followed.to) {
+            Ok(At::Volume(v)) => Ok(volume::GetVolumeIdFromTargetPathResponse {
                 volume_id: v.as_str().to_string(),
             }),
-            Err(Error::NotFound(ours)) => Err(self.not_mounted(&req.target_path, &ours)),
-            Err(e) => Err(e),
+            Ok(At::NotMounted(reason)) => Err(target::not_mounted(reason, &followed)),
+            Err(e) => Err(compat::neutralise(e)),
         }
     }
     fn get_closest_volume_id_from_target_path(
         &self,
         req: volume::GetClosestVolumeIdFromTargetPathRequest,
     ) -> Result<volume::GetClosestVolumeIdFromTargetPathResponse> {
-        let target = self.lookup_target(&req.target_path)?;
+        let target = self.lookup_target(&req.target_path)?.to;
         Ok(volume::GetClosestVolumeIdFromTargetPathResponse {
             volume_id: self
                 .backend

@@ -61,6 +61,8 @@ wmi_names! {
         prop IS_OFFLINE: bool = "IsOffline";
         prop IS_READ_ONLY: bool = "IsReadOnly";
         prop PARTITION_STYLE: u16 = "PartitionStyle";
+        prop SIZE: u64 = "Size";
+        prop SERIAL_NUMBER: String = "SerialNumber";
         method refresh = "Refresh" {}
         method initialize = "Initialize" {
             In PARTITION_STYLE: u16 = "PartitionStyle";

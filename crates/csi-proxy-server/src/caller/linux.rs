@@ -5,8 +5,12 @@
 //! read, and asked afterwards whether that process still exists. A pid is
 //! reused only once its process is gone (reaped), so if it still exists,
 //! what was read is its; if not, the exe and cgroup fields are dropped.
+//! On every kernel the pid is also bound to its start time
+//! (`/proc/<pid>/stat` field 22, [`super::started`]): the same before and
+//! after the reads, and not later than the accept; otherwise the caller is
+//! unknown.
 
-use super::{cgroup, digest, Caller};
+use super::{cgroup, digest, started, Caller};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 #[cfg(test)]
 use std::path::Path;
@@ -15,7 +19,8 @@ use std::time::Instant;
 
 /// The identity of the client of the socket `sock` (blocking: reads
 /// `/proc`, may hash the executable until `until`).
-pub(super) fn identify(sock: &impl AsFd, until: Instant) -> Caller {
+/// `accepted`: when the connection was accepted ([`boot_ticks`]).
+pub(super) fn identify(sock: &impl AsFd, until: Instant, accepted: Option<u64>) -> Caller {
     use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
     let Ok(cred) = getsockopt(sock, PeerCredentials) else {
         return Caller::default();
@@ -32,6 +37,12 @@ pub(super) fn identify(sock: &impl AsFd, until: Instant) -> Caller {
     };
     let pidfd = peer_pidfd(sock);
     let proc = PathBuf::from(format!("/proc/{pid}"));
+    let start = || {
+        std::fs::read_to_string(proc.join("stat"))
+            .ok()
+            .and_then(|s| started::stat_start_time(&s))
+    };
+    let before = start();
     // Unreadable for another user's process when the proxy is not root.
     caller.exe = std::fs::read_link(proc.join("exe"))
         .ok()
@@ -60,8 +71,22 @@ pub(super) fn identify(sock: &impl AsFd, until: Instant) -> Caller {
         caller.own_mount_ns = None;
         caller.pod_uid = None;
         caller.container_id = None;
+    } else if !started::same_process(before, start()) || !started::started_by(before, accepted) {
+        // Another process by now, or one that started after the accept.
+        started::forget_process(&mut caller);
     }
     caller
+}
+
+/// Now, in clock ticks (`USER_HZ`, the unit of `/proc/<pid>/stat`'s start
+/// time) since boot, suspend included (`CLOCK_BOOTTIME`, the clock the
+/// kernel takes start times from). No I/O: fit for the accept loop.
+pub(super) fn boot_ticks() -> Option<u64> {
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
+    let hz = u64::try_from(nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??).ok()?;
+    let ns =
+        u64::try_from(now.tv_sec()).ok()? * 1_000_000_000 + u64::try_from(now.tv_nsec()).ok()?;
+    Some(ns / (1_000_000_000 / hz.max(1)))
 }
 
 /// Whether two paths name the same file (namespaces compare so).
@@ -102,7 +127,8 @@ mod tests {
     async fn a_socket_pair_names_this_process() {
         let (a, _b) = tokio::net::UnixStream::pair().unwrap();
         let until = Instant::now() + std::time::Duration::from_secs(30);
-        let c = identify(&a, until);
+        let c = identify(&a, until, boot_ticks());
+        assert_eq!(c.incomplete, None, "{c:?}");
         assert_eq!(c.pid, Some(std::process::id()));
         assert_eq!(c.uid, Some(nix::unistd::geteuid().as_raw()));
         assert_eq!(c.gid, Some(nix::unistd::getegid().as_raw()));
@@ -118,6 +144,25 @@ mod tests {
         if let Some(fd) = peer_pidfd(&a) {
             assert!(exists(&fd));
         }
+    }
+
+    #[tokio::test]
+    async fn a_process_that_started_after_the_accept_is_unknown() {
+        // This process stands for one that took the pid after the accept:
+        // a connection accepted at boot (tick 0) cannot be its.
+        let (a, _b) = tokio::net::UnixStream::pair().unwrap();
+        let until = Instant::now() + std::time::Duration::from_secs(30);
+        let c = identify(&a, until, Some(0));
+        assert_eq!(c.incomplete, Some(started::PROCESS_CHANGED), "{c:?}");
+        assert_eq!(c.exe, None);
+        assert_eq!(c.pod_uid, None);
+        assert_eq!(c.own_mount_ns, None);
+        assert_eq!(c.pid, Some(std::process::id()));
+        assert_eq!(c.uid, Some(nix::unistd::geteuid().as_raw()));
+        // The accept time is now or later than the process start.
+        let own = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let start = started::stat_start_time(&own).unwrap();
+        assert!(start <= boot_ticks().unwrap());
     }
 
     #[tokio::test]
@@ -137,7 +182,7 @@ mod tests {
         };
         assert!(status.success());
         let (stream, _) = listener.accept().await.unwrap();
-        let c = identify(&stream, Instant::now());
+        let c = identify(&stream, Instant::now(), boot_ticks());
         assert!(c.pid.is_some() && c.uid.is_some(), "{c:?}");
         if peer_pidfd(&stream).is_some() {
             assert_eq!(c.exe, None, "{c:?}");

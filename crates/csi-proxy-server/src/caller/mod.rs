@@ -16,11 +16,15 @@
 //!
 //! The pid is the one the client had when it connected. The rest is read
 //! right after accept: if the client exited in between and its pid was
-//! reused, the exe, SID and cgroup would be the new process's. On Linux
-//! 6.5+ a pidfd of the peer closes that window (`linux.rs`); elsewhere it
-//! is the time from `connect` to the end of the reads, and a client that
-//! wants to be misattributed must hand its connection to another process
-//! and exit; see docs/security.md.
+//! reused, the exe, SID and cgroup would be the new process's. So the pid
+//! is bound to its process's start time ([`started`]): taken at accept on
+//! Windows and compared when the reads open the pid again, checked
+//! against the accept time and across the reads on Linux, where on 6.5+ a
+//! pidfd of the peer closes the window too (`linux.rs`). A mismatch makes
+//! the caller unknown. What stays open is the time from `connect` to
+//! accept: a client that wants to be misattributed must hand its
+//! connection to another process and exit before the accept; see
+//! docs/security.md.
 
 pub mod cgroup;
 pub mod digest;
@@ -28,6 +32,7 @@ pub mod jobs;
 #[cfg(target_os = "linux")]
 mod linux;
 pub mod pending;
+pub mod started;
 #[cfg(windows)]
 mod windows;
 

@@ -42,6 +42,13 @@ pub struct Peer {
     /// A duplicate of the socket.
     #[cfg(target_os = "linux")]
     source: Option<std::os::fd::OwnedFd>,
+    /// When it was accepted, in clock ticks since boot (`super::started`).
+    #[cfg(target_os = "linux")]
+    accepted: Option<u64>,
+    /// The client process as found at accept: its start time
+    /// (`super::started`).
+    #[cfg(windows)]
+    process: super::windows::Accepted,
 }
 
 impl Peer {
@@ -74,17 +81,23 @@ pub fn of_unix_stream(stream: &tokio::net::UnixStream) -> Peer {
             use std::os::fd::AsFd;
             stream.as_fd().try_clone_to_owned().ok()
         },
+        #[cfg(target_os = "linux")]
+        accepted: super::linux::boot_ticks(),
     }
 }
 
-/// The peer of a named-pipe connection: the client's pid.
+/// The peer of a named-pipe connection: the client's pid, and its
+/// process's creation time through a handle opened here (two system calls,
+/// no I/O).
 #[cfg(windows)]
 pub fn of_pipe(pipe: &tokio::net::windows::named_pipe::NamedPipeServer) -> Peer {
+    let pid = super::windows::client_pid(pipe);
     Peer {
         creds: Caller {
-            pid: super::windows::client_pid(pipe),
+            pid,
             ..Caller::default()
         },
+        process: super::windows::accepted(pid),
     }
 }
 
@@ -119,7 +132,7 @@ fn read(peer: Peer, until: Instant) -> Caller {
     #[cfg(target_os = "linux")]
     {
         match &peer.source {
-            Some(fd) => super::linux::identify(fd, until),
+            Some(fd) => super::linux::identify(fd, until, peer.accepted),
             None => peer.creds,
         }
     }
@@ -127,7 +140,7 @@ fn read(peer: Peer, until: Instant) -> Caller {
     {
         let _ = until;
         match peer.creds.pid {
-            Some(pid) => super::windows::identify_pid(pid),
+            Some(pid) => super::windows::identify_pid(pid, &peer.process),
             None => peer.creds,
         }
     }

@@ -1,17 +1,24 @@
-//! Windows: the pipe client's process id, and from its process the token
-//! user SID, session id, image path and job membership.
+//! Windows: the pipe client's process id and creation time, and from its
+//! process the token user SID, session id, image path and job membership.
+//!
+//! The creation time is read at accept through a handle opened there; the
+//! reads open the pid again and go on only if that process has the same
+//! creation time ([`super::started`]). Test hook: with the
+//! environment variable `CSI_PROXY_TEST_PID_REUSE=1` the creation time
+//! found at the reads is shifted by one tick, as if another process had
+//! taken the pid (it can only make callers unknown).
 //!
 //! All the unsafe code of caller identity on Windows lives here; handles
 //! are `OwnedHandle`s (closed on drop), the SID string is freed with
 //! `LocalFree` by a guard.
 
-use super::Caller;
+use super::{started, Caller};
 use std::ffi::c_void;
 use std::mem::size_of;
 use std::os::windows::ffi::OsStringExt;
 use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
 use tokio::net::windows::named_pipe::NamedPipeServer;
-use windows_sys::Win32::Foundation::{LocalFree, FALSE, HANDLE};
+use windows_sys::Win32::Foundation::{LocalFree, FALSE, FILETIME, HANDLE};
 use windows_sys::Win32::Security::Authorization::ConvertSidToStringSidW;
 use windows_sys::Win32::Security::{
     GetTokenInformation, TokenSessionId, TokenUser, TOKEN_QUERY, TOKEN_USER,
@@ -19,7 +26,7 @@ use windows_sys::Win32::Security::{
 use windows_sys::Win32::System::JobObjects::IsProcessInJob;
 use windows_sys::Win32::System::Pipes::GetNamedPipeClientProcessId;
 use windows_sys::Win32::System::Threading::{
-    OpenProcess, OpenProcessToken, QueryFullProcessImageNameW, PROCESS_NAME_WIN32,
+    GetProcessTimes, OpenProcess, OpenProcessToken, QueryFullProcessImageNameW, PROCESS_NAME_WIN32,
     PROCESS_QUERY_INFORMATION, PROCESS_QUERY_LIMITED_INFORMATION,
 };
 
@@ -32,9 +39,62 @@ pub(super) fn client_pid(pipe: &NamedPipeServer) -> Option<u32> {
     (ok != FALSE && pid != 0).then_some(pid)
 }
 
+/// The client process as found at accept.
+pub(crate) struct Accepted {
+    /// Its creation time (FILETIME ticks, 100 ns): two processes that
+    /// held the same pid one after the other never share it.
+    created: Option<u64>,
+}
+
+/// Opens process `pid` with `PROCESS_QUERY_LIMITED_INFORMATION` and reads
+/// its creation time (cheap: no I/O; taken when accepted). The handle is
+/// closed at once: the connection holds no handle to its client.
+pub(super) fn accepted(pid: Option<u32>) -> Accepted {
+    let process = pid.and_then(|pid| {
+        // SAFETY: plain call; a null result is checked.
+        let h = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, FALSE, pid) };
+        // SAFETY: a non-null handle from OpenProcess is ours to close.
+        (!h.is_null()).then(|| unsafe { OwnedHandle::from_raw_handle(h) })
+    });
+    Accepted {
+        created: process.as_ref().and_then(creation_time),
+    }
+}
+
+/// The creation time of `process` (`GetProcessTimes`).
+fn creation_time(process: &OwnedHandle) -> Option<u64> {
+    let zero = FILETIME {
+        dwLowDateTime: 0,
+        dwHighDateTime: 0,
+    };
+    let (mut created, mut exited, mut kernel, mut user) = (zero, zero, zero, zero);
+    // SAFETY: `process` is a live process handle; the four out pointers are
+    // valid locals.
+    let ok = unsafe {
+        GetProcessTimes(
+            process.as_raw_handle() as HANDLE,
+            &mut created,
+            &mut exited,
+            &mut kernel,
+            &mut user,
+        )
+    };
+    let t = (u64::from(created.dwHighDateTime) << 32) | u64::from(created.dwLowDateTime);
+    (ok != FALSE && t != 0).then_some(t)
+}
+
+/// The test hook of the module doc: 1 with `CSI_PROXY_TEST_PID_REUSE=1`.
+fn test_skew() -> u64 {
+    static SKEW: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SKEW.get_or_init(|| {
+        u64::from(std::env::var("CSI_PROXY_TEST_PID_REUSE").is_ok_and(|v| v == "1"))
+    })
+}
+
 /// The identity of process `pid` (blocking: opens the process and its
-/// token; run on the blocking pool, `super::pending`).
-pub(super) fn identify_pid(pid: u32) -> Caller {
+/// token; run on the blocking pool, `super::pending`), if it is still the
+/// process `at_accept` found.
+pub(super) fn identify_pid(pid: u32, at_accept: &Accepted) -> Caller {
     let mut caller = Caller {
         pid: Some(pid),
         ..Caller::default()
@@ -42,6 +102,11 @@ pub(super) fn identify_pid(pid: u32) -> Caller {
     let Some(process) = open_process(pid) else {
         return caller;
     };
+    let now = creation_time(&process).map(|t| t.wrapping_add(test_skew()));
+    if !started::same_process(at_accept.created, now) {
+        started::forget_process(&mut caller);
+        return caller;
+    }
     caller.exe = image_path(&process);
     caller.in_job = in_job(&process);
     if let Some(token) = open_token(&process) {

@@ -3,6 +3,7 @@
 
 #[cfg(unix)]
 pub mod activation;
+pub mod dacl;
 #[cfg(unix)]
 mod socket_dir;
 #[cfg(unix)]

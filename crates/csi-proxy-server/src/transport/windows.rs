@@ -29,8 +29,9 @@ use windows_sys::Win32::Security::Authorization::{
     SE_KERNEL_OBJECT,
 };
 use windows_sys::Win32::Security::{
-    AclSizeInformation, GetAclInformation, GetSecurityDescriptorDacl, ACL, ACL_SIZE_INFORMATION,
-    DACL_SECURITY_INFORMATION, PSECURITY_DESCRIPTOR, SECURITY_ATTRIBUTES,
+    AclSizeInformation, GetAclInformation, GetLengthSid, GetSecurityDescriptorDacl,
+    GetSecurityDescriptorOwner, ACL, ACL_SIZE_INFORMATION, DACL_SECURITY_INFORMATION,
+    PSECURITY_DESCRIPTOR, PSID, SECURITY_ATTRIBUTES,
 };
 use windows_sys::Win32::Storage::FileSystem::{
     CreateFileW, OPEN_EXISTING, READ_CONTROL, SECURITY_IDENTIFICATION, SECURITY_SQOS_PRESENT,
@@ -112,6 +113,47 @@ impl SecurityDescriptor {
         Ok(sd)
     }
 
+    /// Parses `sddl` like [`SecurityDescriptor::from_sddl`] and checks the
+    /// result against the pipe rule ([`super::dacl`]): the owner and DACL
+    /// walked are those of this very descriptor, the one every instance is
+    /// created with. `service_sid` is the service's own SID, trusted like
+    /// SYSTEM. A refused descriptor is `InvalidInput`, naming the ACE.
+    pub fn for_pipes(sddl: &str, service_sid: Option<&str>) -> io::Result<Self> {
+        let sd = Self::from_sddl(sddl)?;
+        // SAFETY: both point into the descriptor owned by `sd`, alive here.
+        let (owner, dacl) = unsafe { (sd.owner_bytes()?, acl_bytes(sd.dacl()?)?) };
+        super::dacl::check_pipe_security(owner, dacl, service_sid).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("security descriptor {sddl:?} refused for the pipes: {e}"),
+            )
+        })?;
+        Ok(sd)
+    }
+
+    /// The owner SID of the descriptor, in its binary form, if it has one.
+    ///
+    /// # Safety
+    ///
+    /// The slice borrows the descriptor: it must not outlive `self`.
+    unsafe fn owner_bytes(&self) -> io::Result<Option<&[u8]>> {
+        let mut owner: PSID = ptr::null_mut();
+        let mut defaulted = FALSE;
+        // SAFETY: `self.mem` holds a valid descriptor; out pointers are locals.
+        if unsafe { GetSecurityDescriptorOwner(self.mem.0, &mut owner, &mut defaulted) } == FALSE {
+            return Err(io::Error::last_os_error());
+        }
+        if owner.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: `owner` points at a valid SID inside the descriptor
+        // (ConvertStringSecurityDescriptor... built it), whose length
+        // GetLengthSid reads from its header.
+        Ok(Some(unsafe {
+            std::slice::from_raw_parts(owner.cast::<u8>(), GetLengthSid(owner) as usize)
+        }))
+    }
+
     /// The SDDL this descriptor was parsed from.
     pub fn sddl(&self) -> &str {
         &self.sddl
@@ -185,6 +227,25 @@ unsafe fn acl_ace_count(acl: *const ACL) -> io::Result<u32> {
         return Err(io::Error::last_os_error());
     }
     Ok(info.AceCount)
+}
+
+/// The bytes of `acl` (its header's `AclSize`).
+///
+/// # Safety
+///
+/// `acl` must be null or point at a valid ACL; the slice must not outlive it.
+unsafe fn acl_bytes<'a>(acl: *const ACL) -> io::Result<&'a [u8]> {
+    if acl.is_null() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the security descriptor has a NULL or no DACL (everyone has full access)",
+        ));
+    }
+    // SAFETY: a valid ACL starts with its header, whose AclSize counts the
+    // header and every ACE.
+    let size = usize::from(unsafe { (*acl).AclSize });
+    // SAFETY: as above, `size` bytes from `acl` are the ACL.
+    Ok(unsafe { std::slice::from_raw_parts(acl.cast::<u8>(), size) })
 }
 
 /// Listens on one pipe name: `\\.\pipe\csi-proxy-<group>-<version>`.
@@ -474,6 +535,44 @@ mod tests {
     }
 
     #[test]
+    fn pipes_refuse_a_dacl_that_lets_others_create_instances() {
+        let ours = super::super::dacl::service_sid("csiproxy");
+        for (sddl, ace) in [
+            (
+                "D:P(A;;GA;;;SY)(A;;GA;;;BA)(A;;GRGW;;;AU)",
+                "ACE #2 (A;;0xc0000000;;;S-1-5-11",
+            ),
+            (
+                "D:P(A;;GA;;;SY)(A;;FW;;;WD)",
+                "ACE #1 (A;;0x120116;;;S-1-1-0",
+            ),
+            ("D:P(A;;0x4;;;BU)", "ACE #0 (A;;0x4;;;S-1-5-32-545"),
+            (
+                "D:P(A;;GA;;;SY)(A;;WD;;;IU)",
+                "ACE #1 (A;;0x40000;;;S-1-5-4",
+            ),
+            (
+                "D:P(A;;GA;;;SY)(A;;GA;;;S-1-5-80-1-2-3-4-5)",
+                "ACE #1 (A;;0x10000000;;;S-1-5-80-1-2-3-4-5",
+            ),
+        ] {
+            let err = SecurityDescriptor::for_pipes(sddl, Some(&ours)).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{sddl}: {err}");
+            assert!(err.to_string().contains(ace), "{sddl}: {err}");
+        }
+        let err = SecurityDescriptor::for_pipes("O:AUD:P(A;;GA;;;SY)", None).unwrap_err();
+        assert!(err.to_string().contains("owner S-1-5-11"), "{err}");
+        let service = format!("O:SYD:P(A;;GA;;;SY)(A;;GA;;;BA)(A;;GA;;;{ours})");
+        for sddl in [
+            TWO_ACES,
+            "D:P(A;;GA;;;SY)(A;;0x12019b;;;AU)(D;;GA;;;WD)",
+            &service,
+        ] {
+            SecurityDescriptor::for_pipes(sddl, Some(&ours)).unwrap();
+        }
+    }
+
+    #[test]
     fn security_descriptor_is_send_and_sync() {
         fn check<T: Send + Sync>() {}
         check::<SecurityDescriptor>();
@@ -590,7 +689,8 @@ mod tests {
     async fn dacl_read_back_from_live_pipe() {
         for (sddl, aces) in [
             (TWO_ACES, 2),
-            ("D:P(A;;GA;;;SY)(A;;GA;;;BA)(A;;GRGW;;;AU)", 3),
+            // A client grant the pipe rule allows (no FILE_CREATE_PIPE_INSTANCE).
+            ("D:P(A;;GA;;;SY)(A;;GA;;;BA)(A;;0x12019b;;;AU)", 3),
         ] {
             let name = unique_name();
             let mut listener = PipeListener::bind(&name, sd(sddl)).unwrap();

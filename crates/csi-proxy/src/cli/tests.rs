@@ -19,6 +19,7 @@ fn defaults() {
     assert!(cli.working_dirs.is_empty());
     assert!(!cli.windows_service);
     assert!(cli.require_privacy);
+    assert!(!cli.smb_allow_no_credentials);
     assert_eq!(cli.metrics_bind_address, "");
     assert_eq!(cli.socket_dir, None);
     assert_eq!(cli.socket_mode, 0o600);
@@ -176,6 +177,8 @@ fn go_bools() {
     assert!(ok(&["-logtostderr"]).logtostderr);
     assert!(!ok(&["-require-privacy=false"]).require_privacy);
     assert!(ok(&["-require-privacy"]).require_privacy);
+    assert!(ok(&["-smb-allow-no-credentials"]).smb_allow_no_credentials);
+    assert!(!ok(&["-smb-allow-no-credentials=false"]).smb_allow_no_credentials);
     for bad in [
         "-windows-service=yes",
         "-windows-service=",
@@ -328,7 +331,7 @@ fn help_mentions_every_flag() {
             "help lacks --{long}:\n{help}"
         );
     }
-    assert_eq!(count, 49, "flag count changed; update the help checks");
+    assert_eq!(count, 50, "flag count changed; update the help checks");
     for flag in [
         "kubelet-path",
         "kubelet-csi-plugins-path",
@@ -336,6 +339,7 @@ fn help_mentions_every_flag() {
         "working-dir",
         "windows-service",
         "require-privacy",
+        "smb-allow-no-credentials",
         "overwrite-unidentified-content",
         "allowed-services",
         "protected-services",

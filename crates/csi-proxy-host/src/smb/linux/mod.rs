@@ -14,6 +14,7 @@
 mod sys;
 
 use super::api::{MappingState, SmbBackend};
+use super::reach::Reach;
 use super::validate::{Credential, Host, RemotePath, ShareRoot, SmbLinkTarget};
 use crate::storage::linux::mountinfo;
 use crate::{Error, Result};
@@ -31,15 +32,17 @@ pub const DEFAULT_MOUNT_BASE: &str = "/run/csi-proxy-smb";
 const CIFS_TYPES: [&str; 2] = ["cifs", "smb3"];
 
 /// The kernel-CIFS SMB backend.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct LinuxSmb {
     base: PathBuf,
+    reach: Reach,
 }
 
 impl Default for LinuxSmb {
     fn default() -> Self {
         LinuxSmb {
             base: PathBuf::from(DEFAULT_MOUNT_BASE),
+            reach: Reach::new(),
         }
     }
 }
@@ -140,11 +143,20 @@ impl SmbBackend for LinuxSmb {
         if !cifs_mount_at(&dir).map_err(|e| Error::io("read", "/proc/self/mountinfo", e))? {
             return Ok(None);
         }
-        Ok(Some(match nix::sys::statfs::statfs(&dir) {
+        // A server that never answers holds only this call, until its
+        // deadline.
+        let answers = self.reach.check(root, move || {
             // EOVERFLOW: the share answered with sizes that do not fit the
             // 32-bit statfs of 32-bit targets.
-            Ok(_) | Err(nix::errno::Errno::EOVERFLOW) => MappingState::Ok,
-            Err(_) => MappingState::Unreachable,
+            matches!(
+                nix::sys::statfs::statfs(&dir),
+                Ok(_) | Err(nix::errno::Errno::EOVERFLOW)
+            )
+        })?;
+        Ok(Some(if answers {
+            MappingState::Ok
+        } else {
+            MappingState::Unreachable
         }))
     }
 

@@ -13,6 +13,7 @@
 mod devices;
 mod format_record;
 mod grow;
+pub mod in_use;
 mod intents;
 mod layout;
 mod locks;
@@ -32,7 +33,7 @@ use super::content::{self, Overwrite};
 use super::inventory::netlink;
 use super::parse::content::Regions;
 use super::parse::{ext, gpt};
-use super::{ResizeTarget, StorageBackend, VolumeId, VolumeStats};
+use super::{At, ResizeTarget, StorageBackend, VolumeId, VolumeStats};
 use crate::confined::{Confined, Located};
 use crate::disk::{DiskIds, DiskLocation};
 use crate::{Error, Result};
@@ -345,23 +346,11 @@ impl StorageBackend for LinuxStorage {
         }
         if !online {
             // The whole disk is claimable only if no partition of it is in
-            // use anywhere (a partition's holder claims the disk too).
-            if !self.claimable(&d.name, d.major, d.minor)? {
-                let mut uses: Vec<String> = std::iter::once((&d.name, d.major, d.minor))
-                    .chain(d.partitions.iter().map(|p| (&p.name, p.major, p.minor)))
-                    .map(|(n, ma, mi)| (n, usage::of(n, ma, mi, &[])))
-                    .filter(|(_, u)| !u.is_empty())
-                    .map(|(n, u)| format!("{n} is {}", u.describe()))
-                    .collect();
-                if uses.is_empty() {
-                    uses.push(format!(
-                        "{} is held open exclusively by another program",
-                        d.name
-                    ));
-                }
+            // use anywhere (a partition's holder claims the disk too); the
+            // same question as DisconnectTarget's (`in_use`).
+            if let Some(uses) = in_use::uses_of(&self.dev_dir, &d)? {
                 return Err(Error::FailedPrecondition(format!(
-                    "disk {disk} is in use ({}); release it before taking the disk offline",
-                    uses.join("; ")
+                    "disk {disk} is in use ({uses}); release it before taking the disk offline"
                 )));
             }
         }
@@ -475,7 +464,7 @@ impl StorageBackend for LinuxStorage {
         self.unmount_from(volume, fs, target)
     }
 
-    fn volume_at(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
+    fn volume_at(&self, fs: &Confined, target: &Located) -> Result<At> {
         self.volume_mounted_at(fs, target)
     }
 

@@ -5,7 +5,8 @@
 //! path string.
 
 use super::{ensure_online, from_io, sys, usage, LinuxStorage};
-use crate::confined::{Confined, Located};
+use crate::confined::{Confined, Dir, Located};
+use crate::storage::target::{self, At, NotMounted};
 use crate::storage::VolumeId;
 use crate::{Error, Result};
 use sys::Access;
@@ -123,18 +124,32 @@ impl LinuxStorage {
             .map_err(|e| from_io("umount", target.path(), e.into()))
     }
 
-    pub(super) fn volume_mounted_at(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
-        let dir = fs.open_dir(target)?;
+    /// What is mounted at `target` ([`At`]): the volume of the mount
+    /// whose root the directory is; nothing, for a missing path, a
+    /// directory that is no mount root, or a file, each only when the
+    /// mount table lists no mount there either.
+    pub(super) fn volume_mounted_at(&self, fs: &Confined, target: &Located) -> Result<At> {
+        let dir = match fs.open_dir(target) {
+            Ok(d) => d,
+            Err(e @ (Error::NotFound(_) | Error::FailedPrecondition(_))) => {
+                let at = target::absent(fs, target, e)?;
+                if at == At::NotMounted(NotMounted::File) {
+                    // A file can be bind-mounted on.
+                    no_mount_listed(fs, target, None)?;
+                }
+                return Ok(at);
+            }
+            Err(e) => return Err(e),
+        };
         let st = dir
             .mount_state()
             .map_err(|e| Error::io("statx", target.path(), e))?;
         if !st.mount_root {
-            return Err(Error::NotFound(format!(
-                "{} is not a mount point",
-                target.shown()
-            )));
+            no_mount_listed(fs, target, Some(&dir))?;
+            return Ok(At::NotMounted(NotMounted::PlainDirectory));
         }
         self.volume_of_dev(st.major, st.minor, &target.shown())
+            .map(At::Volume)
     }
 
     pub(super) fn volume_holding(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
@@ -143,5 +158,44 @@ impl LinuxStorage {
             .mount_state()
             .map_err(|e| Error::io("statx", target.path(), e))?;
         self.volume_of_dev(st.major, st.minor, &target.shown())
+    }
+}
+
+/// The proof's second half for "nothing is mounted at `target`": no entry
+/// of this namespace's mount table has it as its mount point (its real
+/// path: `dir`'s own, or its parent's joined with its name). One that does
+/// (mounted meanwhile, or hidden by a mount above it) is
+/// `FailedPrecondition`, never "not mounted".
+fn no_mount_listed(fs: &Confined, target: &Located, dir: Option<&Dir>) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let io = |e| Error::io("readlink", target.path(), e);
+    let real = match (dir, target.name()) {
+        (Some(d), _) => std::fs::read_link(d.proc_path()).map_err(io)?,
+        (None, Some(name)) => {
+            let (parent, _) = fs.open_parent(target)?;
+            std::fs::read_link(parent.proc_path())
+                .map_err(io)?
+                .join(name)
+        }
+        (None, None) => {
+            return Err(Error::FailedPrecondition(format!(
+                "the allowed root {} is not a directory",
+                target.shown()
+            )))
+        }
+    };
+    let mounts = LinuxStorage::mounts()?;
+    match mounts
+        .iter()
+        .find(|m| m.mount_point == real.as_os_str().as_bytes())
+    {
+        None => Ok(()),
+        Some(m) => Err(Error::FailedPrecondition(format!(
+            "{} is listed in the mount table as the mount point of a {} filesystem (device {}:{}), but is not reached as one (mounted meanwhile, or hidden by another mount); not answering \"not mounted\"",
+            target.shown(),
+            crate::error::escaped(&m.fs_type, crate::error::Spaces::Keep),
+            m.major,
+            m.minor
+        ))),
     }
 }

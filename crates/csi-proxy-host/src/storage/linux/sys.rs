@@ -102,6 +102,9 @@ pub enum Access {
     /// Read-write and exclusive: fails with EBUSY while anything holds the
     /// device (a mount, a partition in use, another exclusive opener).
     Exclusive,
+    /// Read-only and exclusive: the same claim without asking for write
+    /// access (a read-only disk can be probed too).
+    Claim,
 }
 
 /// Opens a block device node (never following a link at `path`).
@@ -111,6 +114,7 @@ pub fn open_block(path: &Path, access: Access) -> io::Result<OwnedFd> {
         Access::Read => libc::O_RDONLY,
         Access::Write => libc::O_RDWR,
         Access::Exclusive => libc::O_RDWR | libc::O_EXCL,
+        Access::Claim => libc::O_RDONLY | libc::O_EXCL,
     };
     // SAFETY: `c` is a valid NUL-terminated string; on success the returned
     // descriptor is owned by nobody else, so wrapping it in OwnedFd is sound.

@@ -124,7 +124,6 @@ impl Default for Sysfs {
 
 impl Sysfs {
     /// A sysfs tree at `root` instead of `/sys` (tests build one).
-    #[cfg(test)]
     pub fn at(root: impl Into<PathBuf>) -> Self {
         Sysfs { root: root.into() }
     }

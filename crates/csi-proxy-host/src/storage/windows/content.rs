@@ -6,7 +6,7 @@
 
 use windows_sys::Win32::System::Ioctl::IOCTL_DISK_GET_LENGTH_INFO;
 
-use super::disk::{self, bad_answer};
+use super::disk::{self, bad_answer, Pinned};
 use super::errors::{self, win32};
 use super::win32::{self as w, Handle, GENERIC_READ};
 use crate::storage::parse::content::{self as identify, Regions, Scanned};
@@ -19,19 +19,35 @@ fn read(h: &Handle, size: u64, subject: &str) -> Result<Regions> {
         .map_err(|e| win32("ReadFile", subject, e))
 }
 
-/// Disk `number`, and whether it has a partition table Windows will keep
-/// (then PartitionDisk initialises nothing). A table that does not parse
-/// counts as none: the check then finds what is there.
-pub fn of_disk(number: u32) -> Result<(Regions, bool)> {
-    let subject = format!("disk {number}");
-    let h = disk::open_disk(number, GENERIC_READ)?;
-    let (size, ss) = disk::geometry(&h, &subject)?;
-    let c = read(&h, size, &subject)?;
-    let table = matches!(
-        gpt::parse_table(&c.head, ss, size / u64::from(ss)),
-        Ok(gpt::Table::Gpt(_) | gpt::Table::Mbr { .. })
-    );
+/// The disk held as `pin`, read through its handle, and whether it has a
+/// partition table Windows will keep (then PartitionDisk initialises
+/// nothing). A table that does not parse counts as none: the check then
+/// finds what is there.
+pub fn of_disk(pin: &Pinned) -> Result<(Regions, bool)> {
+    let subject = format!("disk {}", pin.identity.number);
+    let h = pin.handle();
+    let (size, ss) = disk::geometry(h, &subject)?;
+    let c = read(h, size, &subject)?;
+    let table = has(&c.head, ss, size);
     Ok((c, table))
+}
+
+/// Whether the disk held as `pin` has a partition table now (its first
+/// sectors read again through its handle).
+pub fn has_table(pin: &Pinned) -> Result<bool> {
+    let subject = format!("disk {}", pin.identity.number);
+    let h = pin.handle();
+    let (size, ss) = disk::geometry(h, &subject)?;
+    let mut head = vec![0u8; gpt::head_len(ss)];
+    w::read_at(h, 0, &mut head).map_err(|e| win32("ReadFile", &subject, e))?;
+    Ok(has(&head, ss, size))
+}
+
+fn has(head: &[u8], ss: u32, size: u64) -> bool {
+    matches!(
+        gpt::parse_table(head, ss, size / u64::from(ss)),
+        Ok(gpt::Table::Gpt(_) | gpt::Table::Mbr { .. })
+    )
 }
 
 /// Volume `v` (its partition's bytes, through the volume device).

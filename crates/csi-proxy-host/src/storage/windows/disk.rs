@@ -11,8 +11,9 @@ use windows_sys::Win32::System::Ioctl::{
 };
 
 use super::errors::{self, win32};
-use super::win32::{self as w, Handle, GENERIC_READ, GENERIC_WRITE};
+use super::win32::{self as w, Handle, GENERIC_READ};
 use crate::disk::DiskIds;
+use crate::storage::identity::{self, DiskIdentity, Seen};
 use crate::storage::parse::grow::{self, GrowError};
 use crate::storage::parse::nvme::{self, Identify, ScsiAddress};
 use crate::storage::parse::{device_id, extents, free_space, layout, ParseError};
@@ -335,14 +336,14 @@ pub fn disk_online(disk: u32) -> Result<bool> {
     Ok(!attributes(&h, &s)?.is_offline())
 }
 
-/// Brings the disk online or takes it offline, persistently
+/// Brings the disk held as `pin` (open for reading and writing) online or
+/// takes it offline, persistently
 /// (`IOCTL_DISK_SET_DISK_ATTRIBUTES` with only the offline bit in the mask,
 /// then `IOCTL_DISK_UPDATE_PROPERTIES`); nothing is changed if the disk is
 /// already in that state.
-pub fn set_disk_online(disk: u32, online: bool) -> Result<()> {
-    let s = subject(disk);
-    let h = open_disk(disk, GENERIC_READ | GENERIC_WRITE)?;
-    if attributes(&h, &s)?.is_offline() != online {
+pub fn set_disk_online(pin: &Pinned, online: bool) -> Result<()> {
+    let (h, s) = (&pin.h, &pin.subject);
+    if attributes(h, s)?.is_offline() != online {
         return Ok(());
     }
     let set = SET_DISK_ATTRIBUTES {
@@ -357,9 +358,99 @@ pub fn set_disk_online(disk: u32, online: bool) -> Result<()> {
         AttributesMask: extents::DISK_ATTRIBUTE_OFFLINE,
         Reserved2: [0; 4],
     };
-    w::ioctl_no_output(&h, IOCTL_DISK_SET_DISK_ATTRIBUTES, Some(&set))
-        .map_err(|e| win32("IOCTL_DISK_SET_DISK_ATTRIBUTES", &s, e))?;
-    w::ioctl_no_output::<()>(&h, IOCTL_DISK_UPDATE_PROPERTIES, None)
-        .map_err(|e| win32("IOCTL_DISK_UPDATE_PROPERTIES", &s, e))?;
+    w::ioctl_no_output(h, IOCTL_DISK_SET_DISK_ATTRIBUTES, Some(&set))
+        .map_err(|e| win32("IOCTL_DISK_SET_DISK_ATTRIBUTES", s, e))?;
+    w::ioctl_no_output::<()>(h, IOCTL_DISK_UPDATE_PROPERTIES, None)
+        .map_err(|e| win32("IOCTL_DISK_UPDATE_PROPERTIES", s, e))?;
     Ok(())
+}
+
+/// A disk held open since it was checked, with what identified it then:
+/// every later step that names the disk by number compares against it
+/// ([`crate::storage::identity`]), so a disk that took the number meanwhile
+/// is never written.
+pub struct Pinned {
+    h: Handle,
+    subject: String,
+    /// What identified the disk when it was opened.
+    pub identity: DiskIdentity,
+    /// Test hook: later reads of the identity report this serial number
+    /// (a disk replaced between check and write, which wine cannot stage).
+    #[cfg(test)]
+    pub replaced_by: Option<String>,
+}
+
+impl Pinned {
+    /// Opens disk `disk` with `access` ([`GENERIC_READ`], with
+    /// `GENERIC_WRITE` for a write through the handle; sharing read and
+    /// write) and reads its identity through the handle.
+    pub fn open(disk: u32, access: u32) -> Result<Pinned> {
+        let h = open_disk(disk, access)?;
+        let subject = subject(disk);
+        let identity = identity_of(&h, &subject, disk)?;
+        Ok(Pinned {
+            h,
+            subject,
+            identity,
+            #[cfg(test)]
+            replaced_by: None,
+        })
+    }
+
+    /// The held handle (open for reading).
+    pub fn handle(&self) -> &Handle {
+        &self.h
+    }
+
+    /// What identifies the held disk now, read again through its handle.
+    pub fn now(&self) -> Result<DiskIdentity> {
+        #[allow(unused_mut)]
+        let mut now = identity_of(&self.h, &self.subject, self.identity.number)?;
+        #[cfg(test)]
+        if let Some(s) = &self.replaced_by {
+            now.serial = s.clone();
+        }
+        Ok(now)
+    }
+
+    /// Refuses `what` unless the held handle still reaches the disk that
+    /// was checked, under the same number.
+    pub fn still_the_same(&self, what: &str) -> Result<()> {
+        identity::refuse_if_replaced(&self.identity, &self.now()?, Seen::HeldHandle, what)
+    }
+}
+
+/// Number (`IOCTL_STORAGE_GET_DEVICE_NUMBER`; where the driver does not
+/// answer it, the number the disk was opened by), size, page-83 id and
+/// serial number (`STORAGE_DEVICE_DESCRIPTOR`) of the disk open as `h`.
+fn identity_of(h: &Handle, s: &str, opened_as: u32) -> Result<DiskIdentity> {
+    let number = match w::ioctl::<()>(h, IOCTL_STORAGE_GET_DEVICE_NUMBER, None, 64) {
+        Ok(out) => {
+            extents::parse_storage_device_number(&out)
+                .map_err(|e| bad_answer("IOCTL_STORAGE_GET_DEVICE_NUMBER", s, e))?
+                .device_number
+        }
+        Err(e) if not_supported(&e) => opened_as,
+        Err(e) => return Err(win32("IOCTL_STORAGE_GET_DEVICE_NUMBER", s, e)),
+    };
+    let (size, _) = geometry(h, s)?;
+    // The device's own answers only (no NVMe fallbacks): what
+    // `MSFT_Disk.SerialNumber` is read from too.
+    let page83 = query_property(
+        h,
+        s,
+        StorageDeviceIdProperty,
+        device_id::parse_storage_device_id_descriptor,
+    )?
+    .and_then(|ids| device_id::page83_id(&ids))
+    .unwrap_or_default();
+    let serial = device_descriptor(h, s)?
+        .and_then(|(serial, _)| serial)
+        .unwrap_or_default();
+    Ok(DiskIdentity {
+        number,
+        size,
+        serial,
+        page83,
+    })
 }

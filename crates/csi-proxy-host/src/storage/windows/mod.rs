@@ -8,6 +8,7 @@
 
 mod content;
 mod disk;
+pub(crate) mod in_use;
 mod inventory;
 mod mounts;
 mod stor;
@@ -21,6 +22,7 @@ pub use crate::win::wmi;
 use std::collections::BTreeMap;
 
 use super::content::{self as rules, Overwrite};
+use super::{disk_use, identity};
 use super::{DiskLayout, PartitionStep, ResizeTarget, StorageBackend, VolumeId, VolumeStats};
 use crate::confined::{Confined, Located};
 use crate::disk::{DiskIds, DiskLocation};
@@ -122,22 +124,34 @@ fn device_io(what: &str) -> Result<()> {
 }
 
 impl WindowsStorage {
-    /// `step` of partitioning `disk` (`what` names it in refusals).
+    /// `step` of partitioning `disk` (`what` names it in refusals). The
+    /// disk is held open from the first look to the last: its content is
+    /// read through that handle, every `MSFT_Disk` a method is called on is
+    /// compared with what the handle identified, and afterwards the held
+    /// disk must still be disk `disk` and, if it was raw, carry a table
+    /// (`storage::identity`): disk numbers are reused.
     fn partition(&self, disk: u32, step: PartitionStep, what: &str) -> Result<()> {
+        let what = format!("{what} disk {disk}");
         // The IOCTL open answers "no such disk" without starting WMI.
-        drop(disk::open_disk(disk, 0)?);
-        self.refuse_host_disk(disk, &format!("{what} disk {disk}"))?;
+        let pin = disk::Pinned::open(disk, win32::GENERIC_READ)?;
+        self.refuse_host_disk(disk, &what)?;
+        let mut was_raw = false;
         if step != PartitionStep::Partition {
             // Windows initialises any RAW disk: read it first.
-            let (c, has_table) = content::of_disk(disk)?;
+            let (c, has_table) = content::of_disk(&pin)?;
             if !has_table {
                 rules::check_partition(disk, &c, false, self.overwrite)?;
+                was_raw = true;
             }
         }
-        let r = stor::partition_disk(&self.wmi, disk, step);
+        // The volumes were looked up by number: the held disk still has it.
+        pin.still_the_same(&what)?;
+        let r = stor::partition_disk(&self.wmi, disk, step, pin.identity.clone());
         // Do not wait for the volume's arrival notification.
         self.inventory.invalidate();
-        r
+        r?;
+        let table_now = !was_raw || content::has_table(&pin)?;
+        identity::confirm_written(&pin.identity, &pin.now()?, was_raw, table_now, &what)
     }
 }
 
@@ -170,11 +184,21 @@ impl StorageBackend for WindowsStorage {
         disk::disk_online(disk)
     }
 
+    /// Offline: refused for the host's disks, and while any volume of the
+    /// disk is mounted (inside the roots too) or held open
+    /// (`storage::disk_use`). The disk is held open from the check to the
+    /// change, which goes through that handle; disk numbers are reused.
     fn set_disk_online(&self, disk: u32, online: bool) -> Result<()> {
+        let pin = disk::Pinned::open(disk, win32::GENERIC_READ | win32::GENERIC_WRITE)?;
         if !online {
-            self.refuse_host_disk(disk, &format!("take disk {disk} offline"))?;
+            let what = format!("take disk {disk} offline");
+            self.refuse_host_disk(disk, &what)?;
+            let volumes = self.volumes_on_disk(disk, None)?;
+            disk_use::refuse(disk, &in_use::uses_of(&volumes)?, &what)?;
+            // The volumes were looked up by number: the held disk still has it.
+            pin.still_the_same(&what)?;
         }
-        let r = disk::set_disk_online(disk, online);
+        let r = disk::set_disk_online(&pin, online);
         // Volumes come and go with the disk's state.
         self.inventory.invalidate();
         r
@@ -273,7 +297,7 @@ impl StorageBackend for WindowsStorage {
         r
     }
 
-    fn volume_at(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
+    fn volume_at(&self, fs: &Confined, target: &Located) -> Result<super::At> {
         mounts::volume_at(fs, target)
     }
 

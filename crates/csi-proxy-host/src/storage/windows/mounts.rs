@@ -22,7 +22,7 @@ use crate::confined::{Confined, Located};
 use crate::error::quote;
 use crate::path::PathPolicy;
 use crate::storage::parse::multi_sz;
-use crate::storage::VolumeId;
+use crate::storage::{At, NotMounted, VolumeId};
 use crate::{Error, Result};
 
 /// ERROR_DIR_NOT_EMPTY.
@@ -324,26 +324,33 @@ impl Mounts {
     }
 }
 
-/// The volume mounted at `target`, which must be a volume mount point;
-/// anything else is [`Error::NotFound`].
-pub fn volume_at(fs: &Confined, target: &Located) -> Result<VolumeId> {
+/// What is mounted at `target` ([`At`]): the volume of a volume mount
+/// point; nothing, for a missing path, a directory that is no volume mount
+/// point (no reparse point, or one that is no name surrogate), or a file
+/// (Windows mounts volumes on empty directories only). A link (met here
+/// only if swapped in after the hops were followed) and a mount point
+/// whose volume cannot be read are errors, never "not mounted".
+pub fn volume_at(fs: &Confined, target: &Located) -> Result<At> {
     let t = target.shown();
     let dir = match fs.open_dir(target) {
-        Err(Error::FailedPrecondition(_)) => {
-            return Err(Error::NotFound(format!("{t} is not a volume mount point")))
+        Ok(d) => d,
+        Err(e @ (Error::NotFound(_) | Error::FailedPrecondition(_))) => {
+            return crate::storage::target::absent(fs, target, e)
         }
-        other => other?,
+        Err(e) => return Err(e),
     };
     if !dir.is_mount_point() {
-        return Err(Error::NotFound(format!("{t} is not a volume mount point")));
+        return Ok(At::NotMounted(NotMounted::PlainDirectory));
     }
     let name = dir
         .mounted_volume()
         .map_err(|e| Error::io("read the mount point", target.path(), e))?
         .ok_or_else(|| {
-            Error::NotFound(format!("{t} is a mount point without a readable volume"))
+            Error::FailedPrecondition(format!(
+                "{t} is a volume mount point whose volume could not be read (changed meanwhile?)"
+            ))
         })?;
-    parse_volume("FSCTL_GET_REPARSE_POINT", name)
+    parse_volume("FSCTL_GET_REPARSE_POINT", name).map(At::Volume)
 }
 
 /// The parent directory of an absolute Windows path (`None` at a drive

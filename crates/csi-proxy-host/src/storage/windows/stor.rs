@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::wmi::{Object, Value, Wmi, WmiWorker};
 use crate::disk::DiskLocation;
+use crate::storage::identity::{self, DiskIdentity, Seen};
 use crate::storage::parse::guid::Guid;
 use crate::storage::parse::layout::{BASIC_DATA, MICROSOFT_RESERVED};
 use crate::storage::parse::{location, msft};
@@ -216,15 +217,52 @@ fn has_data(wmi: &Wmi, number: u32, style: u16) -> Result<bool> {
     Ok(has_data)
 }
 
+/// What `MSFT_Disk` says identifies `disk` (number, size, serial).
+fn msft_identity(disk: &Object) -> Result<DiskIdentity> {
+    Ok(DiskIdentity {
+        number: disk.read(&disk::NUMBER)?.unwrap_or(u32::MAX),
+        size: disk.read(&disk::SIZE)?.unwrap_or(0),
+        serial: disk.read(&disk::SERIAL_NUMBER)?.unwrap_or_default(),
+        page83: String::new(),
+    })
+}
+
+/// The `MSFT_Disk` of disk `number`, refused unless it is the disk that
+/// was `checked` (read through the handle held since the check): a method
+/// of the object returned acts on the disk this object is.
+fn checked_disk_object(
+    wmi: &Wmi,
+    number: u32,
+    checked: &DiskIdentity,
+    what: &str,
+) -> Result<Object> {
+    let disk = disk_object(wmi, number)?;
+    identity::refuse_if_replaced(
+        checked,
+        &msft_identity(&disk)?,
+        Seen::From(disk::CLASS.name),
+        what,
+    )?;
+    Ok(disk)
+}
+
 /// `step` of partitioning: initialises a raw disk as GPT
 /// ([`PartitionStep::Initialize`]), creates one basic data partition over
 /// the whole disk unless it has a partition other than the Microsoft
 /// reserved one ([`PartitionStep::Partition`]: a raw disk is refused), or
-/// both. MBR disks are kept MBR (partition type IFS). Idempotent.
-pub fn partition_disk(worker: &WmiWorker, number: u32, step: PartitionStep) -> Result<()> {
+/// both. MBR disks are kept MBR (partition type IFS). Idempotent. Every
+/// `MSFT_Disk` a method is called on is first compared with `checked`, the
+/// identity of the disk the caller holds open.
+pub fn partition_disk(
+    worker: &WmiWorker,
+    number: u32,
+    step: PartitionStep,
+    checked: DiskIdentity,
+) -> Result<()> {
     worker.call_within(OPERATION_LIMIT, move |wmi| {
         let subject = format!("disk {number}");
-        let mut disk = disk_object(wmi, number)?;
+        let what = format!("partition disk {number}");
+        let mut disk = checked_disk_object(wmi, number, &checked, &what)?;
         if disk.read(&disk::IS_OFFLINE)? == Some(true) {
             return Err(Error::FailedPrecondition(format!(
                 "disk {number} is offline: bring it online (SetDiskState) before partitioning"
@@ -248,7 +286,7 @@ pub fn partition_disk(worker: &WmiWorker, number: u32, step: PartitionStep) -> R
                 &subject,
                 &[msft::DISK_ALREADY_INITIALIZED],
             )?;
-            disk = disk_object(wmi, number)?;
+            disk = checked_disk_object(wmi, number, &checked, &what)?;
             style = disk.read(&disk::PARTITION_STYLE)?.unwrap_or(STYLE_GPT);
         }
         if step == PartitionStep::Initialize || has_data(wmi, number, style)? {

@@ -8,7 +8,7 @@ use super::wmi::{WmiWorker, CIMV2_NAMESPACE, STORAGE_NAMESPACE};
 use super::{win32, WindowsStorage};
 use crate::confined::{Confined, Located};
 use crate::path::{Flavor, PathPolicy};
-use crate::storage::{StorageBackend, VolumeId};
+use crate::storage::{At, NotMounted, StorageBackend, VolumeId};
 use crate::Error;
 
 const UNKNOWN_VOLUME: &str = "\\\\?\\Volume{0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0}\\";
@@ -129,12 +129,24 @@ fn plain_directories_are_not_mount_points() {
     let s = WindowsStorage::new();
     let c = c_volume();
     let dir = scratch.at("dir");
-    let e = s.volume_at(&scratch.fs, &dir).unwrap_err();
-    assert!(matches!(e, Error::NotFound(_)), "{e}");
-    let e = s
-        .volume_at(&scratch.fs, &scratch.at("missing"))
-        .unwrap_err();
-    assert!(matches!(e, Error::NotFound(_)), "{e}");
+    assert_eq!(
+        s.volume_at(&scratch.fs, &dir).unwrap(),
+        At::NotMounted(NotMounted::PlainDirectory)
+    );
+    assert_eq!(
+        s.volume_at(&scratch.fs, &scratch.at("missing")).unwrap(),
+        At::NotMounted(NotMounted::Missing)
+    );
+    assert_eq!(
+        s.volume_at(&scratch.fs, &scratch.at(r"missing\deeper"))
+            .unwrap(),
+        At::NotMounted(NotMounted::MissingParent)
+    );
+    std::fs::write(scratch.dir.join("file"), b"x").unwrap();
+    assert_eq!(
+        s.volume_at(&scratch.fs, &scratch.at("file")).unwrap(),
+        At::NotMounted(NotMounted::File)
+    );
     // Unmounting what is not mounted is a no-op and leaves the directory.
     s.unmount(&c, &scratch.fs, &dir).unwrap();
     assert!(scratch.dir.join("dir").is_dir());
@@ -501,4 +513,52 @@ fn a_disk_whose_reads_hang_holds_up_no_other_call() {
         }
     }
     assert!(s.disk_ids().unwrap().contains_key(&0));
+}
+
+/// Disk numbers are reused: a write by number checks that the disk held
+/// open since the check is still the disk with that identity. Wine cannot
+/// replace a disk under a held handle, so the test hook makes the
+/// handle's later reads report another serial number.
+#[test]
+fn a_held_disk_replaced_before_the_write_is_refused() {
+    let mut pin = super::disk::Pinned::open(0, win32::GENERIC_READ).unwrap();
+    assert_eq!(pin.identity.number, 0);
+    assert!(pin.identity.size > 0, "{:?}", pin.identity);
+    pin.still_the_same("partition disk 0").unwrap();
+    // (Its content is read through the held handle; wine answers no
+    // ReadFile on a physical drive, so only the tier reads it.)
+    pin.replaced_by = Some("ANOTHER-DISK".into());
+    let e = pin.still_the_same("partition disk 0").unwrap_err();
+    assert!(
+        matches!(&e, Error::FailedPrecondition(m)
+            if m.contains("cannot partition disk 0")
+                && m.contains("serial number is now \"ANOTHER-DISK\"")
+                && m.contains("nothing was written")),
+        "{e}"
+    );
+}
+
+/// The uses that keep SetDiskState(offline) and DisconnectTarget away
+/// from a disk: C: is mounted at its drive letter.
+#[test]
+fn the_c_volume_is_in_use_at_its_drive_letter() {
+    use crate::storage::disk_use::VolumeUse;
+    let s = WindowsStorage::new();
+    let c = c_volume();
+    let disk = s.volume_disk(&c).unwrap();
+    assert!(
+        super::in_use::volumes_on(disk).unwrap().contains(&c),
+        "disk {disk}"
+    );
+    let uses = super::in_use::uses_of(std::slice::from_ref(&c)).unwrap();
+    assert!(
+        uses.iter().any(|(v, u)| v == &c
+            && matches!(u, VolumeUse::Mounted(p) if p.eq_ignore_ascii_case("C:\\"))),
+        "{uses:?}"
+    );
+    let e = crate::storage::disk_use::refuse(disk, &uses, "take it offline").unwrap_err();
+    assert!(
+        matches!(&e, Error::FailedPrecondition(m) if m.contains("C:\\")),
+        "{e}"
+    );
 }
