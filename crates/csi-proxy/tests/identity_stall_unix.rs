@@ -160,3 +160,234 @@ async fn hashing_callers_do_not_stall_another_endpoint() {
          made the proxy hash their executable"
     );
 }
+
+/// The attackers of the hung-executable test: a Python program run from a
+/// copy of the interpreter on a FUSE file system whose reads hang.
+const HUNG_ATTACKER: &str = r#"
+import ctypes, os, socket, sys, time
+sock, warm, ready, go, uid, n, hold = sys.argv[1:8]
+# Every page of the interpreter in memory: the program itself never
+# reads its executable again once the file system hangs.
+ctypes.CDLL(None).mlockall(3)
+w = socket.socket(socket.AF_UNIX)
+w.connect(warm)
+w.close()
+open(ready, "w").close()
+os.setgid(int(uid))
+os.setuid(int(uid))
+while not os.path.exists(go):
+    time.sleep(0.02)
+held = []
+for i in range(int(n)):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sock)
+    held.append(s)
+time.sleep(float(hold))
+"#;
+
+/// Callers whose executable sits on a file system that stops answering
+/// (its reads never return) cost only themselves: the hashes stuck on it
+/// stop counting against the process's hashes at a time once they make no
+/// progress, and hold no identification slot past the deadline. Another
+/// caller whose executable must be hashed (it touched it) is identified
+/// and served meanwhile. Before the fix, two stuck hashes held the
+/// process's two hashing places for 30 s: every other caller that needed
+/// a hash was refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_whose_executable_hangs_cost_only_themselves() {
+    let can_hang = std::path::Path::new("/dev/fuse").exists()
+        && std::process::Command::new("/usr/bin/python3")
+            .args(["-c", "import fusepy"])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    if !nix::unistd::geteuid().is_root() || !can_hang {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run this test: needs root, /dev/fuse and python3-fusepy"
+        );
+        eprintln!("SKIPPED: needs root, /dev/fuse and python3-fusepy");
+        return;
+    }
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let d = dir.path();
+    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // This test process is the victim: its digest is the rule.
+    let me = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("sha256sum")
+        .arg(&me)
+        .output()
+        .unwrap();
+    let mine = String::from_utf8(out.stdout).unwrap()[..64].to_string();
+    let policy = d.join("policy.json");
+    std::fs::write(
+        &policy,
+        format!(
+            r#"{{"filesystem": [{{"uid": 0, "exe_sha256": "{mine}"}}], "volume": [{{"exe_sha256": "{}"}}]}}"#,
+            "0".repeat(64)
+        ),
+    )
+    .unwrap();
+    let p = Proxy::start_on_tmpfs(&[
+        &format!("-caller-policy={}", policy.display()),
+        "-socket-mode=0666",
+    ]);
+    std::fs::set_permissions(p.root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let pid = p.child.as_ref().unwrap().id();
+    let threads = || {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        s.lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap()
+    };
+    let hash_threads = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|c| c.trim() == "csi-exe-hash")
+            .count()
+    };
+    let path = p.kubelet.display().to_string();
+    // One call on a fresh connection (a fresh identification), after
+    // touching our executable (a new cache key: it must be hashed).
+    let victim = |touch: bool| {
+        let (p, path, me) = (&p, path.clone(), me.clone());
+        async move {
+            if touch {
+                let now = nix::sys::time::TimeVal::new(
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap()
+                        .as_secs() as i64,
+                    0,
+                );
+                nix::sys::stat::utimes(&me, &now, &now).unwrap();
+            }
+            let t = Instant::now();
+            let mut c = FilesystemClient::new(p.channel("filesystem-v1").await);
+            let r = tokio::time::timeout(
+                Duration::from_secs(10),
+                c.path_exists(PathExistsRequest { path }),
+            )
+            .await
+            .expect("PathExists hung");
+            (t.elapsed(), r.map(|_| ()))
+        }
+    };
+    // Warm up: our digest computed once (the first may be late).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while victim(false).await.1.is_err() {
+        assert!(Instant::now() < deadline, "the victim was never identified");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let (quiet, r) = victim(true).await;
+    eprintln!("quiet call after a touch: {quiet:?} {r:?}");
+    r.expect("a quiet call after a touch");
+    let quiet_threads = threads();
+
+    // The hung file system, holding a copy of the Python interpreter.
+    let back = d.join("python.img");
+    std::fs::copy("/usr/bin/python3", &back).unwrap();
+    let mnt = d.join("hung");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let marker = d.join("hang");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/storage/hangfs.py");
+    let fuse = std::process::Command::new("/usr/bin/python3")
+        .arg(script)
+        .args([&back, &marker, &mnt])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Cleanup(PathBuf, PathBuf, std::process::Child);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            // Lazily: the proxy's hash threads may still hold the file.
+            let _ = std::fs::remove_file(&self.0);
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.1)
+                .status();
+            let _ = self.2.kill();
+            let _ = self.2.wait();
+        }
+    }
+    let _cleanup = Cleanup(marker.clone(), mnt.clone(), fuse);
+    let python = mnt.join("disk.img");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !python.exists() {
+        assert!(Instant::now() < deadline, "the FUSE server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let warm = d.join("warm.sock");
+    let _warm = std::os::unix::net::UnixListener::bind(&warm).unwrap();
+    let go = d.join("go");
+    // Four uids, three connections each, on another endpoint.
+    let uids = 4;
+    struct Attackers(Vec<(std::process::Child, PathBuf)>);
+    impl Drop for Attackers {
+        fn drop(&mut self) {
+            for (a, _) in &mut self.0 {
+                let _ = a.kill();
+                let _ = a.wait();
+            }
+        }
+    }
+    let mut attackers = Attackers(Vec::new());
+    for i in 0..uids {
+        let ready = d.join(format!("ready{i}"));
+        let a = std::process::Command::new(&python)
+            .args(["-c", HUNG_ATTACKER])
+            .arg(p.socket_dir.join("csi-proxy-volume-v1.sock"))
+            .args([&warm, &ready, &go])
+            .args([(61_000 + i).to_string(), "3".into(), "30".into()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        attackers.0.push((a, ready));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for (_, ready) in &attackers.0 {
+        while !ready.exists() {
+            assert!(Instant::now() < deadline, "an attacker did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    // Hang, then let them connect: their hashes start and never return.
+    std::fs::write(&marker, b"").unwrap();
+    std::fs::write(&go, b"").unwrap();
+    // Past the attackers' own identification deadlines.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let mut took = Vec::new();
+    for _ in 0..5 {
+        let (t, r) = victim(true).await;
+        if let Err(s) = r {
+            panic!("the victim was refused after {t:?} while others' executables hang: {s:?}");
+        }
+        took.push(t);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let busy_threads = threads();
+    let hashing = hash_threads();
+    eprintln!(
+        "victim (touch, connect, PathExists): quiet {quiet:?}, while {uids} uids' executables hang {took:?}; threads {quiet_threads} -> {busy_threads}, {hashing} hash threads out"
+    );
+    // Each stuck hash holds one thread of its own, one per uid at most,
+    // however many connections the uid opened.
+    assert!(
+        (1..=uids as usize).contains(&hashing),
+        "{hashing} hash threads for {uids} uids"
+    );
+    let worst = *took.iter().max().unwrap();
+    assert!(
+        worst < quiet * 2 + Duration::from_millis(500),
+        "worst {worst:?}, quiet {quiet:?}"
+    );
+    // Released: the attackers' hashes end.
+    let _ = std::fs::remove_file(&marker);
+    drop(attackers);
+    drop(_cleanup);
+}

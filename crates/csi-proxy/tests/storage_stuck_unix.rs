@@ -95,6 +95,13 @@ impl Drop for HangFs {
         let _ = Command::new("fusermount").arg("-u").arg(&self.mnt).status();
         let _ = self.server.kill();
         let _ = self.server.wait();
+        // Still mounted when the file was busy (a reader left behind):
+        // lazily, so no dead mount is left.
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(&self.mnt)
+            .stderr(Stdio::null())
+            .status();
     }
 }
 
@@ -334,8 +341,8 @@ async fn a_disk_whose_reads_hang_stalls_no_other_call() {
         let r = tokio::time::timeout(
             Duration::from_secs(10),
             v.is_volume_formatted({
-                // Before a scan marks the disk, the call reads it and
-                // waits: until its own deadline.
+                // Before the disk is marked, the call's read is bounded
+                // by the read timeout (below the deadline).
                 let mut r = tonic::Request::new(vl::IsVolumeFormattedRequest {
                     volume_id: hung_id.clone(),
                 });
@@ -346,8 +353,15 @@ async fn a_disk_whose_reads_hang_stalls_no_other_call() {
         .await
         .expect("the hung disk's volume call answers");
         match &r {
+            // The first call that reads it waits at most the read
+            // timeout, which marks it; later ones answer at once.
             Err(s) if s.code() == Code::Unavailable => {
-                assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+                assert!(
+                    t.elapsed()
+                        < csi_proxy_host::storage::inventory::READ_TIMEOUT + Duration::from_secs(1),
+                    "{:?}",
+                    t.elapsed()
+                );
                 own_unavailable += 1;
             }
             // The server's DeadlineExceeded, or the client's own timeout.
@@ -503,4 +517,96 @@ async fn a_rescan_while_a_disk_hangs_refreshes_the_others() {
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
 
     fuse.release();
+}
+
+/// The first call that reads a disk whose reads hang (before any scan
+/// has marked it) waits at most the read timeout and marks the disk: it
+/// answers `Unavailable` naming the disk, and every later call on the
+/// disk answers so at once, instead of each waiting its own deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_read_of_a_hung_disk_marks_it_within_the_read_timeout() {
+    if !can_run() || !can_hang() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run this test: needs root, loop devices, /dev/fuse and python3-fusepy"
+        );
+        eprintln!("skipping: needs root, loop devices, /dev/fuse and python3-fusepy");
+        return;
+    }
+    let read_timeout = csi_proxy_host::storage::inventory::READ_TIMEOUT;
+    let p = Proxy::start(&[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let fuse = HangFs::new(tmp.path(), 32 * MIB);
+    let hung = LoopDisk::from_file(fuse.file());
+    struct Release<'a>(&'a HangFs);
+    impl Drop for Release<'_> {
+        fn drop(&mut self) {
+            self.0.release();
+        }
+    }
+    let _release = Release(&fuse);
+    let hung_id = partition_and_format(&p.client(), hung.number).await;
+    let mut v = p.client().connect_volume_v1().await.unwrap();
+    let mut d = p.client().connect_disk_v1().await.unwrap();
+    // Known, answering, nothing of it cached; then every read waits.
+    sh("blockdev", &["--flushbufs", &hung.dev]);
+    fuse.hang();
+
+    let formatted = |v: &mut vl::volume_client::VolumeClient<_>| {
+        let mut v = v.clone();
+        let id = hung_id.clone();
+        async move {
+            let mut r = tonic::Request::new(vl::IsVolumeFormattedRequest { volume_id: id });
+            r.set_timeout(Duration::from_secs(10));
+            let t = Instant::now();
+            let r = tokio::time::timeout(Duration::from_secs(15), v.is_volume_formatted(r))
+                .await
+                .expect("IsVolumeFormatted answers");
+            (t.elapsed(), r)
+        }
+    };
+    // The first call reads the disk.
+    let (took, r) = formatted(&mut v).await;
+    eprintln!("first call on the hung disk: {took:?} {r:?}");
+    let s = r.expect_err("a read of the hung disk answered");
+    assert_eq!(s.code(), Code::Unavailable, "{}", s.message());
+    assert!(s.message().contains(&hung.name), "{}", s.message());
+    assert!(took < read_timeout + Duration::from_secs(1), "{took:?}");
+    // Later calls on the disk and its volume: at once.
+    for _ in 0..3 {
+        let (took, r) = formatted(&mut v).await;
+        let s = r.expect_err("a read of the hung disk answered");
+        assert_eq!(s.code(), Code::Unavailable, "{}", s.message());
+        assert!(took < Duration::from_millis(500), "{took:?}");
+        let t = Instant::now();
+        let mut req = tonic::Request::new(dk::GetDiskStatsRequest {
+            disk_number: hung.number,
+        });
+        req.set_timeout(Duration::from_secs(10));
+        let s = d.get_disk_stats(req).await.unwrap_err();
+        assert_eq!(s.code(), Code::Unavailable, "{}", s.message());
+        assert!(s.message().contains(&hung.name), "{}", s.message());
+        assert!(
+            t.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+
+    // Released: the disk and its volume answer again.
+    fuse.release();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        match formatted(&mut v).await.1 {
+            Ok(r) => {
+                assert!(r.into_inner().formatted);
+                break;
+            }
+            Err(s) if Instant::now() < deadline => {
+                assert_eq!(s.code(), Code::Unavailable, "{}", s.message());
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(s) => panic!("the disk does not answer after the thaw: {s:?}"),
+        }
+    }
 }

@@ -15,6 +15,14 @@
 //!   untouched. The cache is kept per spender ([`Kept`]): filling it
 //!   evicts only the filler's own digests. At most [`HASHING_AT_ONCE`]
 //!   files are hashed at a time by the whole process, and one per spender.
+//! - The file is opened, looked up and read on a thread of its own, one
+//!   per spender and [`HASH_THREADS`] in all: an executable on a hung file
+//!   system (an open or read that never returns) keeps only that thread
+//!   and its spender busy. The identification waits for it while it makes
+//!   progress, until its deadline; one that made none for [`STALL`] is
+//!   given up at once ([`Refused::Stalled`]), and the spender's next
+//!   connections are told so at once while it is still out. A hash
+//!   counts against [`HASHING_AT_ONCE`] only while it makes progress.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -32,9 +40,16 @@ pub const BUDGET_REFILL: Duration = Duration::from_secs(600);
 /// Files hashed at the same time by the whole process.
 pub const HASHING_AT_ONCE: usize = 2;
 
-/// How long a hash may run: a hash that takes longer stops (no digest),
-/// and one stuck in a read stops counting against [`HASHING_AT_ONCE`].
+/// How long a hash may run: a hash that takes longer stops (no digest).
 pub const HASH_WITHIN: Duration = Duration::from_secs(30);
+
+/// A hash that made no progress (no open, look-up or read returned) for
+/// this long is stalled: it stops counting against [`HASHING_AT_ONCE`],
+/// and no identification waits for it any more.
+pub const STALL: Duration = Duration::from_secs(1);
+
+/// Hash threads out at once (stuck ones included), one per spender.
+pub const HASH_THREADS: usize = 64;
 
 /// Who pays for a hash: the caller's uid and pod (kernel identities no
 /// caller can choose); callers outside any pod share their uid's budget.
@@ -46,8 +61,12 @@ pub enum Refused {
     /// The spender's budget cannot pay for this file now.
     Budget,
     /// The spender already had a hash running, or the process had
-    /// [`HASHING_AT_ONCE`], until the identification's time was up.
+    /// [`HASHING_AT_ONCE`] (or [`HASH_THREADS`]), until the
+    /// identification's time was up.
     Busy,
+    /// The spender's hash made no progress for [`STALL`] (its executable's
+    /// file system does not answer).
+    Stalled,
 }
 
 impl Refused {
@@ -57,6 +76,9 @@ impl Refused {
             Refused::Busy => {
                 "exe_sha256 not computed: other hashes ran until the identification's time was up"
             }
+            Refused::Stalled => {
+                "exe_sha256 not computed: reading this caller's executable made no progress (its file system does not answer)"
+            }
         }
     }
 }
@@ -65,7 +87,7 @@ impl Refused {
 struct Bucket {
     bytes: u64,
     at: Instant,
-    /// When this spender's hash started (`None`: not hashing).
+    /// When this spender's hash last made progress (`None`: not hashing).
     hashing: Option<Instant>,
 }
 
@@ -110,16 +132,25 @@ impl Budget {
         Ok(())
     }
 
-    /// Hashes that count against [`HASHING_AT_ONCE`] at `now`: those
-    /// started less than [`HASH_WITHIN`] ago. A hash stuck longer (an
-    /// executable on a hung file system, a read that never returns) keeps
-    /// only its own spender busy.
+    /// Hashes that count against [`HASHING_AT_ONCE`] at `now`: those that
+    /// made progress less than [`STALL`] ago. A stuck hash (an executable
+    /// on a hung file system, a read that never returns) keeps only its
+    /// own spender busy.
     fn hashing(&self, now: Instant) -> usize {
         self.buckets
             .values()
             .filter_map(|b| b.hashing)
-            .filter(|at| now.saturating_duration_since(*at) < HASH_WITHIN)
+            .filter(|at| now.saturating_duration_since(*at) < STALL)
             .count()
+    }
+
+    /// `who`'s hash made progress at `now`.
+    pub fn progress(&mut self, who: &Spender, now: Instant) {
+        if let Some(b) = self.buckets.get_mut(who) {
+            if b.hashing.is_some() {
+                b.hashing = Some(now);
+            }
+        }
     }
 
     /// The hash `who` started is over.
@@ -218,15 +249,112 @@ impl<K: PartialEq> Kept<K> {
     }
 }
 
+/// The hash threads out, per spender: when each last made progress.
+#[cfg(target_os = "linux")]
+static OUT: Mutex<Option<HashMap<Spender, Instant>>> = Mutex::new(None);
+#[cfg(target_os = "linux")]
+static OUT_CHANGED: std::sync::Condvar = std::sync::Condvar::new();
+
+#[cfg(target_os = "linux")]
+fn out() -> std::sync::MutexGuard<'static, Option<HashMap<Spender, Instant>>> {
+    OUT.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `who`'s hash thread made progress.
+#[cfg(target_os = "linux")]
+fn progress(who: &Spender) {
+    let now = Instant::now();
+    if let Some(at) = out().get_or_insert_with(HashMap::new).get_mut(who) {
+        *at = now;
+    }
+    BUDGET
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get_or_insert_with(Budget::default)
+        .progress(who, now);
+}
+
 /// SHA-256 of the file the process's `/proc/<pid>/exe` names (a link the
 /// process can set with `prctl(PR_SET_MM)`: it proves no program): the
 /// `/proc/<pid>/exe` link is opened (the file itself, in whatever mount
 /// namespace, even deleted), never its path text. `Ok(None)`: not a
-/// regular file, too large, unreadable, or changed while read. While the
-/// same spender (or the process) is hashing already, waits for that hash
-/// (it may be this very file) until `until`.
+/// regular file, too large, unreadable, or changed while read.
+///
+/// The file is opened and read on a thread of its own (one per spender,
+/// [`HASH_THREADS`] in all), waited for until `until` while it makes
+/// progress: a file system that does not answer costs this caller
+/// [`STALL`] and a thread of its own, and nobody else anything. While the
+/// spender has a hash out already, waits for it (it may be this very
+/// file) the same way.
 #[cfg(target_os = "linux")]
 pub fn exe_digest(
+    link: &std::path::Path,
+    who: &Spender,
+    until: Instant,
+) -> Result<Option<String>, Refused> {
+    let stalled = |at: Instant| at.elapsed() >= STALL;
+    let mut g = out();
+    loop {
+        let now = Instant::now();
+        let map = g.get_or_insert_with(HashMap::new);
+        match map.get(who).copied() {
+            None if map.len() < HASH_THREADS => {
+                map.insert(who.clone(), now);
+                break;
+            }
+            None => return Err(Refused::Busy),
+            Some(at) if stalled(at) => return Err(Refused::Stalled),
+            Some(_) if now >= until => return Err(Refused::Busy),
+            Some(_) => {
+                let wait = (until - now).min(STALL / 4);
+                g = OUT_CHANGED
+                    .wait_timeout(g, wait)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
+    }
+    drop(g);
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let (link, w) = (link.to_path_buf(), who.clone());
+    let spawned = std::thread::Builder::new()
+        .name("csi-exe-hash".into())
+        .spawn(move || {
+            let r = hash_file(&link, &w, until);
+            if let Some(m) = out().as_mut() {
+                m.remove(&w);
+            }
+            OUT_CHANGED.notify_all();
+            let _ = tx.send(r);
+        });
+    if spawned.is_err() {
+        if let Some(m) = out().as_mut() {
+            m.remove(who);
+        }
+        return Ok(None);
+    }
+    loop {
+        let now = Instant::now();
+        let wait = until.saturating_duration_since(now).min(STALL / 4);
+        match rx.recv_timeout(wait) {
+            Ok(r) => return r,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Ok(None),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if Instant::now() >= until {
+                    return Err(Refused::Busy);
+                }
+                let at = out().as_ref().and_then(|m| m.get(who).copied());
+                if at.is_some_and(stalled) {
+                    return Err(Refused::Stalled);
+                }
+            }
+        }
+    }
+}
+
+/// The hash itself, on its thread (see [`exe_digest`]).
+#[cfg(target_os = "linux")]
+fn hash_file(
     link: &std::path::Path,
     who: &Spender,
     until: Instant,
@@ -237,9 +365,11 @@ pub fn exe_digest(
     let Ok(mut f) = std::fs::File::open(link) else {
         return Ok(None);
     };
+    progress(who);
     let Ok(m) = f.metadata() else {
         return Ok(None);
     };
+    progress(who);
     if !m.is_file() || m.len() > MAX_HASHED {
         return Ok(None);
     }
@@ -273,8 +403,12 @@ pub fn exe_digest(
         {
             Ok(()) => break,
             Err(Refused::Busy) if now < until => {
+                // Waiting for others' hashes is progress of ours.
+                drop(g);
+                progress(who);
+                g = BUDGET.lock().unwrap_or_else(|p| p.into_inner());
                 g = HASH_ENDED
-                    .wait_timeout(g, until - now)
+                    .wait_timeout(g, (until - now).min(STALL / 4))
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
             }
@@ -302,6 +436,7 @@ pub fn exe_digest(
         let Ok(n) = f.read(&mut buf) else {
             return Ok(None);
         };
+        progress(who);
         if n == 0 {
             break;
         }
@@ -426,7 +561,12 @@ mod tests {
         b.spend(&who(1), 1, t).unwrap();
         b.spend(&who(2), 1, t).unwrap();
         assert_eq!(b.spend(&who(3), 1, t), Err(Refused::Busy));
-        let later = t + HASH_WITHIN;
+        // A hash that makes progress keeps counting; stalled ones do not.
+        let later = t + STALL;
+        b.progress(&who(1), later - STALL / 2);
+        b.progress(&who(2), later - STALL / 2);
+        assert_eq!(b.spend(&who(3), 1, later), Err(Refused::Busy));
+        b.progress(&who(2), t);
         b.spend(&who(3), 1, later).unwrap();
         assert_eq!(b.spend(&who(1), 1, later), Err(Refused::Busy));
     }

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """A FUSE file system with one file, `disk.img`, backed by a real file,
 whose reads and writes wait while a marker file exists: the backing file
-of a loop device whose I/O hangs (as on a LUN queueing without a path).
+of a loop device whose I/O hangs (as on a LUN queueing without a path), or
+an executable on a file system that stops answering (mode 0755).
 
 usage: hangfs.py BACKING MARKER MOUNTPOINT   (runs in the foreground)
 """
@@ -32,7 +33,7 @@ class HangFs(Operations):
         if path != NAME:
             raise FuseOSError(errno.ENOENT)
         size = os.fstat(self.fd).st_size
-        return {"st_mode": stat.S_IFREG | 0o644, "st_nlink": 1, "st_size": size}
+        return {"st_mode": stat.S_IFREG | 0o755, "st_nlink": 1, "st_size": size}
 
     def readdir(self, path, fh):
         return [".", "..", NAME[1:]]

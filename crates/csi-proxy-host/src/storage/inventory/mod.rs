@@ -421,12 +421,16 @@ impl<S: Scan, E: EventSource<Key = S::Key>> Inventory<S, E> {
     /// Runs `read`, a read of disk `key` that may ask the device (its
     /// identifiers), on a thread of its own within the disk's budget,
     /// waiting at most the read timeout. A read that does not return in
-    /// time marks the disk unresponsive: [`Error::Unavailable`].
+    /// time marks the disk unresponsive: [`Error::Unavailable`]. In an
+    /// inline attempt, "would block".
     pub fn read_disk<T: Send + 'static>(
         &self,
         key: &S::Key,
         read: impl FnOnce() -> Result<T> + Send + 'static,
     ) -> Result<T> {
+        if inline::active() {
+            return Err(inline::would_block("a read of a disk"));
+        }
         match self.readers.run(Some(key.clone()), self.read_timeout, read) {
             Read::Done(r) => r,
             Read::Unresponsive => Err(self.mark_unresponsive(key)),

@@ -29,8 +29,9 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(2);
 pub enum Read<T> {
     /// It returned in time.
     Done(Result<T>),
-    /// It did not return in time (the thread goes on), or the disk already
-    /// holds its budget of threads and no read was started.
+    /// It did not return in time (the thread goes on), or a read of the
+    /// disk given up on is still out, or the disk's budget of threads
+    /// stayed spent until the deadline: no read was started.
     Unresponsive,
 }
 
@@ -48,6 +49,9 @@ struct State<K> {
 /// The reads in flight, per disk.
 pub struct Readers<K> {
     state: Mutex<State<K>>,
+    /// Signalled when a read ends or is given up on: a read waiting for
+    /// its disk's budget looks again.
+    freed: Condvar,
 }
 
 impl<K: Ord + Clone + Send + 'static> Default for Readers<K> {
@@ -58,6 +62,7 @@ impl<K: Ord + Clone + Send + 'static> Default for Readers<K> {
                 abandoned: BTreeMap::new(),
                 late: BTreeSet::new(),
             }),
+            freed: Condvar::new(),
         }
     }
 }
@@ -86,23 +91,38 @@ impl<K: Ord + Clone + Send + Sync + 'static> Readers<K> {
         std::mem::take(&mut self.lock().late)
     }
 
-    /// Starts `read` for `key` on a thread of its own, unless the disk's
-    /// budget is spent. `None`: not started.
+    /// Starts `read` for `key` on a thread of its own. `None`: not
+    /// started, because a read of the disk that its caller gave up on is
+    /// still out (the disk does not answer), or because the disk's budget
+    /// stayed spent until `deadline` (reads of a healthy disk that run at
+    /// once wait for each other, within the deadline).
     fn start<T: Send + 'static>(
         self: &Arc<Self>,
         key: Option<K>,
+        deadline: Instant,
         read: impl FnOnce() -> Result<T> + Send + 'static,
     ) -> Option<Result<Arc<Handoff<K, T>>>> {
         {
             let mut st = self.lock();
-            if st.abandoned.get(&key).is_some_and(|n| *n > 0) {
-                return None;
+            loop {
+                if st.abandoned.get(&key).is_some_and(|n| *n > 0) {
+                    return None;
+                }
+                let n = st.in_flight.entry(key.clone()).or_insert(0);
+                if *n < DISK_THREADS {
+                    *n += 1;
+                    break;
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    return None;
+                }
+                st = self
+                    .freed
+                    .wait_timeout(st, deadline - now)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
             }
-            let n = st.in_flight.entry(key.clone()).or_insert(0);
-            if *n >= DISK_THREADS {
-                return None;
-            }
-            *n += 1;
         }
         let hand = Arc::new(Handoff {
             key: key.clone(),
@@ -141,6 +161,7 @@ impl<K: Ord + Clone + Send + Sync + 'static> Readers<K> {
                 }
                 drop(a);
                 h.ready.notify_all();
+                me.freed.notify_all();
             });
         match spawned {
             Ok(_) => Some(Ok(hand)),
@@ -149,6 +170,8 @@ impl<K: Ord + Clone + Send + Sync + 'static> Readers<K> {
                 if let Some(n) = st.in_flight.get_mut(&key) {
                     *n -= 1;
                 }
+                drop(st);
+                self.freed.notify_all();
                 Some(Err(Error::io("start a disk read thread", "", e)))
             }
         }
@@ -169,6 +192,8 @@ impl<K: Ord + Clone + Send + Sync + 'static> Readers<K> {
                 // counted.
                 a.1 = true;
                 *self.lock().abandoned.entry(hand.key.clone()).or_insert(0) += 1;
+                // Reads waiting for this disk's budget answer at once.
+                self.freed.notify_all();
                 return Read::Unresponsive;
             }
             a = hand
@@ -188,7 +213,7 @@ impl<K: Ord + Clone + Send + Sync + 'static> Readers<K> {
         read: impl FnOnce() -> Result<T> + Send + 'static,
     ) -> Read<T> {
         let deadline = Instant::now() + timeout;
-        match self.start(key, read) {
+        match self.start(key, deadline, read) {
             None => Read::Unresponsive,
             Some(Err(e)) => Read::Done(Err(e)),
             Some(Ok(h)) => self.wait(&h, deadline),
@@ -213,7 +238,7 @@ impl<K: Ord + Clone + Send + Sync + 'static> Readers<K> {
             .into_iter()
             .map(|k| {
                 let (r, kk) = (read.clone(), k.clone());
-                let h = self.start(Some(k.clone()), move || r(&kk));
+                let h = self.start(Some(k.clone()), deadline, move || r(&kk));
                 (k, h)
             })
             .collect();

@@ -1,7 +1,7 @@
 //! What changes a disk's layout on Linux: a GPT partition table, a
 //! filesystem on a volume, a volume's size.
 
-use super::devices::DiskTable;
+use super::devices::{self, DiskTable};
 use super::format_record::FormatRecord;
 use super::scan;
 use super::sys::{self, Access};
@@ -43,18 +43,27 @@ impl LinuxStorage {
     /// Whether `disk` has a partition table and a data partition.
     pub(super) fn layout(&self, disk: u32) -> Result<DiskLayout> {
         let d = self.disk(disk)?;
-        let (_, fd) = self.open_disk(&d, Access::Read)?;
-        Ok(layout_of(&self.table(&d, &fd)?.table))
+        let name = d.name.clone();
+        self.read_bounded(&name, move |dev| {
+            let (_, fd) = devices::open(dev, &d.name, d.major, d.minor, Access::Read)?;
+            Ok(layout_of(&devices::table(&d, &fd)?.table))
+        })
     }
 
     /// Completes a fresh table of ours that a killed PartitionDisk or
     /// InitializeDisk left half-written on `d` (see [`gpt::resume_fresh`]);
     /// whether there was one.
     fn complete_partial_table(&self, d: &super::BlockDisk) -> Result<bool> {
-        let (_, fd) = self.open_disk(d, Access::Read)?;
-        if matches!(self.table(d, &fd), Ok(t) if !matches!(t.table, gpt::Table::Raw)) {
+        // The first read of PartitionDisk: bounded (see `read_bounded`).
+        let dd = d.clone();
+        let has_table = self.read_bounded(&d.name, move |dev| {
+            let (_, fd) = devices::open(dev, &dd.name, dd.major, dd.minor, Access::Read)?;
+            Ok(matches!(devices::table(&dd, &fd), Ok(t) if !matches!(t.table, gpt::Table::Raw)))
+        })?;
+        if has_table {
             return Ok(false);
         }
+        let (_, fd) = self.open_disk(d, Access::Read)?;
         let c = read_content(&fd, &d.name)?;
         let ss = sys::sector_size(&fd).map_err(|e| from_io("BLKSSZGET", &d.name, e))?;
         let Some(writes) = gpt::resume_fresh(
@@ -221,7 +230,7 @@ impl LinuxStorage {
         // What a format of ours cut short left (no superblock yet) is ours
         // to format over.
         let (node, fd) = self.open_part(&f.part, Access::Read)?;
-        let record = self.format_record(&f);
+        let record = self.format_record(&f)?;
         let allow = content::Overwrite {
             unidentified: self.overwrite.unidentified || self.intents.pending(volume, &record),
         };
@@ -244,18 +253,22 @@ impl LinuxStorage {
     /// What a format record of the partition `f` names: its disk's
     /// identities as ListDiskIDs gives them (else this boot and the disk's
     /// diskseq) and its place on the disk.
-    fn format_record(&self, f: &Found) -> FormatRecord {
-        let ids = scan::ids(&self.inventory.scanner().sysfs, &f.disk.name);
+    fn format_record(&self, f: &Found) -> Result<FormatRecord> {
+        // Reading them may ask the device: on a bounded reader.
+        let (sysfs, name) = (self.sysfs.clone(), f.disk.name.clone());
+        let ids = self
+            .inventory
+            .read_disk(&f.disk.name, move || Ok(scan::ids(&sysfs, &name)))?;
         // Unreadable: a value no later run repeats, so the record never
         // matches after a restart (refused as content in doubt).
         let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
             .unwrap_or_else(|e| format!("unreadable ({e}), pid {}", std::process::id()));
-        FormatRecord::new(
+        Ok(FormatRecord::new(
             &ids,
             (&boot, u64::from(f.disk.number)),
             f.part.start,
             f.part.size,
-        )
+        ))
     }
 
     pub(super) fn resize_volume(&self, volume: &VolumeId, target: ResizeTarget) -> Result<()> {
@@ -287,7 +300,7 @@ impl LinuxStorage {
         let current = (entry.last_lba.saturating_sub(entry.first_lba) + 1).saturating_mul(ss64);
         let mounts = Self::mounts()?;
         let (node, _) = self.open_part(&f.part, Access::Read)?;
-        let c = self.content(&f.part)?;
+        let c = self.content_bounded(&f.disk.name, &f.part)?;
         let (kind, fs_head) = (content::filesystem(&c.found), &c.head);
         match plan_resize(current, max_bytes, target)? {
             ResizePlan::Shrink(n) => Err(Error::FailedPrecondition(format!(

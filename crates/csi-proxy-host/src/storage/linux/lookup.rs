@@ -3,6 +3,7 @@
 //! current by the kernel's uevents; the disk or volume read again from
 //! sysfs where an operation is about to change it.
 
+use super::devices;
 use super::scan::LinuxScan;
 use super::sysfs::{BlockDisk, Sysfs};
 use super::{from_io, no_disk, Found, LinuxStorage};
@@ -88,6 +89,15 @@ impl LinuxStorage {
         self
     }
 
+    /// Reads `/sys` from `root` instead (tests: a made-up sysfs), following
+    /// no events.
+    #[cfg(test)]
+    pub(super) fn with_sysfs(mut self, root: impl Into<PathBuf>) -> Self {
+        self.sysfs = Sysfs::at(root);
+        self.inventory = inventory(&self.sysfs, &self.dev_dir, Events::None);
+        self
+    }
+
     /// Follows no events: every call scans every disk (what a call costs
     /// without the inventory; the reference "fresh scan" of the tests).
     pub fn without_events(mut self) -> Self {
@@ -170,7 +180,11 @@ impl LinuxStorage {
             let f = self.locate(v)?;
             if let Ok(Some(d)) = self.sysfs.disk(&f.disk.name) {
                 if d.number == f.disk.number {
-                    let vols = self.volumes_of(&d)?;
+                    // The first read of the call: bounded, so a disk that
+                    // hangs is marked within the read timeout.
+                    let dd = d.clone();
+                    let vols =
+                        self.read_bounded(&d.name, move |dev| devices::volumes_of(dev, &dd))?;
                     let here: Vec<(u32, String, u32)> = vols
                         .iter()
                         .filter(|(_, id)| id == v)

@@ -26,6 +26,8 @@ mod rescan;
 mod scan;
 mod sys;
 mod sysfs;
+#[cfg(test)]
+mod tests_hung_ids;
 pub mod tools;
 mod usage;
 
@@ -97,6 +99,8 @@ pub struct LinuxStorage {
     locks: locks::DiskLocks,
     /// The disks and volumes, kept current by the kernel's uevents.
     inventory: LinuxInventory,
+    /// Disk identifiers read so far (see [`LinuxStorage::known_ids`]).
+    ids: KnownIds,
 }
 
 impl Default for LinuxStorage {
@@ -153,6 +157,7 @@ impl LinuxStorage {
             overwrite: Overwrite::default(),
             intents: intents::FormatIntents::default(),
             locks: locks::DiskLocks::default(),
+            ids: KnownIds::default(),
         }
     }
 
@@ -217,11 +222,6 @@ impl LinuxStorage {
 }
 
 impl LinuxStorage {
-    /// The volume ids of a disk's partitions, from its partition table.
-    fn volumes_of(&self, d: &BlockDisk) -> Result<Vec<(BlockPartition, VolumeId)>> {
-        devices::volumes_of(&self.dev_dir, d)
-    }
-
     /// Can the device be claimed exclusively right now? `false` means the
     /// kernel says it is in use somewhere: mounted in any mount namespace,
     /// held by device-mapper/md, used as swap, or opened exclusively.
@@ -251,10 +251,31 @@ impl LinuxStorage {
         mountinfo::read().map_err(|e| Error::io("read", "/proc/self/mountinfo", e))
     }
 
-    /// What partition `p` holds.
-    fn content(&self, p: &BlockPartition) -> Result<Regions> {
-        let (_, fd) = self.open_part(p, Access::Read)?;
-        read_content(&fd, &p.name)
+    /// Runs `read`, reads of disk `disk` (its kernel name) that may hang,
+    /// on the inventory's bounded readers: the disk's own budget of
+    /// threads, waited for at most the read timeout. A read that does not
+    /// return in time marks the disk unresponsive: this call and every
+    /// later one on the disk answer `Unavailable` naming it (the later
+    /// ones at once), until the read left behind returns. `read` gets the
+    /// device directory.
+    fn read_bounded<T: Send + 'static>(
+        &self,
+        disk: &str,
+        read: impl FnOnce(&Path) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let dev_dir = self.dev_dir.clone();
+        self.inventory
+            .read_disk(&disk.to_string(), move || read(&dev_dir))
+    }
+
+    /// What partition `p` of disk `disk` holds, read on a bounded reader
+    /// ([`LinuxStorage::read_bounded`]).
+    fn content_bounded(&self, disk: &str, p: &BlockPartition) -> Result<Regions> {
+        let p = p.clone();
+        self.read_bounded(disk, move |dev| {
+            let (_, fd) = devices::open(dev, &p.name, p.major, p.minor, Access::Read)?;
+            read_content(&fd, &p.name)
+        })
     }
 }
 
@@ -269,13 +290,73 @@ fn ensure_online(f: &Found, volume: &VolumeId) -> Result<()> {
     Ok(())
 }
 
-/// In an inline attempt, "would block" while some disk's identifiers are
-/// still to be read.
-fn ids_ready(view: &lookup::LinuxView<'_>) -> Result<()> {
-    if crate::inline::active() && view.disks().any(|(_, d)| !d.ids_known()) {
-        return Err(crate::inline::would_block("reading disk identifiers"));
+/// Which disk identifiers were read for: its kernel name, number (its
+/// `diskseq`, new at every attach or media change) and `major:minor`.
+type IdsKey = (String, u32, u32, u32);
+
+/// The identifiers read so far, per disk instance.
+#[derive(Default)]
+struct KnownIds(std::sync::Mutex<BTreeMap<IdsKey, DiskIds>>);
+
+impl KnownIds {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<IdsKey, DiskIds>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
-    Ok(())
+}
+
+fn ids_key(number: u32, d: &scan::LinuxDisk) -> IdsKey {
+    (d.disk.name.clone(), number, d.disk.major, d.disk.minor)
+}
+
+impl LinuxStorage {
+    /// The identifiers of every disk that answers (a disk that does not
+    /// answer is listed only if they were read before). They are read
+    /// outside the inventory lock (reading them may ask the device:
+    /// virtio-blk's `serial` does), every missing disk at once on the
+    /// inventory's bounded readers, once per disk instance ([`IdsKey`]);
+    /// a disk that does not answer in time is marked unresponsive. Only
+    /// the copy of the list is made under the lock. In an inline attempt,
+    /// "would block" while identifiers are missing.
+    fn known_ids(&self) -> Result<BTreeMap<u32, DiskIds>> {
+        let (present, missing) = {
+            let view = self.view()?;
+            let known = self.ids.lock();
+            let mut present = Vec::new();
+            let mut missing = Vec::new();
+            for (n, d) in view.disks() {
+                let k = ids_key(n, d);
+                if !known.contains_key(&k) && !view.is_unresponsive(n) {
+                    missing.push(k.clone());
+                }
+                present.push(k);
+            }
+            (present, missing)
+        };
+        if !missing.is_empty() {
+            if crate::inline::active() {
+                return Err(crate::inline::would_block("reading disk identifiers"));
+            }
+            let sysfs = self.sysfs.clone();
+            let names = missing.iter().map(|k| k.0.clone()).collect();
+            let read = self
+                .inventory
+                .read_disks(names, move |name| Ok(scan::ids(&sysfs, name)));
+            let mut known = self.ids.lock();
+            for (k, (_, r)) in missing.into_iter().zip(read) {
+                if let Ok(ids) = r {
+                    known.insert(k, ids);
+                }
+            }
+        }
+        let mut known = self.ids.lock();
+        // Disks gone (or re-attached) since: forgotten.
+        let now: std::collections::BTreeSet<&IdsKey> = present.iter().collect();
+        known.retain(|k, _| now.contains(k));
+        Ok(present
+            .iter()
+            .filter_map(|k| known.get(k).map(|i| (k.1, i.clone())))
+            .collect())
+    }
 }
 
 impl StorageBackend for LinuxStorage {
@@ -288,17 +369,7 @@ impl StorageBackend for LinuxStorage {
     }
 
     fn disk_ids(&self) -> Result<BTreeMap<u32, DiskIds>> {
-        let sysfs = &self.inventory.scanner().sysfs;
-        let view = self.view()?;
-        ids_ready(&view)?;
-        // A disk that does not answer is listed only if its ids are known
-        // already (reading them may ask the device).
-        let ids = view
-            .disks()
-            .filter(|(n, d)| d.ids_known() || !view.is_unresponsive(*n))
-            .map(|(n, d)| (n, d.ids(sysfs).clone()))
-            .collect();
-        Ok(ids)
+        self.known_ids()
     }
 
     fn inventory_generation(&self) -> Result<Option<u64>> {
@@ -310,15 +381,11 @@ impl StorageBackend for LinuxStorage {
     }
 
     fn disk_by_page83(&self, page83: &str) -> Result<Option<u32>> {
-        let sysfs = &self.inventory.scanner().sysfs;
-        let view = self.view()?;
-        ids_ready(&view)?;
-        let found = view
-            .disks()
-            .filter(|(n, d)| d.ids_known() || !view.is_unresponsive(*n))
-            .find(|(_, d)| d.ids(sysfs).page83 == page83)
-            .map(|(n, _)| n);
-        Ok(found)
+        Ok(self
+            .known_ids()?
+            .into_iter()
+            .find(|(_, i)| i.page83 == page83)
+            .map(|(n, _)| n))
     }
 
     fn disk_size(&self, disk: u32) -> Result<u64> {
@@ -400,13 +467,16 @@ impl StorageBackend for LinuxStorage {
 
     fn is_formatted(&self, volume: &VolumeId) -> Result<bool> {
         let f = self.locate(volume)?;
-        let (_, fd) = self.open_part(&f.part, Access::Read)?;
-        if quick_found(&fd, &f.part.name)? {
-            return Ok(true);
-        }
-        // Anything identified counts: drivers format what is reported
-        // unformatted.
-        Ok(!read_content(&fd, &f.part.name)?.found.is_empty())
+        let p = f.part;
+        self.read_bounded(&f.disk.name, move |dev| {
+            let (_, fd) = devices::open(dev, &p.name, p.major, p.minor, Access::Read)?;
+            if quick_found(&fd, &p.name)? {
+                return Ok(true);
+            }
+            // Anything identified counts: drivers format what is reported
+            // unformatted.
+            Ok(!read_content(&fd, &p.name)?.found.is_empty())
+        })
     }
 
     fn format(&self, volume: &VolumeId) -> Result<()> {
@@ -424,7 +494,7 @@ impl StorageBackend for LinuxStorage {
                 used_bytes: total.saturating_sub(free),
             });
         }
-        let c = self.content(&f.part)?;
+        let c = self.content_bounded(&f.disk.name, &f.part)?;
         match ext::ext_usage(&c.head) {
             Some(u) => {
                 let bs = u64::from(u.block_size);

@@ -21,7 +21,7 @@ impl LinuxStorage {
         let _g = self.lock_volume(volume)?;
         let f = self.find(volume)?;
         ensure_online(&f, volume)?;
-        let c = self.content(&f.part)?;
+        let c = self.content_bounded(&f.disk.name, &f.part)?;
         let kind = crate::storage::content::filesystem(&c.found).ok_or_else(|| {
             Error::FailedPrecondition(format!(
                 "volume {volume} {}; only a filesystem can be mounted",

@@ -1,7 +1,7 @@
 //! How the inventory reads Linux disks: sysfs for the disk and its
 //! partitions, the partition table for the volume ids, the `device` link for
-//! the location. Identifiers (VPD pages) are read only when a call asks for
-//! them, once per disk until the disk changes.
+//! the location. Identifiers (VPD pages, [`ids`]) are read only when a call
+//! asks for them, once per disk (`LinuxStorage::known_ids`).
 
 use super::devices;
 use super::sysfs::{self, BlockDisk, Sysfs};
@@ -11,27 +11,12 @@ use crate::storage::parse::{device_id, nvme};
 use crate::{Error, Result};
 use std::io;
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 /// What the inventory keeps of one Linux disk.
 #[derive(Debug)]
 pub struct LinuxDisk {
     pub disk: BlockDisk,
     pub location: Option<DiskLocation>,
-    ids: OnceLock<DiskIds>,
-}
-
-impl LinuxDisk {
-    /// The page-0x83 id and serial number, read on first use.
-    pub fn ids(&self, sysfs: &Sysfs) -> &DiskIds {
-        self.ids.get_or_init(|| ids(sysfs, &self.disk.name))
-    }
-
-    /// Whether the identifiers were read already (reading them may ask the
-    /// device: virtio-blk's `serial` does).
-    pub fn ids_known(&self) -> bool {
-        self.ids.get().is_some()
-    }
 }
 
 /// The Linux scanner: `/sys/block` and the device nodes in `dev_dir`.
@@ -63,7 +48,6 @@ impl LinuxScan {
             disk: LinuxDisk {
                 location: location(&self.sysfs, &disk.name),
                 disk,
-                ids: OnceLock::new(),
             },
         }
     }

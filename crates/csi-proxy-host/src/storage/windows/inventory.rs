@@ -213,21 +213,30 @@ impl WindowsStorage {
     pub(super) fn inventory_disk_locations(&self) -> Result<BTreeMap<u32, DiskLocation>> {
         let view = self.view()?;
         let generation = view.generation();
-        let numbers: Vec<u32> = view.disks().map(|(n, _)| n).collect();
+        // A disk that does not answer keeps its WMI location only.
+        let numbers: Vec<u32> = view
+            .disks()
+            .map(|(n, _)| n)
+            .filter(|n| !view.is_unresponsive(*n))
+            .collect();
         drop(view);
-        let mut cache = self.locations.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((g, locs)) = &*cache {
-            if *g == generation {
-                return Ok(locs.clone());
+        {
+            let cache = self.locations.0.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((g, locs)) = &*cache {
+                if *g == generation {
+                    return Ok(locs.clone());
+                }
             }
         }
         if inline::active() {
             return Err(inline::would_block("asking WMI for the disk locations"));
         }
+        // Read with no lock held (the cache's lock is every call's): WMI on
+        // its pool, each disk's address on its bounded reader.
         let wmi = super::stor::disk_locations(&self.wmi)?;
         let mut nvme = Vec::new();
         for n in numbers {
-            match disk::nvme_address(n) {
+            match self.inventory.read_disk(&n, move || disk::nvme_address(n)) {
                 Ok(Some(a)) => {
                     let Some(l) = a.nvme_location() else {
                         continue;
@@ -245,6 +254,8 @@ impl WindowsStorage {
                 Ok(None) => {}
                 // Removed since it was listed: the notification follows.
                 Err(Error::NotFound(_)) => {}
+                // Not answering: listed with its WMI location.
+                Err(Error::Unavailable(m)) => tracing::warn!("{m}"),
                 Err(e) => tracing::debug!("disk {n}: no NVMe address: {e}"),
             }
         }
@@ -254,7 +265,8 @@ impl WindowsStorage {
                 "disk {n}: its NVMe address is another disk's too; it is listed with its WMI location, if any"
             );
         }
-        *cache = Some((generation, locs.clone()));
+        *self.locations.0.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((generation, locs.clone()));
         Ok(locs)
     }
 
