@@ -29,7 +29,7 @@ const FORCE_HEADER: u8 = 0x08;
 const RAW_SIZE: u8 = 0x10;
 const IN_TAIL: u8 = 0x20;
 
-const TYPE: Guid = Guid([0xaf; 16]);
+const TYPE: Guid = Guid::from_windows_bytes([0xaf; 16]);
 
 fn crc32(data: &[u8]) -> u32 {
     let mut crc = !0u32;
@@ -156,7 +156,7 @@ fuzz_target!(|data: &[u8]| {
     let mut head = vec![0u8; hl];
     let mut tail = vec![0u8; tl];
     if flags & FRESH != 0 {
-        let (dg, pg) = (Guid([1; 16]), Guid([2; 16]));
+        let (dg, pg) = (Guid::from_windows_bytes([1; 16]), Guid::from_windows_bytes([2; 16]));
         if let Ok(w) = create_single_partition(ss, disk_sectors, dg, pg, TYPE, "fuzz") {
             check_writes(&w, disk_bytes);
             apply(&mut head, 0, &w);
@@ -187,7 +187,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let dev = Device::new(&head, &tail, disk_bytes);
-    if let Some(w) = resume_fresh(&dev, ss, disk_sectors, TYPE, "fuzz", Guid([3; 16])) {
+    if let Some(w) = resume_fresh(&dev, ss, disk_sectors, TYPE, "fuzz", Guid::from_windows_bytes([3; 16])) {
         check_writes(&w, disk_bytes);
     }
     let Ok(Table::Gpt(g)) = parse_table(&head, ss, disk_sectors) else {
@@ -218,7 +218,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     if g.partitions.is_empty() {
-        if let Ok(w) = gpt::add_single_partition(&g, ss, disk_sectors, Guid([4; 16]), TYPE, "x") {
+        if let Ok(w) = gpt::add_single_partition(&g, ss, disk_sectors, Guid::from_windows_bytes([4; 16]), TYPE, "x") {
             check_writes(&w, disk_bytes);
         }
     }

@@ -16,8 +16,7 @@
 //! | smb | NewSMBLink | [`NewSmbLinkRequest`] | [`EmptyResponse`] |
 //! | filesystem | PathValid | [`PathRequest`] | [`BoolResponse`] |
 
-use crate::library::newest;
-use csi_proxy_api::Group;
+use csi_proxy_api::{newest, Group};
 use csi_proxy_host::disk::{self, DiskApi};
 use csi_proxy_host::filesystem::{self as fs, FilesystemApi};
 use csi_proxy_host::smb::{self, SmbApi};

@@ -4,7 +4,7 @@
 //! socket; no transport).
 
 use crate::extras;
-use csi_proxy_api::{ApiVersion, Group, API_VERSIONS};
+use csi_proxy_api::{newest, Group, API_VERSIONS};
 use csi_proxy_host::path::{Flavor, PathPolicy};
 use csi_proxy_host::{Host, HostOptions};
 use csi_proxy_server::dispatch::{Code, Reply, VersionedService};
@@ -137,14 +137,6 @@ impl Library {
         let service = &self.services[&(api.group, api.version)];
         service.call(&api.grpc_path(method), request).wait()
     }
-}
-
-/// The newest version of `group` (the last of [`API_VERSIONS`] for it).
-pub fn newest(group: Group) -> ApiVersion {
-    API_VERSIONS
-        .into_iter()
-        .rfind(|v| v.group == group)
-        .expect("every group has a version")
 }
 
 /// A caller's name, cut short for a message.

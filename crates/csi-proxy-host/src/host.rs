@@ -237,8 +237,9 @@ struct OsShared {
     system: Arc<crate::win::wmi::WmiWorker>,
 }
 
+/// Test only (Windows, run under wine): the groups' WMI workers apart.
 #[cfg(all(test, windows))]
-mod wmi_groups;
+mod wmi_worker_tests;
 
 /// How many WMI threads SMB, iSCSI and System each run at most.
 #[cfg(windows)]

@@ -20,7 +20,9 @@ pub mod path;
 pub mod smb;
 pub mod storage;
 pub mod system;
+pub mod time_format;
 pub mod volume;
+pub mod wide;
 #[cfg(windows)]
 pub mod win;
 pub mod wmi_schema;

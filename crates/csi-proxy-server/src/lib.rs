@@ -33,7 +33,6 @@ pub mod policy;
 mod routes;
 pub mod server;
 pub mod status;
-pub mod time;
 pub mod transport;
 pub mod wire;
 

@@ -100,7 +100,7 @@ async fn a_deleted_partitions_filesystem_is_never_partitioned_over() {
     let tables: [Table; 3] = [
         (
             "an empty GPT",
-            gpt::create_empty(512, SIZE / 512, gpt::Guid([0x44; 16]))
+            gpt::create_empty(512, SIZE / 512, gpt::Guid::from_windows_bytes([0x44; 16]))
                 .unwrap()
                 .into_iter()
                 .map(|w| (w.offset, w.bytes))

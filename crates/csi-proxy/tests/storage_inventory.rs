@@ -274,7 +274,7 @@ fn rewrite_table(disk: &LoopDisk, size: u64) -> String {
         f.write_all_at(&w.bytes, w.offset).unwrap();
     }
     f.sync_all().unwrap();
-    VolumeId::from_guid(part.canonical()).as_str().to_string()
+    VolumeId::from_guid(part).as_str().to_string()
 }
 
 /// A partition table rewritten in place announces nothing: a changing

@@ -35,10 +35,26 @@
 //! [`Plan::refuse_unmodelled`] refuses a plan that would start or stop
 //! one, rather than enumerate what each could do.
 
-use super::protect::Op;
 use crate::path::shown;
 use crate::{Error, Result};
 use std::collections::{HashMap, VecDeque};
+
+/// The operation asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Start,
+    Stop,
+}
+
+impl Op {
+    /// The verb of messages ("start", "stop").
+    pub fn verb(self) -> &'static str {
+        match self {
+            Op::Start => "start",
+            Op::Stop => "stop",
+        }
+    }
+}
 
 /// Most units one plan may take in: beyond it the call is refused
 /// (`FailedPrecondition`) rather than half-checked.

@@ -35,22 +35,8 @@ pub enum Guarded {
     StopWhileIscsiSessions,
 }
 
-/// The operation asked for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
-    Start,
-    Stop,
-}
-
-impl Op {
-    /// The verb of messages ("start", "stop").
-    pub fn verb(self) -> &'static str {
-        match self {
-            Op::Start => "start",
-            Op::Stop => "stop",
-        }
-    }
-}
+/// The operation asked for (defined with the plan it walks).
+pub use super::plan::Op;
 
 mod tables;
 

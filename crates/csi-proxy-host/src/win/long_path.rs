@@ -7,10 +7,7 @@ use windows_sys::Win32::Storage::FileSystem::GetLongPathNameW;
 /// name), `None` if the system cannot give it (a missing component, no
 /// access to list a parent).
 pub fn long_path_name(path: &str) -> Option<String> {
-    if path.contains('\0') {
-        return None;
-    }
-    let wide: Vec<u16> = path.encode_utf16().chain(Some(0)).collect();
+    let wide = crate::wide::nul_terminated(path).ok()?;
     let mut buf: Vec<u16> = vec![0; 300];
     // A path can grow while we ask (a component renamed): a few rounds.
     for _ in 0..4 {
@@ -37,7 +34,7 @@ mod tests {
     use windows_sys::Win32::Storage::FileSystem::GetShortPathNameW;
 
     fn short_path_name(path: &str) -> String {
-        let wide: Vec<u16> = path.encode_utf16().chain(Some(0)).collect();
+        let wide = crate::wide::nul_terminated(path).unwrap();
         let mut buf = vec![0u16; 600];
         // SAFETY: `wide` is NUL-terminated; `buf` is writable for 600 units.
         let n = unsafe { GetShortPathNameW(wide.as_ptr(), buf.as_mut_ptr(), 600) } as usize;

@@ -1,5 +1,5 @@
 //! The few JSON pieces the audit log writes by hand: strings and the
-//! timestamp as a JSON string (its format is `crate::time`'s).
+//! RFC 3339 timestamp (formatted by `csi_proxy_host::time_format`).
 
 use std::fmt::Write as _;
 use std::time::SystemTime;
@@ -23,11 +23,11 @@ pub fn string(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// Append `t` as a JSON string in RFC 3339 UTC with microseconds
-/// ([`crate::time::rfc3339_micros`]): `"2026-11-27T04:01:15.123456Z"`.
+/// Append `t` as RFC 3339 UTC with microseconds, quoted:
+/// `"2026-11-27T04:01:15.123456Z"`.
 pub fn timestamp(out: &mut String, t: SystemTime) {
     out.push('"');
-    crate::time::rfc3339_micros(out, t);
+    csi_proxy_host::time_format::rfc3339_micros(out, t);
     out.push('"');
 }
 
@@ -53,7 +53,7 @@ mod tests {
     }
 
     #[test]
-    fn timestamps_are_quoted() {
+    fn timestamps() {
         let mut out = String::new();
         timestamp(
             &mut out,

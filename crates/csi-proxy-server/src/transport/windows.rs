@@ -12,10 +12,9 @@
 //! Under wine the descriptor is stored and can be read back, but neither the
 //! DACL nor `FILE_FLAG_FIRST_PIPE_INSTANCE` is enforced; both need real Windows.
 
-use std::ffi::{c_void, OsStr};
+use std::ffi::c_void;
 use std::fmt;
 use std::io;
-use std::os::windows::ffi::OsStrExt;
 use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
 use std::ptr;
 use std::sync::Arc;
@@ -446,13 +445,7 @@ pub fn pipe_dacl_ace_count(name: &str) -> io::Result<u32> {
 
 /// `s` as a NUL-terminated UTF-16 string; interior NULs are rejected.
 fn to_wide(s: &str) -> io::Result<Vec<u16>> {
-    if s.contains('\0') {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{s:?} contains a NUL character"),
-        ));
-    }
-    Ok(OsStr::new(s).encode_wide().chain(Some(0)).collect())
+    Ok(csi_proxy_host::wide::nul_terminated(s)?)
 }
 
 #[cfg(test)]

@@ -1,7 +1,6 @@
 //! The message and key/value fields of one event, shared by the klog text
 //! format and the JSON format: each renders [`Body`] its own way.
 
-use super::klog::base_name;
 use std::fmt::{self, Write as _};
 use tracing::field::{Field, Visit};
 use tracing::Subscriber;
@@ -121,4 +120,21 @@ where
         }
     }
     out
+}
+
+/// The file name of a source path (either separator).
+pub(super) fn base_name(path: &str) -> &str {
+    path.rsplit(['/', '\\']).next().unwrap_or(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_names() {
+        assert_eq!(base_name("crates/a/src/x.rs"), "x.rs");
+        assert_eq!(base_name(r"C:\src\y.rs"), "y.rs");
+        assert_eq!(base_name("z.rs"), "z.rs");
+    }
 }

@@ -98,10 +98,6 @@ impl<'w> FormatFields<'w> for KlogFields {
     }
 }
 
-pub(super) fn base_name(path: &str) -> &str {
-    path.rsplit(['/', '\\']).next().unwrap_or(path)
-}
-
 /// OS thread id (Linux `gettid`, Windows `GetCurrentThreadId`; the process
 /// id elsewhere), cached per thread.
 fn thread_id() -> u64 {
@@ -156,28 +152,15 @@ impl Stamp {
 
     #[cfg(unix)]
     fn local(secs: i64, micros: u32) -> Option<Stamp> {
-        let t = libc::time_t::try_from(secs).ok()?;
-        // SAFETY: `tm` is plain data; localtime_r only writes into it.
-        let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-        // SAFETY: both pointers are valid for the call.
-        let res = unsafe { libc::localtime_r(&t, &mut tm) };
-        if res.is_null() {
-            return None;
-        }
-        let field = |v: libc::c_int| u32::try_from(v).ok();
-        Some(Stamp {
-            month: field(tm.tm_mon)? + 1,
-            day: field(tm.tm_mday)?,
-            hour: field(tm.tm_hour)?,
-            minute: field(tm.tm_min)?,
-            second: field(tm.tm_sec)?,
-            micros,
-        })
+        csi_proxy_host::time_format::local(secs).map(|c| Stamp::of(c, micros))
     }
 
     /// UTC from seconds since the Unix epoch.
     fn utc(secs: i64, micros: u32) -> Stamp {
-        let c = csi_proxy_server::time::civil(secs);
+        Stamp::of(csi_proxy_host::time_format::civil(secs), micros)
+    }
+
+    fn of(c: csi_proxy_host::time_format::Civil, micros: u32) -> Stamp {
         Stamp {
             month: c.month,
             day: c.day,
@@ -212,12 +195,5 @@ mod tests {
             (s.month, s.day, s.hour, s.minute, s.second),
             (3, 1, 12, 34, 56)
         );
-    }
-
-    #[test]
-    fn base_names() {
-        assert_eq!(base_name("crates/a/src/x.rs"), "x.rs");
-        assert_eq!(base_name(r"C:\src\y.rs"), "y.rs");
-        assert_eq!(base_name("z.rs"), "z.rs");
     }
 }

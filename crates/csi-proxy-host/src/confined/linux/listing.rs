@@ -1,5 +1,5 @@
-//! Directory listings (`getdents64`) and the tree-removal operations over
-//! directory descriptors.
+//! Directory listings (`getdents64` through `rustix::fs::RawDir`) and the
+//! tree-removal operations over directory descriptors.
 
 use super::beneath;
 use crate::confined::tree::{Hint, Sub, TreeOps};
@@ -7,83 +7,41 @@ use nix::errno::Errno;
 use nix::fcntl::{openat, OFlag, ResolveFlag};
 use nix::sys::stat::Mode;
 use nix::unistd::{unlinkat, UnlinkatFlags};
+use rustix::fs::{FileType, RawDir};
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// Directories kept open by a tree removal.
 const TREE_WINDOW: usize = 32;
 
-/// Up to `max` entries of the directory `fd`, from its start.
+/// Up to `max` entries of the directory `fd`, from its start: rustix's
+/// `getdents64` reader over the descriptor itself (no path is resolved
+/// again). A type the kernel does not give (`DT_UNKNOWN`, or one rustix
+/// does not know) is [`Hint::Unknown`]: the walk finds out by opening it.
 pub(super) fn list(
     fd: BorrowedFd<'_>,
     out: &mut Vec<(CString, Hint)>,
     max: usize,
 ) -> io::Result<()> {
     nix::unistd::lseek(fd, 0, nix::unistd::Whence::SeekSet)?;
-    let mut buf = vec![0u8; 16 * 1024];
+    let mut buf = Vec::with_capacity(16 * 1024);
+    let mut dir = RawDir::new(fd, buf.spare_capacity_mut());
     while out.len() < max {
-        // SAFETY: `buf` is writable memory of `buf.len()` bytes for the whole
-        // call and `fd` is an open directory descriptor.
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_getdents64,
-                fd.as_raw_fd(),
-                buf.as_mut_ptr(),
-                buf.len(),
-            )
+        let Some(entry) = dir.next() else { break };
+        let entry = entry?;
+        let name = entry.file_name();
+        if name == c"." || name == c".." {
+            continue;
+        }
+        let hint = match entry.file_type() {
+            FileType::Directory => Hint::Dir,
+            FileType::Unknown => Hint::Unknown,
+            _ => Hint::NotDir,
         };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if n == 0 {
-            break;
-        }
-        for e in parse_dirents(&buf[..n as usize]) {
-            if e.name == b"." || e.name == b".." {
-                continue;
-            }
-            let hint = match e.kind {
-                libc::DT_DIR => Hint::Dir,
-                libc::DT_UNKNOWN => Hint::Unknown,
-                _ => Hint::NotDir,
-            };
-            out.push((CString::new(e.name).expect("names have no NUL"), hint));
-            if out.len() == max {
-                break;
-            }
-        }
+        out.push((name.to_owned(), hint));
     }
     Ok(())
-}
-
-/// One `linux_dirent64` record.
-struct Dirent<'a> {
-    kind: u8,
-    name: &'a [u8],
-}
-
-/// The records of a `getdents64` buffer (malformed tails are dropped).
-fn parse_dirents(buf: &[u8]) -> impl Iterator<Item = Dirent<'_>> {
-    let mut off = 0usize;
-    std::iter::from_fn(move || {
-        // d_ino u64, d_off i64, d_reclen u16, d_type u8, d_name[].
-        let rec = buf.get(off..)?;
-        if rec.len() < 19 {
-            return None;
-        }
-        let reclen = u16::from_ne_bytes([rec[16], rec[17]]) as usize;
-        if reclen < 20 || reclen > rec.len() {
-            return None;
-        }
-        let raw = &rec[19..reclen];
-        let len = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-        off += reclen;
-        Some(Dirent {
-            kind: rec[18],
-            name: &raw[..len],
-        })
-    })
 }
 
 /// [`TreeOps`] over directory descriptors.
@@ -161,37 +119,51 @@ impl TreeOps for LinuxTree {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn names(fd: BorrowedFd<'_>, max: usize) -> Vec<(String, Hint)> {
+        let mut out = Vec::new();
+        list(fd, &mut out, max).unwrap();
+        let mut got: Vec<(String, Hint)> = out
+            .into_iter()
+            .map(|(n, h)| (n.into_string().unwrap(), h))
+            .collect();
+        got.sort_by(|a, b| a.0.cmp(&b.0));
+        got
+    }
 
     #[test]
-    fn dirent_records() {
-        let mut buf = Vec::new();
-        for (kind, name) in [
-            (libc::DT_DIR, &b"."[..]),
-            (libc::DT_REG, b"file"),
-            (libc::DT_LNK, b"l"),
-        ] {
-            let reclen = (19 + name.len() + 1).div_ceil(8) * 8;
-            let mut rec = vec![0u8; reclen];
-            rec[16..18].copy_from_slice(&(reclen as u16).to_ne_bytes());
-            rec[18] = kind;
-            rec[19..19 + name.len()].copy_from_slice(name);
-            buf.extend(rec);
-        }
-        let got: Vec<(u8, Vec<u8>)> = parse_dirents(&buf)
-            .map(|d| (d.kind, d.name.to_vec()))
+    fn lists_entries_with_hints_without_dot_entries() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir(t.path().join("d")).unwrap();
+        std::fs::write(t.path().join("file"), b"x").unwrap();
+        symlink("d", t.path().join("l")).unwrap();
+        let dir = std::fs::File::open(t.path()).unwrap();
+        let got = names(dir.as_fd(), usize::MAX);
+        let kinds: Vec<(&str, bool)> = got
+            .iter()
+            .map(|(n, h)| (n.as_str(), matches!(h, Hint::Dir)))
             .collect();
-        assert_eq!(
-            got,
-            vec![
-                (libc::DT_DIR, b".".to_vec()),
-                (libc::DT_REG, b"file".to_vec()),
-                (libc::DT_LNK, b"l".to_vec())
-            ]
-        );
-        // A truncated or lying record ends the walk instead of reading past.
-        assert_eq!(parse_dirents(&buf[..30]).count(), 1);
-        let mut bad = buf.clone();
-        bad[16..18].copy_from_slice(&5000u16.to_ne_bytes());
-        assert_eq!(parse_dirents(&bad).count(), 0);
+        // A link is not a directory (never entered); "." and ".." are left out.
+        assert_eq!(kinds, [("d", true), ("file", false), ("l", false)]);
+        // Listed again from the start, and cut at `max`.
+        assert_eq!(names(dir.as_fd(), usize::MAX).len(), 3);
+        assert_eq!(names(dir.as_fd(), 2).len(), 2);
+    }
+
+    #[test]
+    fn lists_more_entries_than_one_buffer_holds() {
+        let t = tempfile::tempdir().unwrap();
+        // Names of 200 bytes: 16 KiB of records holds fewer than 80.
+        let long = "n".repeat(196);
+        for i in 0..300 {
+            std::fs::write(t.path().join(format!("{long}{i:03}")), b"").unwrap();
+        }
+        let dir = std::fs::File::open(t.path()).unwrap();
+        let got = names(dir.as_fd(), usize::MAX);
+        assert_eq!(got.len(), 300);
+        assert!(got
+            .iter()
+            .all(|(n, h)| n.len() == 199 && matches!(h, Hint::NotDir)));
     }
 }

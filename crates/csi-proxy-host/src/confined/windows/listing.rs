@@ -1,7 +1,7 @@
 //! Directory listings and the tree-removal operations over directory
 //! handles.
 
-use super::removal::open_for_delete;
+use super::nt::open_for_delete;
 use super::{classify, dir_open, is_missing, nt, STATUS_NOT_A_DIRECTORY};
 use crate::confined::tree::{Hint, Sub, TreeOps};
 use crate::confined::winfmt::{self, ATTR_DIRECTORY, ATTR_REPARSE_POINT};

@@ -6,8 +6,9 @@ use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
 
 use windows_sys::Wdk::Foundation::OBJECT_ATTRIBUTES;
 use windows_sys::Wdk::Storage::FileSystem::{
-    FileFullDirectoryInformation, NtCreateFile, NtQueryDirectoryFile, FILE_OPEN_FOR_BACKUP_INTENT,
-    FILE_SYNCHRONOUS_IO_NONALERT, NTCREATEFILE_CREATE_DISPOSITION, NTCREATEFILE_CREATE_OPTIONS,
+    FileFullDirectoryInformation, NtCreateFile, NtQueryDirectoryFile, FILE_OPEN,
+    FILE_OPEN_FOR_BACKUP_INTENT, FILE_OPEN_REPARSE_POINT, FILE_SYNCHRONOUS_IO_NONALERT,
+    NTCREATEFILE_CREATE_DISPOSITION, NTCREATEFILE_CREATE_OPTIONS,
 };
 use windows_sys::Win32::Foundation::{
     RtlNtStatusToDosError, HANDLE, INVALID_HANDLE_VALUE, NTSTATUS, OBJ_CASE_INSENSITIVE,
@@ -16,13 +17,13 @@ use windows_sys::Win32::Foundation::{
 use windows_sys::Win32::Storage::FileSystem::{
     CreateFileW, CreateSymbolicLinkW, FileAttributeTagInfo, FileBasicInfo, FileDispositionInfo,
     FileDispositionInfoEx, GetFileInformationByHandle, GetFileInformationByHandleEx,
-    GetFinalPathNameByHandleW, SetFileInformationByHandle, BY_HANDLE_FILE_INFORMATION,
+    GetFinalPathNameByHandleW, SetFileInformationByHandle, BY_HANDLE_FILE_INFORMATION, DELETE,
     FILE_ATTRIBUTE_NORMAL, FILE_ATTRIBUTE_READONLY, FILE_ATTRIBUTE_TAG_INFO, FILE_BASIC_INFO,
     FILE_DISPOSITION_FLAG_DELETE, FILE_DISPOSITION_FLAG_IGNORE_READONLY_ATTRIBUTE,
     FILE_DISPOSITION_FLAG_POSIX_SEMANTICS, FILE_DISPOSITION_INFO, FILE_DISPOSITION_INFO_EX,
-    FILE_FLAG_BACKUP_SEMANTICS, FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE,
-    MAXIMUM_REPARSE_DATA_BUFFER_SIZE, OPEN_EXISTING, SYMBOLIC_LINK_FLAG_ALLOW_UNPRIVILEGED_CREATE,
-    SYMBOLIC_LINK_FLAG_DIRECTORY,
+    FILE_FLAG_BACKUP_SEMANTICS, FILE_READ_ATTRIBUTES, FILE_SHARE_DELETE, FILE_SHARE_READ,
+    FILE_SHARE_WRITE, FILE_WRITE_ATTRIBUTES, MAXIMUM_REPARSE_DATA_BUFFER_SIZE, OPEN_EXISTING,
+    SYMBOLIC_LINK_FLAG_ALLOW_UNPRIVILEGED_CREATE, SYMBOLIC_LINK_FLAG_DIRECTORY,
 };
 use windows_sys::Win32::System::Ioctl::FSCTL_GET_REPARSE_POINT;
 use windows_sys::Win32::System::IO::{DeviceIoControl, IO_STATUS_BLOCK};
@@ -45,13 +46,15 @@ pub fn status_error(status: NTSTATUS) -> io::Error {
     e
 }
 
-fn wide(s: &str) -> Vec<u16> {
-    s.encode_utf16().collect()
+/// A name of a relative open as UTF-16 ([`crate::wide`]); an embedded
+/// NUL is `STATUS_OBJECT_NAME_INVALID`.
+fn wide(s: &str) -> Result<Vec<u16>, NTSTATUS> {
+    crate::wide::units(s).map_err(|_| STATUS_OBJECT_NAME_INVALID)
 }
 
-fn wide_z(s: &str) -> Vec<u16> {
-    s.encode_utf16().chain(std::iter::once(0)).collect()
-}
+use crate::wide::nul_terminated as wide_z;
+
+const STATUS_OBJECT_NAME_INVALID: NTSTATUS = 0xC000_0033_u32 as i32;
 
 /// How a relative open is made.
 #[derive(Clone, Copy)]
@@ -83,7 +86,7 @@ pub const SHARE_ALL: u32 = FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELET
 /// (a sharing violation: `ResourceBusy`), and the holder, a plugin in its
 /// own directory, has held up only its own call.
 pub fn open_relative(parent: HANDLE, name: &str, how: &Open) -> Result<OwnedHandle, NTSTATUS> {
-    open_relative_units(parent, &wide(name), how)
+    open_relative_units(parent, &wide(name)?, how)
 }
 
 /// [`open_relative`] with a name as UTF-16 units (as a listing returns it).
@@ -118,6 +121,29 @@ pub fn open_relative_units(
             None if std::time::Instant::now() >= until => return Err(STATUS_SHARING_VIOLATION),
             None => std::thread::sleep(OPLOCK_RETRY),
         }
+    }
+}
+
+const STATUS_ACCESS_DENIED: NTSTATUS = 0xC000_0022_u32 as i32;
+
+/// Opens the entry `name` of `parent` itself (a link is the link) to be
+/// deleted: with the right to clear its read-only attribute where the
+/// caller has it ([`delete`] needs it where the system cannot ignore
+/// the attribute), without it otherwise.
+pub fn open_for_delete(parent: HANDLE, name: &[u16]) -> Result<OwnedHandle, NTSTATUS> {
+    let mut how = Open {
+        access: DELETE | FILE_READ_ATTRIBUTES | FILE_WRITE_ATTRIBUTES,
+        share: SHARE_ALL,
+        disposition: FILE_OPEN,
+        options: FILE_OPEN_REPARSE_POINT,
+        dont_reparse: false,
+    };
+    match open_relative_units(parent, name, &how) {
+        Err(STATUS_ACCESS_DENIED) => {
+            how.access = DELETE | FILE_READ_ATTRIBUTES;
+            open_relative_units(parent, name, &how)
+        }
+        other => other,
     }
 }
 
@@ -178,7 +204,7 @@ const STATUS_NAME_TOO_LONG: NTSTATUS = 0xC000_0106_u32 as i32;
 /// Opens an allowed root (its configured path: reparse points in it are
 /// followed) for relative opens and listing.
 pub fn open_root(path: &str) -> io::Result<OwnedHandle> {
-    let name = wide_z(path);
+    let name = wide_z(path)?;
     // SAFETY: `name` is NUL-terminated and alive for the call; no security
     // attributes, no template.
     let h = unsafe {
@@ -408,7 +434,7 @@ fn set_attributes(h: &OwnedHandle, attrs: u32) -> io::Result<()> {
 /// `CreateSymbolicLinkW(link, target, DIRECTORY)`; `link` is a full path
 /// whose parents the caller holds open (so none can be renamed meanwhile).
 pub fn create_dir_symlink(link: &str, target: &str) -> io::Result<()> {
-    let (l, t) = (wide_z(link), wide_z(target));
+    let (l, t) = (wide_z(link)?, wide_z(target)?);
     // SAFETY: both strings are NUL-terminated and alive for the call.
     let ok = unsafe {
         CreateSymbolicLinkW(

@@ -3,6 +3,7 @@
 //! it is deleted or emptied.
 
 use super::listing::{TreeDir, WinTree};
+use super::nt::open_for_delete;
 use super::{
     classify, dir_open, is_missing, last_raw, nt, open_dir, parent_handle, prove_final,
     walk_parents, RootHandle, DIR_ACCESS,
@@ -13,36 +14,9 @@ use std::os::windows::io::OwnedHandle;
 use windows_sys::Wdk::Storage::FileSystem::{
     FILE_DIRECTORY_FILE, FILE_OPEN, FILE_OPEN_REPARSE_POINT,
 };
-use windows_sys::Win32::Foundation::{HANDLE, NTSTATUS};
-use windows_sys::Win32::Storage::FileSystem::{
-    DELETE, FILE_READ_ATTRIBUTES, FILE_WRITE_ATTRIBUTES,
-};
 
-const STATUS_ACCESS_DENIED: NTSTATUS = 0xC000_0022_u32 as i32;
-
-/// Opens the entry `name` of `parent` itself (a link is the link) to be
-/// deleted: with the right to clear its read-only attribute where the
-/// caller has it ([`nt::delete`] needs it where the system cannot ignore
-/// the attribute), without it otherwise.
-pub(super) fn open_for_delete(parent: HANDLE, name: &[u16]) -> Result<OwnedHandle, NTSTATUS> {
-    let mut how = nt::Open {
-        access: DELETE | FILE_READ_ATTRIBUTES | FILE_WRITE_ATTRIBUTES,
-        share: nt::SHARE_ALL,
-        disposition: FILE_OPEN,
-        options: FILE_OPEN_REPARSE_POINT,
-        dont_reparse: false,
-    };
-    match nt::open_relative_units(parent, name, &how) {
-        Err(STATUS_ACCESS_DENIED) => {
-            how.access = DELETE | FILE_READ_ATTRIBUTES;
-            nt::open_relative_units(parent, name, &how)
-        }
-        other => other,
-    }
-}
-
-fn units(s: &str) -> Vec<u16> {
-    s.encode_utf16().collect()
+fn units(p: &Located, s: &str) -> Result<Vec<u16>> {
+    crate::wide::units(s).map_err(|e| io_err("remove", p, e.into()))
 }
 
 fn refuse_mount_point(p: &Located) -> Error {
@@ -54,7 +28,7 @@ fn refuse_mount_point(p: &Located) -> Error {
 
 pub fn remove(root: &RootHandle, p: &Located) -> Result<()> {
     let parent = parent_handle(root, p)?;
-    let name = units(p.name().expect("not a root"));
+    let name = units(p, p.name().expect("not a root"))?;
     let h = match open_for_delete(parent.raw(root), &name) {
         Ok(h) => h,
         Err(s) if is_missing(s) => {
@@ -99,7 +73,7 @@ pub fn remove_all(root: &RootHandle, p: &Located) -> Result<()> {
         Kind::Dir => empty(h, p)?,
         _ => drop(h),
     }
-    match open_for_delete(parent, &units(name)) {
+    match open_for_delete(parent, &units(p, name)?) {
         Ok(h) => {
             prove_final(root, &h, p)?;
             nt::delete(&h).map_err(|e| io_err("remove", p, e))

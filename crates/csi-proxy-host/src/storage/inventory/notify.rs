@@ -47,7 +47,7 @@ struct Api {
 fn api() -> Option<Api> {
     static API: OnceLock<Option<Api>> = OnceLock::new();
     *API.get_or_init(|| {
-        let name: Vec<u16> = "cfgmgr32.dll\0".encode_utf16().collect();
+        let name = crate::wide::nul_terminated("cfgmgr32.dll").expect("no NUL");
         // SAFETY: `name` is a NUL-terminated UTF-16 string that outlives the
         // call; no file handle is passed. The module is never freed, so the
         // function pointers below stay valid for the life of the process.

@@ -104,8 +104,7 @@ pub fn volumes_of(dev_dir: &Path, d: &BlockDisk) -> Result<Vec<(BlockPartition, 
                 .partitions
                 .iter()
                 .find(|e| e.number == p.number)
-                // The on-disk GPT layout is the Windows GUID layout.
-                .map(|e| e.unique_guid.canonical()),
+                .map(|e| e.unique_guid),
             gpt::Table::Mbr { signature, .. } => Some(Guid::from_u128(
                 (u128::from(*signature) << 96) | u128::from(p.number),
             )),

@@ -308,7 +308,7 @@ impl LinuxStorage {
             ))),
             ResizePlan::Skip => {
                 if filesystem_lags(fs_head, f.part.size) {
-                    self.grow_filesystem(&f.part, kind, &node, &mounts)?;
+                    super::grow::grow_filesystem(&f.part, kind, &node, &mounts)?;
                 }
                 Ok(())
             }
@@ -324,7 +324,7 @@ impl LinuxStorage {
                 self.inventory.touch(f.disk.name.clone());
                 sys::resize_partition(&fd, f.part.number, entry.first_lba * ss64, len)
                     .map_err(|e| from_io("BLKPG resize", &shown, e))?;
-                self.grow_filesystem(&f.part, kind, &node, &mounts)
+                super::grow::grow_filesystem(&f.part, kind, &node, &mounts)
             }
         }
     }

@@ -12,6 +12,7 @@
 
 mod devices;
 mod format_record;
+mod grow;
 pub mod in_use;
 mod intents;
 mod layout;
@@ -19,6 +20,8 @@ mod locks;
 mod lookup;
 pub mod mountinfo;
 mod mounts;
+mod partitions;
+mod reads;
 mod rescan;
 mod scan;
 mod sys;
@@ -30,7 +33,7 @@ mod usage;
 
 use super::content::{self, Overwrite};
 use super::inventory::netlink;
-use super::parse::content::{self as identify, Regions, Scanned};
+use super::parse::content::Regions;
 use super::parse::{ext, gpt};
 use super::{At, ResizeTarget, StorageBackend, VolumeId, VolumeStats};
 use crate::confined::{Confined, Located};
@@ -47,6 +50,10 @@ use sys::Access;
 use sysfs::{BlockDisk, BlockPartition, Sysfs};
 
 pub use devices::opens as device_opens;
+pub use grow::can_grow_mounted_ext;
+use grow::filesystem_lags;
+use partitions::sync_partitions;
+use reads::{quick_found, read_content, read_scanned};
 pub use sysfs::reads as sysfs_reads;
 pub use tools::spawned as spawned_processes;
 
@@ -214,87 +221,6 @@ impl LinuxStorage {
     }
 }
 
-/// [`LinuxStorage::sync_partitions`], with only what it needs (Rescan runs
-/// it on a reader thread of its own).
-fn sync_partitions(
-    sysfs: &Sysfs,
-    dev_dir: &Path,
-    d: &BlockDisk,
-    fd: &OwnedFd,
-) -> Result<BlockDisk> {
-    {
-        let shown = d.name.as_str();
-        if !d.partscan && d.name.starts_with("loop") {
-            // A loop device attached without partition scanning: turn it on
-            // (as `losetup -P` would).
-            sys::loop_enable_partscan(fd).map_err(|e| from_io("LOOP_SET_STATUS64", shown, e))?;
-        }
-        if d.partitions.is_empty() {
-            match sys::reread_partitions(fd) {
-                Ok(()) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                    return Err(Error::FailedPrecondition(format!(
-                        "disk {} ({shown}) does not support partitions",
-                        d.number
-                    )))
-                }
-                // In use: the kernel keeps its view; add what is missing below.
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
-                Err(e) => return Err(from_io("BLKRRPART", shown, e)),
-            }
-        }
-        let DiskTable {
-            table,
-            sector_size: ss,
-            ..
-        } = devices::table(d, fd)?;
-        let ss = u64::from(ss);
-        let wanted: Vec<(u32, u64, u64)> = match &table {
-            gpt::Table::Gpt(g) => g
-                .partitions
-                .iter()
-                .map(|p| (p.number, p.first_lba * ss, p.sectors() * ss))
-                .collect(),
-            gpt::Table::Mbr { partitions, .. } => partitions
-                .iter()
-                // Extended partitions are containers, not volumes.
-                .filter(|p| !matches!(p.type_byte, 0x05 | 0x0f | 0x85))
-                .map(|p| (u32::from(p.number), p.start_lba * ss, p.sectors * ss))
-                .collect(),
-            gpt::Table::Raw => Vec::new(),
-        };
-        let now = sysfs
-            .disk(&d.name)
-            .map_err(|e| from_io("read", shown, e))?
-            .ok_or_else(|| no_disk(d.number))?;
-        for (number, start, len) in wanted {
-            if now.partitions.iter().any(|p| p.number == number) {
-                continue;
-            }
-            tracing::info!(
-                disk = shown,
-                number,
-                start,
-                len,
-                "registering partition with the kernel"
-            );
-            match sys::add_partition(fd, number, start, len) {
-                Ok(()) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
-                Err(e) => return Err(from_io("BLKPG add partition", shown, e)),
-            }
-        }
-        let now = sysfs
-            .disk(&d.name)
-            .map_err(|e| from_io("read", shown, e))?
-            .ok_or_else(|| no_disk(d.number))?;
-        for p in &now.partitions {
-            devices::node(dev_dir, &p.name, p.major, p.minor)?;
-        }
-        Ok(now)
-    }
-}
-
 impl LinuxStorage {
     /// Can the device be claimed exclusively right now? `false` means the
     /// kernel says it is in use somewhere: mounted in any mount namespace,
@@ -351,93 +277,6 @@ impl LinuxStorage {
             read_content(&fd, &p.name)
         })
     }
-
-    /// Grows the filesystem `kind` (blkid's name) on `p` (none: nothing to
-    /// do) to fill the partition.
-    fn grow_filesystem(
-        &self,
-        p: &BlockPartition,
-        kind: Option<&'static str>,
-        node: &Path,
-        mounts: &[Mount],
-    ) -> Result<()> {
-        let Some(kind) = kind else { return Ok(()) };
-        let node_s = node
-            .to_str()
-            .ok_or_else(|| Error::Internal("device path".into()))?;
-        let mounted = mountinfo::of_device(mounts, p.major, p.minor).next();
-        match kind {
-            "ext2" | "ext3" | "ext4" => {
-                if mounted.is_none() {
-                    tools::run("e2fsck", &["-f", "-p", node_s], &[1])?;
-                } else if !can_grow_mounted_ext() {
-                    return Err(Error::PermissionDenied(format!(
-                        "growing the mounted {kind} filesystem on {} needs CAP_SYS_RESOURCE, which csi-proxy lacks; \
-                         the partition has grown: unmount the volume and resize again, or grant the capability",
-                        p.name
-                    )));
-                }
-                tools::run("resize2fs", &[node_s], &[])
-            }
-            "xfs" => match mounted {
-                Some(m) => tools::run("xfs_growfs", &[m.path()], &[]),
-                None => Err(Error::FailedPrecondition(format!(
-                    "the xfs filesystem on {} can only grow while mounted; mount it and resize again",
-                    p.name
-                ))),
-            },
-            other => Err(Error::FailedPrecondition(format!(
-                "cannot grow a {other} filesystem (supported: ext2/3/4, xfs)"
-            ))),
-        }
-    }
-}
-
-/// Fills `buf` from byte `offset` of `fd`; a short read (the device shrank)
-/// is an error.
-fn read_exact_at(fd: &OwnedFd, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-    let got = sys::read_at(fd, offset, buf.len())?;
-    if got.len() != buf.len() {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!("short read at {offset}: the device shrank"),
-        ));
-    }
-    buf.copy_from_slice(&got);
-    Ok(())
-}
-
-/// What the device open as `fd` (named `shown` in errors) holds.
-fn read_content(fd: &OwnedFd, shown: &str) -> Result<Regions> {
-    let size = sys::size_bytes(fd).map_err(|e| from_io("BLKGETSIZE64", shown, e))?;
-    Regions::read(size, |offset, buf| read_exact_at(fd, offset, buf))
-        .map_err(|e| from_io("read", shown, e))
-}
-
-/// What the device open as `fd` holds, as FormatVolume checks it (see
-/// [`Scanned::read`]): `first` and `len` bound the region (the whole
-/// device: 0 and its size).
-fn read_scanned(fd: &OwnedFd, shown: &str, first: u64, len: u64) -> Result<Scanned> {
-    Scanned::read(len, |offset, buf| read_exact_at(fd, first + offset, buf))
-        .map_err(|e| from_io("read", shown, e))
-}
-
-/// Whether anything is identified in the first bytes of the device open as
-/// `fd` (see [`identify::quick_found`]).
-fn quick_found(fd: &OwnedFd, shown: &str) -> Result<bool> {
-    let size = sys::size_bytes(fd).map_err(|e| from_io("BLKGETSIZE64", shown, e))?;
-    identify::quick_found(size, |offset, buf| read_exact_at(fd, offset, buf))
-        .map_err(|e| from_io("read", shown, e))
-}
-
-/// Is the ext filesystem whose first bytes are `head` at least
-/// [`super::MIN_RESIZE_GROWTH`] smaller than its partition of
-/// `partition_size` bytes (a grow that was interrupted)?
-fn filesystem_lags(head: &[u8], partition_size: u64) -> bool {
-    ext::ext_usage(head).is_some_and(|u| {
-        let fs = u.blocks_total.saturating_mul(u64::from(u.block_size));
-        fs.saturating_add(super::MIN_RESIZE_GROWTH) <= partition_size
-    })
 }
 
 /// Refuses to change a volume whose disk is offline (read-only).
@@ -449,20 +288,6 @@ fn ensure_online(f: &Found, volume: &VolumeId) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// Can this process grow a mounted ext2/3/4? The kernel wants
-/// CAP_SYS_RESOURCE for it, which some sandboxes withhold even from root.
-pub fn can_grow_mounted_ext() -> bool {
-    const CAP_SYS_RESOURCE: u32 = 24;
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("CapEff:"))
-                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        })
-        .is_some_and(|eff| eff & (1 << CAP_SYS_RESOURCE) != 0)
 }
 
 /// Which disk identifiers were read for: its kernel name, number (its

@@ -1,4 +1,6 @@
-//! GUIDs and volume ids.
+//! GUIDs and volume ids: the one GUID type of the crate (GPT headers
+//! and entries, Windows IOCTL buffers, volume ids, WMI), with the GPT
+//! partition types.
 //!
 //! [`Guid`] holds the 16 bytes in the order they are written in the
 //! canonical text form (`xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`), which is
@@ -33,8 +35,29 @@ pub const GUID_TEXT_LEN: usize = 36;
 pub struct Guid([u8; 16]);
 
 impl Guid {
-    /// The all-zero GUID.
+    /// The all-zero GUID; a GPT entry with this type GUID is unused.
     pub const NIL: Guid = Guid([0; 16]);
+    /// GPT type of a Windows basic data partition.
+    pub const BASIC_DATA: Guid = Guid::from_u128(0xebd0a0a2_b9e5_4433_87c0_68b6b72699c7);
+    /// GPT type of the Microsoft reserved partition (MSR).
+    pub const MICROSOFT_RESERVED: Guid = Guid::from_u128(0xe3c9e316_0b5c_4db8_817d_f92df00215ae);
+    /// GPT type of Linux filesystem data.
+    pub const LINUX_FILESYSTEM: Guid = Guid::from_u128(0x0fc63daf_8483_4772_8e79_3d69d8477de4);
+
+    /// Whether this is the all-zero GUID.
+    pub fn is_nil(&self) -> bool {
+        self.0 == [0; 16]
+    }
+
+    /// A random (version 4, RFC 4122 variant) GUID from 16 random bytes,
+    /// taken in the on-disk (Windows) layout.
+    pub fn from_random_bytes(mut bytes: [u8; 16]) -> Guid {
+        // Version: high nibble of the third field, stored little-endian.
+        bytes[7] = (bytes[7] & 0x0F) | 0x40;
+        // Variant 10xx in the first byte of the fourth field.
+        bytes[8] = (bytes[8] & 0x3F) | 0x80;
+        Guid::from_windows_bytes(bytes)
+    }
 
     /// The GUID whose canonical text is the hex form of `v`, e.g.
     /// `Guid::from_u128(0xe3c9e316_0b5c_4db8_817d_f92df00215ae)`.
@@ -58,16 +81,15 @@ impl Guid {
     }
 
     /// From the in-memory layout of a Windows `GUID` structure.
-    pub fn from_windows_bytes(b: [u8; 16]) -> Guid {
-        let mut out = b;
-        out[0..4].reverse();
-        out[4..6].reverse();
-        out[6..8].reverse();
-        Guid(out)
+    pub const fn from_windows_bytes(b: [u8; 16]) -> Guid {
+        Guid([
+            b[3], b[2], b[1], b[0], b[5], b[4], b[7], b[6], b[8], b[9], b[10], b[11], b[12], b[13],
+            b[14], b[15],
+        ])
     }
 
     /// The in-memory layout of a Windows `GUID` structure.
-    pub fn to_windows_bytes(self) -> [u8; 16] {
+    pub const fn to_windows_bytes(self) -> [u8; 16] {
         // The conversion is its own inverse.
         Guid::from_windows_bytes(self.0).0
     }
@@ -105,6 +127,23 @@ impl Guid {
             nibbles += 1;
         }
         Ok(Guid(out))
+    }
+}
+
+impl Guid {
+    /// [`Guid::parse`] of the canonical form, optionally in braces as
+    /// Windows prints it (`{xxxxxxxx-...}`).
+    pub fn parse_braced(s: &str) -> Result<Guid, ParseError> {
+        match s.strip_prefix('{') {
+            Some(rest) => match rest.strip_suffix('}') {
+                Some(inner) => Guid::parse(inner),
+                None => Err(ParseError::invalid(
+                    "GUID",
+                    "an opening brace without a closing one",
+                )),
+            },
+            None => Guid::parse(s),
+        }
     }
 }
 

@@ -85,9 +85,9 @@ pub const STYLE_GPT: u32 = 1;
 pub const STYLE_RAW: u32 = 2;
 
 /// GPT type of the Microsoft reserved partition (MSR).
-pub const MICROSOFT_RESERVED: Guid = Guid::from_u128(0xe3c9e316_0b5c_4db8_817d_f92df00215ae);
+pub const MICROSOFT_RESERVED: Guid = Guid::MICROSOFT_RESERVED;
 /// GPT type of a basic data partition.
-pub const BASIC_DATA: Guid = Guid::from_u128(0xebd0a0a2_b9e5_4433_87c0_68b6b72699c7);
+pub const BASIC_DATA: Guid = Guid::BASIC_DATA;
 
 /// Partitioning scheme of a disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,7 +16,7 @@
 mod bytes;
 pub mod cim;
 pub mod content;
-mod crc32;
+pub(crate) mod crc;
 pub mod device_id;
 pub mod error;
 pub mod ext;

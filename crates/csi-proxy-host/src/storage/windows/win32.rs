@@ -38,16 +38,10 @@ pub fn code(e: &io::Error) -> Option<u32> {
     e.raw_os_error().map(|c| c as u32)
 }
 
-/// `s` as a NUL-terminated UTF-16 string; an interior NUL is refused (the
-/// OS would silently cut the string there).
+/// `s` as a NUL-terminated UTF-16 string; an interior NUL is refused
+/// ([`crate::wide`]).
 pub fn wide(s: &str) -> io::Result<Vec<u16>> {
-    if s.contains('\0') {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "string contains a NUL character",
-        ));
-    }
-    Ok(s.encode_utf16().chain(std::iter::once(0)).collect())
+    Ok(crate::wide::nul_terminated(s)?)
 }
 
 /// The string in `buf` up to its first NUL (or its end).

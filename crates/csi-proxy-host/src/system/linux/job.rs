@@ -105,7 +105,7 @@ impl Jobs {
     /// it, not the ends of the jobs its transaction added (a forced stop's
     /// dependents).
     pub async fn watch(link: &Link, what: &str) -> Result<Jobs> {
-        let err = |e| super::systemd::call_error(&link.address, what, e);
+        let err = |e| super::dbus_error::call_error(&link.address, what, e);
         let stream = link.manager.receive_job_removed().await.map_err(err)?;
         let mut jobs = Jobs {
             stream,
@@ -116,7 +116,8 @@ impl Jobs {
             match jobs.meanwhile(link.manager.subscribe()).await {
                 Ok(()) => {}
                 Err(e)
-                    if super::systemd::remote_name(&e).as_deref() == Some(ALREADY_SUBSCRIBED) => {}
+                    if super::dbus_error::remote_name(&e).as_deref()
+                        == Some(ALREADY_SUBSCRIBED) => {}
                 Err(e) => return Err(err(e)),
             }
         }

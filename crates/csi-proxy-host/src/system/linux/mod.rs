@@ -9,6 +9,7 @@
 //!   result means.
 
 mod bus;
+mod dbus_error;
 mod job;
 mod systemd;
 

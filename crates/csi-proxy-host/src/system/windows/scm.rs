@@ -26,9 +26,7 @@ impl Drop for Handle {
     }
 }
 
-fn wide(s: &str) -> Vec<u16> {
-    s.encode_utf16().chain(std::iter::once(0)).collect()
-}
+use crate::wide::nul_terminated as wide;
 
 /// Reads a NUL-terminated UTF-16 string (empty for null).
 ///
@@ -66,7 +64,7 @@ pub fn open_manager() -> io::Result<Handle> {
 
 /// Open service `name` with `access` rights.
 pub fn open_service(scm: &Handle, name: &str, access: u32) -> io::Result<Handle> {
-    let w = wide(name);
+    let w = wide(name)?;
     // SAFETY: `scm` is open, `w` is NUL-terminated and alive for the call.
     let h = unsafe { OpenServiceW(scm.0, w.as_ptr(), access) };
     if h.is_null() {
@@ -264,8 +262,8 @@ fn registry_value(name: &str, value: &str, ty: RegType) -> Option<Vec<u16>> {
     use windows_sys::Win32::System::Registry::{
         RegGetValueW, HKEY_LOCAL_MACHINE, RRF_RT_REG_BINARY, RRF_RT_REG_MULTI_SZ, RRF_RT_REG_SZ,
     };
-    let key = wide(&format!(r"SYSTEM\CurrentControlSet\Services\{name}"));
-    let value = wide(value);
+    let key = wide(&format!(r"SYSTEM\CurrentControlSet\Services\{name}")).ok()?;
+    let value = wide(value).ok()?;
     let flags = match ty {
         RegType::MultiSz => RRF_RT_REG_MULTI_SZ,
         RegType::Sz => RRF_RT_REG_SZ,
@@ -446,7 +444,7 @@ pub fn stop(svc: &Handle) -> io::Result<()> {
 /// The service key name of the service whose display name is `display`
 /// (`ERROR_SERVICE_DOES_NOT_EXIST` when no display name is `display`).
 pub fn key_name(scm: &Handle, display: &str) -> io::Result<String> {
-    let w = wide(display);
+    let w = wide(display)?;
     // A service name has at most 256 characters, plus the NUL.
     let mut buf = [0u16; 257];
     let mut len = buf.len() as u32;
@@ -527,12 +525,12 @@ pub mod testing {
             return Err(io::Error::last_os_error());
         }
         let scm = Handle(scm);
-        let n = wide(name);
-        let b = wide(binary);
-        let g = group.map(wide);
+        let n = wide(name)?;
+        let b = wide(binary)?;
+        let g = group.map(wide).transpose()?;
         let mut deps: Vec<u16> = Vec::new();
         for d in depends_on {
-            deps.extend(d.encode_utf16());
+            deps.extend(crate::wide::units(d)?);
             deps.push(0);
         }
         deps.push(0);
@@ -572,7 +570,7 @@ pub mod testing {
                 Delay: 1000,
             })
             .collect();
-        let mut command = wide("cmd.exe /c exit 0");
+        let mut command = wide("cmd.exe /c exit 0").expect("no NUL");
         let fa = SERVICE_FAILURE_ACTIONSW {
             dwResetPeriod: 86400,
             lpRebootMsg: ptr::null_mut(),
@@ -604,8 +602,8 @@ pub mod testing {
             v.extend(t.to_le_bytes());
             v.extend(1000u32.to_le_bytes());
         }
-        let key = wide(&format!(r"SYSTEM\CurrentControlSet\Services\{name}"));
-        let value = wide("FailureActions");
+        let key = wide(&format!(r"SYSTEM\CurrentControlSet\Services\{name}")).expect("no NUL");
+        let value = wide("FailureActions").expect("no NUL");
         // SAFETY: names NUL-terminated, `v` alive and `v.len()` bytes long.
         unsafe {
             RegSetKeyValueW(

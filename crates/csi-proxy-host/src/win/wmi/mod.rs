@@ -378,7 +378,7 @@ impl Wmi {
         args: &[(&str, Value)],
     ) -> Result<Object> {
         let class_obj = self.get_object_in(namespace, class)?;
-        let name = wide(method);
+        let name = wide(method)?;
         let mut in_sig: Option<IWbemClassObject> = None;
         // SAFETY: `name` is NUL-terminated and alive for the call; the
         // out-signature is not asked for.
@@ -567,6 +567,8 @@ fn prefix(e: Error, what: &str) -> Error {
     }
 }
 
-pub(crate) fn wide(s: &str) -> Vec<u16> {
-    s.encode_utf16().chain(std::iter::once(0)).collect()
+/// `s` as a NUL-terminated UTF-16 string; an interior NUL is refused
+/// ([`crate::wide`]).
+pub(crate) fn wide(s: &str) -> Result<Vec<u16>> {
+    Ok(crate::wide::nul_terminated(s)?)
 }

@@ -18,8 +18,14 @@ use crate::{Error, Result};
 pub(super) struct SecretBstr(BSTR);
 
 impl SecretBstr {
-    /// The UTF-16 form of `s` in a new BSTR.
+    /// The UTF-16 form of `s` in a new BSTR. An embedded NUL is refused
+    /// as [`crate::wide`] refuses it, without showing the secret.
     pub(super) fn new(s: &str) -> Result<SecretBstr> {
+        if s.contains('\0') {
+            return Err(Error::InvalidArgument(
+                "a secret parameter contains a NUL character".into(),
+            ));
+        }
         let len = s.encode_utf16().count();
         let mut wide = Zeroizing::new(Vec::<u16>::with_capacity(len));
         // Within the capacity: the buffer is never moved.

@@ -58,7 +58,7 @@ impl Object {
 
     /// The value of property `name`.
     pub fn get(&self, name: &str) -> Result<Var> {
-        let w = wide(name);
+        let w = wide(name)?;
         let mut v = Var::empty();
         // SAFETY: `w` is NUL-terminated; `v.0` is an initialised (empty)
         // VARIANT that receives an owned value, freed by `Var`'s Drop.
@@ -69,7 +69,7 @@ impl Object {
 
     /// Sets property `name` (an in-parameter).
     pub fn put(&self, name: &str, value: &Value) -> Result<()> {
-        let w = wide(name);
+        let w = wide(name)?;
         let v = Var::from_value(value)?;
         // SAFETY: `w` is NUL-terminated; `v.0` is a valid VARIANT that the
         // callee copies; type 0 = the property's declared type.

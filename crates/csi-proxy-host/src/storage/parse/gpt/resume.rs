@@ -10,7 +10,7 @@
 //! byte: the disk is ours to complete only if every non-zero byte in the
 //! spans a table is written over is a byte of that table.
 
-use super::{create_empty, create_single_partition, Guid, Write, DEFAULT_ARRAY_BYTES};
+use super::{create_empty, create_single_partition, guid_at, Guid, Write, DEFAULT_ARRAY_BYTES};
 use crate::storage::parse::content::{Device, WRITE_SPAN};
 
 /// The writes that complete a fresh table of ours on a disk of
@@ -34,7 +34,7 @@ pub fn resume_fresh(
     let backup_entry_lba = backup_lba.checked_sub(array_sectors)?;
     let header_guid = |lba: u64| -> Option<Guid> {
         let h = dev.at(lba.checked_mul(ss)?, 92)?;
-        (&h[..8] == b"EFI PART").then(|| Guid::read(h, 56))
+        (&h[..8] == b"EFI PART").then(|| guid_at(h, 56))
     };
     let disk_guid = header_guid(backup_lba)
         .or_else(|| header_guid(1))
@@ -47,11 +47,11 @@ pub fn resume_fresh(
         .flatten()
         .find(|e| e.iter().any(|&b| b != 0));
     let writes = match first {
-        Some(e) if Guid::read(e, 0) == type_guid => create_single_partition(
+        Some(e) if guid_at(e, 0) == type_guid => create_single_partition(
             sector_size,
             disk_sectors,
             disk_guid,
-            Guid::read(e, 16),
+            guid_at(e, 16),
             type_guid,
             name,
         ),
@@ -108,7 +108,7 @@ mod tests {
     const SECTORS: u64 = 16 * 2048; // 16 MiB of 512-byte sectors
 
     fn guid(n: u8) -> Guid {
-        Guid([n; 16])
+        Guid::from_windows_bytes([n; 16])
     }
 
     fn disk(size: u64, writes: &[Write]) -> Vec<u8> {

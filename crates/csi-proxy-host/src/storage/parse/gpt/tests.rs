@@ -1,3 +1,4 @@
+use super::write::{encode_name, Layout};
 use super::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -181,7 +182,7 @@ fn guid_text_and_layout() {
     );
     // Mixed-endian on disk.
     assert_eq!(
-        Guid::BASIC_DATA.0,
+        Guid::BASIC_DATA.to_windows_bytes(),
         [
             0xa2, 0xa0, 0xd0, 0xeb, 0xe5, 0xb9, 0x33, 0x44, 0x87, 0xc0, 0x68, 0xb6, 0xb7, 0x26,
             0x99, 0xc7
@@ -192,7 +193,7 @@ fn guid_text_and_layout() {
         Guid::BASIC_DATA
     );
     assert_eq!(
-        Guid::parse("{e3c9e316-0b5c-4db8-817d-f92df00215ae}").unwrap(),
+        Guid::parse_braced("{e3c9e316-0b5c-4db8-817d-f92df00215ae}").unwrap(),
         Guid::MICROSOFT_RESERVED
     );
     for bad in [
@@ -205,7 +206,7 @@ fn guid_text_and_layout() {
         "ebd0a0a2-b9e5-4433-87c0-68b6b72699ç",
         "+bd0a0a2-b9e5-4433-87c0-68b6b72699c7",
     ] {
-        assert!(Guid::parse(bad).is_err(), "{bad}");
+        assert!(Guid::parse_braced(bad).is_err(), "{bad}");
     }
     assert_eq!(
         format!("{:?}", Guid::NIL),
@@ -226,7 +227,7 @@ fn random_guid_version_and_variant() {
 proptest! {
     #[test]
     fn guid_text_round_trip(bytes in any::<[u8; 16]>()) {
-        let g = Guid(bytes);
+        let g = Guid::from_windows_bytes(bytes);
         let text = g.to_string();
         prop_assert_eq!(text.len(), 36);
         prop_assert_eq!(Guid::parse(&text).unwrap(), g);
@@ -572,7 +573,7 @@ fn edit_entry(disk: &mut SparseDisk, index: u64, off: usize, value: &[u8]) {
     for (i, chunk) in array.chunks(ss as usize).enumerate() {
         disk.data.insert(2 + i as u64, chunk.to_vec());
     }
-    edit_header(disk, 1, 88, &crc32::crc32(&array).to_le_bytes());
+    edit_header(disk, 1, 88, &crc::crc32(&array).to_le_bytes());
 }
 
 #[test]
@@ -591,7 +592,7 @@ fn partition_rules() {
     }
     // Entry 5 overlapping entry 1.
     let mut disk = created(512, sectors);
-    edit_entry(&mut disk, 4, 0, &Guid::LINUX_FILESYSTEM.0);
+    edit_entry(&mut disk, 4, 0, &Guid::LINUX_FILESYSTEM.to_windows_bytes());
     edit_entry(&mut disk, 4, 32, &100u64.to_le_bytes());
     edit_entry(&mut disk, 4, 40, &2048u64.to_le_bytes());
     assert_eq!(
@@ -748,7 +749,12 @@ fn with_msr(ss: u32, sectors: u64) -> SparseDisk {
     // Turn partition 1 into a 16 MiB MSR at 1 MiB... at first_usable + 0
     // like Windows does (LBA 34 for 512-byte sectors).
     let first = 2 + 16384 / s;
-    edit_entry(&mut disk, 0, 0, &Guid::MICROSOFT_RESERVED.0);
+    edit_entry(
+        &mut disk,
+        0,
+        0,
+        &Guid::MICROSOFT_RESERVED.to_windows_bytes(),
+    );
     edit_entry(&mut disk, 0, 32, &first.to_le_bytes());
     edit_entry(&mut disk, 0, 40, &(first + 16 * MIB / s - 1).to_le_bytes());
     edit_entry(
@@ -973,8 +979,8 @@ fn two_partitions() -> SparseDisk {
     let mut disk = created(512, GIB / 512);
     let m = MIB / 512;
     edit_entry(&mut disk, 0, 40, &(m + 100 * m - 1).to_le_bytes());
-    edit_entry(&mut disk, 1, 0, &Guid::LINUX_FILESYSTEM.0);
-    edit_entry(&mut disk, 1, 16, &guid(7).0);
+    edit_entry(&mut disk, 1, 0, &Guid::LINUX_FILESYSTEM.to_windows_bytes());
+    edit_entry(&mut disk, 1, 16, &guid(7).to_windows_bytes());
     edit_entry(&mut disk, 1, 32, &(151 * m).to_le_bytes());
     edit_entry(&mut disk, 1, 40, &(500 * m - 1).to_le_bytes());
     disk
@@ -1129,7 +1135,7 @@ proptest! {
         for (i, chunk) in array.chunks(ss as usize).enumerate() {
             disk.data.insert(2 + i as u64, chunk.to_vec());
         }
-        edit_header(&mut disk, 1, 88, &crc32::crc32(&array).to_le_bytes());
+        edit_header(&mut disk, 1, 88, &crc::crc32(&array).to_le_bytes());
         disk.grow_to(sectors + grow_by);
         let head = disk.head();
         if let Ok(Table::Gpt(g)) = parse_table(&head, ss, disk.sectors) {
@@ -1188,7 +1194,7 @@ proptest! {
             // Partition 1 ends half-way; partition 2 starts after a gap.
             let p1_end = g.partitions[0].first_lba + g.partitions[0].sectors() / 2;
             edit_entry(&mut disk, 0, 40, &p1_end.to_le_bytes());
-            edit_entry(&mut disk, 1, 0, &Guid::LINUX_FILESYSTEM.0);
+            edit_entry(&mut disk, 1, 0, &Guid::LINUX_FILESYSTEM.to_windows_bytes());
             edit_entry(&mut disk, 1, 32, &(p1_end + m / 2).to_le_bytes());
             edit_entry(&mut disk, 1, 40, &(g.last_usable - m / 4).to_le_bytes());
         }

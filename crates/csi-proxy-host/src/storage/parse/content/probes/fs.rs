@@ -1,7 +1,8 @@
 //! Filesystems.
 
 use super::members::{BCACHE_MAGIC, BCACHE_SB};
-use super::{at_any, be16, be32, crc32_raw, le16, le32, Device, SECTOR};
+use super::{at_any, be16, be32, le16, le32, Device, SECTOR};
+use crate::storage::parse::crc::crc32_raw;
 
 fn pow2_in(v: u64, lo: u64, hi: u64) -> bool {
     v.is_power_of_two() && (lo..=hi).contains(&v)

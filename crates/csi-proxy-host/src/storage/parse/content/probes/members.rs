@@ -2,7 +2,8 @@
 //! swap: what a filesystem is built on, or what holds data without being a
 //! filesystem.
 
-use super::{at_any, be32, crc32_raw, crc32c, le16, le32, sector_from_end, Device, SECTOR};
+use super::{at_any, be32, le16, le32, sector_from_end, Device, SECTOR};
+use crate::storage::parse::crc::{crc32_raw, crc32c};
 
 // ---- Encrypted containers ---------------------------------------------------
 

@@ -173,30 +173,6 @@ fn sector_from_end(d: &Device<'_>, n: u64) -> Option<u64> {
     (d.size() / SECTOR).checked_sub(n).map(|s| s * SECTOR)
 }
 
-/// CRC-32 (the IEEE polynomial, reflected) continued from `crc`, without
-/// the customary inversions: the form nilfs2 and DDF store.
-pub(super) fn crc32_raw(mut crc: u32, data: &[u8]) -> u32 {
-    for &b in data {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = (crc >> 1) ^ (0xEDB8_8320 & (crc & 1).wrapping_neg());
-        }
-    }
-    crc
-}
-
-/// CRC-32C (Castagnoli), the usual form (inverted in and out).
-pub(super) fn crc32c(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in data {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = (crc >> 1) ^ (0x82F6_3B78 & (crc & 1).wrapping_neg());
-        }
-    }
-    !crc
-}
-
 fn le16(b: &[u8], o: usize) -> u16 {
     u16::from_le_bytes([b[o], b[o + 1]])
 }
@@ -211,14 +187,4 @@ fn le32(b: &[u8], o: usize) -> u32 {
 
 fn be32(b: &[u8], o: usize) -> u32 {
     u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
-}
-
-#[cfg(test)]
-mod crc_tests {
-    #[test]
-    fn crc_check_values() {
-        // The standard check values for "123456789".
-        assert_eq!(!super::crc32_raw(!0, b"123456789"), 0xCBF4_3926);
-        assert_eq!(super::crc32c(b"123456789"), 0xE306_9283);
-    }
 }

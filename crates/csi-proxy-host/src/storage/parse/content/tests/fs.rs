@@ -1,8 +1,8 @@
 //! Filesystems.
 
-use super::super::probes::crc32_raw;
 use super::{Image, MIB};
 use crate::storage::parse::content::Class;
+use crate::storage::parse::crc::crc32_raw;
 
 #[test]
 fn ext_generations_and_the_journal_device() {

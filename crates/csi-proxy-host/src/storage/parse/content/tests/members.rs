@@ -1,7 +1,7 @@
 //! Members, containers and swap.
 
-use super::super::probes::{crc32_raw, crc32c};
 use super::{Image, MIB};
+use crate::storage::parse::crc::{crc32_raw, crc32c};
 
 #[test]
 fn luks_both_versions_and_the_secondary_luks2_header() {
