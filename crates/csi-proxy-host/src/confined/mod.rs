@@ -344,7 +344,11 @@ impl Confined {
     /// held without delete sharing while `CreateSymbolicLinkW` runs on it);
     /// then the link is read back through the parent and must store exactly
     /// `target`. An existing link that stores `target` already is success.
-    pub fn smb_link(&self, target: &crate::smb::SmbLinkTarget, link: &Located) -> Result<()> {
+    pub fn smb_link(
+        &self,
+        target: &crate::smb::validate::SmbLinkTarget,
+        link: &Located,
+    ) -> Result<()> {
         refuse_root(link, "create a link at")?;
         let root = self.root(link, false)?;
         let same =
@@ -377,7 +381,7 @@ impl Confined {
     /// Is `link` a link that stores `target` already?
     pub fn smb_link_matches(
         &self,
-        target: &crate::smb::SmbLinkTarget,
+        target: &crate::smb::validate::SmbLinkTarget,
         link: &Located,
     ) -> Result<bool> {
         let root = self.root(link, false)?;

@@ -37,6 +37,8 @@ use std::fmt;
 use crate::error::{Error, Result};
 
 pub mod case;
+#[cfg(all(test, windows))]
+mod long_names_tests;
 mod reparse;
 mod rules;
 mod spelling;

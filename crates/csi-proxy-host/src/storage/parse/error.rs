@@ -51,3 +51,20 @@ mod tests {
         assert_eq!(e.to_string(), "invalid volume id: missing braces");
     }
 }
+
+/// Rejects a negative offset or length, or an end beyond `i64::MAX`.
+pub(crate) fn check_range(what: &'static str, offset: i64, length: i64) -> Result<(), ParseError> {
+    if offset < 0 || length < 0 {
+        return Err(ParseError::invalid(
+            what,
+            format!("negative offset or length ({offset}, {length})"),
+        ));
+    }
+    if offset.checked_add(length).is_none() {
+        return Err(ParseError::invalid(
+            what,
+            format!("offset {offset} + length {length} overflows"),
+        ));
+    }
+    Ok(())
+}

@@ -19,7 +19,7 @@
 //! value is [`ParseError::Invalid`], as is an extent whose end overflows.
 
 use super::bytes::{self, i64_le, u32_le, u64_le};
-use super::error::ParseError;
+use super::error::{check_range, ParseError};
 
 /// Offset of the first `DISK_EXTENT` in `VOLUME_DISK_EXTENTS`.
 pub const DISK_EXTENTS_OFFSET: usize = 8;
@@ -78,23 +78,6 @@ pub fn parse_volume_disk_extents(buf: &[u8]) -> Result<Vec<DiskExtent>, ParseErr
         out.push(extent);
     }
     Ok(out)
-}
-
-/// Rejects a negative offset or length, or an end beyond `i64::MAX`.
-pub(crate) fn check_range(what: &'static str, offset: i64, length: i64) -> Result<(), ParseError> {
-    if offset < 0 || length < 0 {
-        return Err(ParseError::invalid(
-            what,
-            format!("negative offset or length ({offset}, {length})"),
-        ));
-    }
-    if offset.checked_add(length).is_none() {
-        return Err(ParseError::invalid(
-            what,
-            format!("offset {offset} + length {length} overflows"),
-        ));
-    }
-    Ok(())
 }
 
 /// `STORAGE_DEVICE_NUMBER`: which disk (and partition, 0 = the whole disk)

@@ -34,9 +34,11 @@
 //! * GPT names are UTF-16 up to the first NUL; unpaired surrogates become
 //!   U+FFFD (the name is informational only).
 
+#[cfg(test)]
+pub(crate) mod encode;
 use super::bytes::{self, array, i64_le, u32_le, u64_le, u8_at};
+use super::error::check_range;
 use super::error::ParseError;
-use super::extents::check_range;
 use super::guid::Guid;
 
 /// Size of the `DRIVE_LAYOUT_INFORMATION_EX` header (offset of the entries).
@@ -265,7 +267,7 @@ fn parse_entry(
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixtures::{self, LayoutSlot};
+    use super::encode::{self as fixtures, LayoutSlot};
     use super::*;
     use proptest::prelude::*;
 
