@@ -48,12 +48,8 @@ pub struct Claim {
 }
 
 impl Claim {
-    /// How many volumes are locked.
-    pub fn len(&self) -> usize {
-        self.locked.len()
-    }
-
     /// Whether no volume is locked.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.locked.is_empty()
     }

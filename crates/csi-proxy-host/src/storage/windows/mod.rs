@@ -22,6 +22,7 @@ pub use crate::win::wmi;
 use std::collections::BTreeMap;
 
 use super::content::{self as rules, Overwrite};
+use super::parse::layout;
 use super::{disk_use, identity};
 use super::{DiskLayout, PartitionStep, ResizeTarget, StorageBackend, VolumeId, VolumeStats};
 use crate::confined::{Confined, Located};
@@ -153,13 +154,21 @@ impl WindowsStorage {
         // The volumes were looked up by number: the held disk still has it.
         pin.still_the_same(&what)?;
         let mut table = pin.layout()?;
-        if was_raw {
+        // A table Windows sees and our parse does not is kept, as
+        // `Initialize` would keep it.
+        if was_raw && table.style == layout::PartitionStyle::Raw {
             let id = win32::new_guid().map_err(|e| Error::Internal(format!("{what}: {e}")))?;
             let r = pin.create_gpt(id);
             self.inventory.invalidate();
             r?;
             table = pin.layout()?;
             identity::confirm_created(disk, id, &table.style, &what)?;
+            if !content::has_table(&pin)? {
+                return Err(Error::Internal(format!(
+                    "{what}: IOCTL_DISK_CREATE_DISK answered success, but the disk's first \
+                     sectors read back through the same handle hold no table"
+                )));
+            }
         }
         if step == PartitionStep::Initialize {
             return identity::confirm_written(&pin.identity, &pin.now()?, false, true, &what);
