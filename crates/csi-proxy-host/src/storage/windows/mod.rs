@@ -184,7 +184,7 @@ impl WindowsStorage {
         self.inventory.invalidate();
         r?;
         let table_now = pin.layout()?;
-        let still = identity::table_id(disk, &table_now.style, &what)? == id
+        let still = matches!(identity::table_id(disk, &table_now.style, &what), Ok(t) if t == id)
             && table_now.data_partitions().next().is_some();
         identity::confirm_written(&pin.identity, &pin.now()?, false, true, &what)?;
         if !still {
