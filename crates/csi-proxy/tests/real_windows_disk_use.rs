@@ -3,6 +3,7 @@
 //! - PartitionDisk while two VHDX disks are detached and attached again
 //!   and again (disk numbers are reused): the disk that was not asked for
 //!   keeps its first and last MiB, whatever number it had meanwhile;
+//! - a raw disk gets a fresh GPT disk GUID, written through the held handle;
 //! - SetDiskState(offline) of a disk whose volume is mounted inside the
 //!   roots, or held open, is refused naming the use, and allowed after;
 //! - DisconnectTarget of an iSCSI target (the iSCSI Target Server on this
@@ -134,6 +135,34 @@ async fn partition_disk_never_writes_a_disk_that_took_the_number() {
         "B's last MiB was written"
     );
     drop(a);
+}
+
+/// A raw disk is initialised through the handle held since the check,
+/// with a GPT disk GUID chosen afresh each time: the proof `MSFT_Disk` n is
+/// checked against before `CreatePartition`. Unlike `Initialize-Disk`, no
+/// Microsoft reserved partition: one basic data partition, 1 MiB aligned.
+#[tokio::test]
+async fn a_raw_disk_gets_a_fresh_gpt_guid_through_the_held_handle() {
+    let (p, mut c) = start("rw-disk-guid", "disk,volume").await;
+    let Some(_w) = require("two raw VHDX disks to partition") else {
+        return;
+    };
+    let a = Vhd::create(&p.root, "guid-a", 64 * MIB).unwrap();
+    let b = Vhd::create(&p.root, "guid-b", 64 * MIB).unwrap();
+    let mut ids = Vec::new();
+    for v in [&a, &b] {
+        let n = v.disk();
+        c.partition_disk(n).await.unwrap();
+        let l = disks::layout(n).unwrap();
+        assert_eq!(l.style, disks::Style::Gpt, "{l:?}");
+        assert_eq!(l.partitions.len(), 1, "one partition, no MSR: {l:?}");
+        assert_eq!(l.partitions[0].gpt_type, Some(disks::BASIC_DATA), "{l:?}");
+        assert_eq!(l.partitions[0].offset % MIB, 0, "{l:?}");
+        let id = disks::gpt_disk_id(n).unwrap().expect("a GPT disk GUID");
+        assert_ne!(id, 0, "disk {n}");
+        ids.push(id);
+    }
+    assert_ne!(ids[0], ids[1], "two disks, one GUID");
 }
 
 #[tokio::test]

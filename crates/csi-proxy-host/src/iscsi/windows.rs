@@ -155,20 +155,26 @@ impl IscsiBackend for WindowsIscsi {
         let (p, i, a) = (portal.clone(), iqn.clone(), auth.clone());
         self.run(move |c| cim::connect(c, &p, &i, &a))
     }
-    /// Refused while a disk of the target holds a mounted or open volume
-    /// (`storage::disk_use`, the same rule as SetDiskState offline).
+    /// Refused while a disk of the target holds a mounted, open or
+    /// unlockable volume (`storage::disk_use`, the same query and rule as
+    /// SetDiskState offline). The volumes stay locked until Disconnect
+    /// returns.
     fn disconnect(&self, portal: &Portal, iqn: &Iqn) -> Result<()> {
         let disks = match self.target_disks(portal, iqn) {
             Err(Error::NotFound(_)) => Vec::new(),
             other => other?,
         };
         let what = format!("disconnect {iqn} via {portal}");
+        let mut claims = Vec::new();
         for n in disks {
-            let volumes = in_use::volumes_on(n)?;
-            disk_use::refuse(n, &in_use::uses_of(&volumes)?, &what)?;
+            let (uses, claim) = in_use::claim(&in_use::volumes_on(n)?)?;
+            disk_use::refuse(n, &uses, &what)?;
+            claims.push(claim);
         }
         let (p, i) = (portal.clone(), iqn.clone());
-        self.run(move |c| cim::disconnect(c, &p, &i))
+        let r = self.run(move |c| cim::disconnect(c, &p, &i));
+        drop(claims);
+        r
     }
     fn target_disks(&self, portal: &Portal, iqn: &Iqn) -> Result<Vec<u32>> {
         let (p, i) = (portal.clone(), iqn.clone());

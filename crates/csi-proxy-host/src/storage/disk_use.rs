@@ -15,6 +15,8 @@ pub enum VolumeUse {
     Mounted(String),
     /// Open handles Windows reports (the volume cannot be locked).
     Open,
+    /// Whether it is used cannot be told (the reason): not proven unused.
+    Unknown(String),
 }
 
 /// Refuses `what` (e.g. "take disk 3 offline") while any volume of the
@@ -28,6 +30,7 @@ pub fn refuse(disk: u32, uses: &[(VolumeId, VolumeUse)], what: &str) -> Result<(
         .map(|(v, u)| match u {
             VolumeUse::Mounted(p) => format!("volume {v} is mounted at {p}"),
             VolumeUse::Open => format!("volume {v} has open handles"),
+            VolumeUse::Unknown(why) => format!("volume {v} may be in use ({why})"),
         })
         .collect();
     Err(Error::FailedPrecondition(format!(
@@ -52,6 +55,7 @@ mod tests {
                     VolumeUse::Mounted("c:\\var\\lib\\kubelet\\pods\\a\\mount\\".into()),
                 ),
                 (v.clone(), VolumeUse::Open),
+                (v.clone(), VolumeUse::Unknown("no lock".into())),
             ],
             "take disk 3 offline",
         )
@@ -63,7 +67,8 @@ mod tests {
                 && m.contains(&format!(
                     "volume {v} is mounted at c:\\var\\lib\\kubelet\\pods\\a\\mount\\"
                 ))
-                && m.contains(&format!("volume {v} has open handles")),
+                && m.contains(&format!("volume {v} has open handles"))
+                && m.contains(&format!("volume {v} may be in use (no lock)")),
             "{m}"
         );
     }

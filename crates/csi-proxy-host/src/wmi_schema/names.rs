@@ -63,6 +63,8 @@ wmi_names! {
         prop PARTITION_STYLE: u16 = "PartitionStyle";
         prop SIZE: u64 = "Size";
         prop SERIAL_NUMBER: String = "SerialNumber";
+        prop GUID: String = "Guid";
+        prop SIGNATURE: u32 = "Signature";
         method refresh = "Refresh" {}
         method initialize = "Initialize" {
             In PARTITION_STYLE: u16 = "PartitionStyle";

@@ -159,6 +159,20 @@ pub fn layout(disk: u32) -> io::Result<Layout> {
     Ok(Layout { style, partitions })
 }
 
+/// The GPT disk GUID of disk `disk` (`None`: not a GPT disk).
+pub fn gpt_disk_id(disk: u32) -> io::Result<Option<u128>> {
+    let f = open_disk(disk, false)?;
+    let buf = ioctl::<()>(&f, IOCTL_DISK_GET_DRIVE_LAYOUT_EX, None, 64 * 1024)?;
+    // SAFETY: the driver filled a DRIVE_LAYOUT_INFORMATION_EX header into
+    // this aligned buffer, larger than the header.
+    let head: DRIVE_LAYOUT_INFORMATION_EX = unsafe { std::ptr::read(buf.as_ptr().cast()) };
+    if head.PartitionStyle as i32 != PARTITION_STYLE_GPT {
+        return Ok(None);
+    }
+    // SAFETY: the union member named by the layout's style.
+    Ok(Some(guid_u128(unsafe { &head.Anonymous.Gpt.DiskId })))
+}
+
 fn update_properties(f: &File) -> io::Result<()> {
     ioctl::<()>(f, IOCTL_DISK_UPDATE_PROPERTIES, None, 0).map(drop)
 }

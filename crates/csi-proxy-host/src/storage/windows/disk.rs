@@ -3,11 +3,11 @@
 use std::io;
 
 use windows_sys::Win32::System::Ioctl::{
-    PropertyStandardQuery, StorageDeviceIdProperty, StorageDeviceProperty,
-    IOCTL_DISK_GET_DISK_ATTRIBUTES, IOCTL_DISK_GET_DRIVE_GEOMETRY_EX,
-    IOCTL_DISK_GET_DRIVE_LAYOUT_EX, IOCTL_DISK_SET_DISK_ATTRIBUTES, IOCTL_DISK_UPDATE_PROPERTIES,
-    IOCTL_STORAGE_GET_DEVICE_NUMBER, IOCTL_STORAGE_QUERY_PROPERTY, SET_DISK_ATTRIBUTES,
-    STORAGE_PROPERTY_QUERY,
+    PropertyStandardQuery, StorageDeviceIdProperty, StorageDeviceProperty, CREATE_DISK,
+    CREATE_DISK_0, CREATE_DISK_GPT, IOCTL_DISK_CREATE_DISK, IOCTL_DISK_GET_DISK_ATTRIBUTES,
+    IOCTL_DISK_GET_DRIVE_GEOMETRY_EX, IOCTL_DISK_GET_DRIVE_LAYOUT_EX,
+    IOCTL_DISK_SET_DISK_ATTRIBUTES, IOCTL_DISK_UPDATE_PROPERTIES, IOCTL_STORAGE_GET_DEVICE_NUMBER,
+    IOCTL_STORAGE_QUERY_PROPERTY, PARTITION_STYLE_GPT, SET_DISK_ATTRIBUTES, STORAGE_PROPERTY_QUERY,
 };
 
 use super::errors::{self, win32};
@@ -411,6 +411,41 @@ impl Pinned {
             now.serial = s.clone();
         }
         Ok(now)
+    }
+
+    /// The partition table of the held disk
+    /// (`IOCTL_DISK_GET_DRIVE_LAYOUT_EX` through the handle).
+    pub fn layout(&self) -> Result<layout::DriveLayout> {
+        let out = w::ioctl::<()>(&self.h, IOCTL_DISK_GET_DRIVE_LAYOUT_EX, None, 4096)
+            .map_err(|e| win32("IOCTL_DISK_GET_DRIVE_LAYOUT_EX", &self.subject, e))?;
+        layout::parse_drive_layout_ex(&out)
+            .map_err(|e| bad_answer("IOCTL_DISK_GET_DRIVE_LAYOUT_EX", &self.subject, e))
+    }
+
+    /// Whether the held disk is offline (`DISK_ATTRIBUTE_OFFLINE`).
+    pub fn is_offline(&self) -> Result<bool> {
+        Ok(attributes(&self.h, &self.subject)?.is_offline())
+    }
+
+    /// Writes an empty GPT with disk GUID `disk_id` (and room for 128
+    /// partitions) through the held handle (open for reading and writing):
+    /// `IOCTL_DISK_CREATE_DISK`, then `IOCTL_DISK_UPDATE_PROPERTIES` so
+    /// Windows re-reads it. A disk removed since it was opened fails here;
+    /// the write cannot reach a disk that took its number.
+    pub fn create_gpt(&self, disk_id: crate::storage::parse::guid::Guid) -> Result<()> {
+        let create = CREATE_DISK {
+            PartitionStyle: PARTITION_STYLE_GPT,
+            Anonymous: CREATE_DISK_0 {
+                Gpt: CREATE_DISK_GPT {
+                    DiskId: windows_sys::core::GUID::from_u128(disk_id.to_u128()),
+                    MaxPartitionCount: 128,
+                },
+            },
+        };
+        w::ioctl_no_output(&self.h, IOCTL_DISK_CREATE_DISK, Some(&create))
+            .map_err(|e| win32("IOCTL_DISK_CREATE_DISK", &self.subject, e))?;
+        w::ioctl_no_output::<()>(&self.h, IOCTL_DISK_UPDATE_PROPERTIES, None)
+            .map_err(|e| win32("IOCTL_DISK_UPDATE_PROPERTIES", &self.subject, e))
     }
 
     /// Refuses `what` unless the held handle still reaches the disk that

@@ -22,6 +22,7 @@ pub use crate::win::wmi;
 use std::collections::BTreeMap;
 
 use super::content::{self as rules, Overwrite};
+use super::parse::layout;
 use super::{disk_use, identity};
 use super::{DiskLayout, PartitionStep, ResizeTarget, StorageBackend, VolumeId, VolumeStats};
 use crate::confined::{Confined, Located};
@@ -125,19 +126,25 @@ fn device_io(what: &str) -> Result<()> {
 
 impl WindowsStorage {
     /// `step` of partitioning `disk` (`what` names it in refusals). The
-    /// disk is held open from the first look to the last: its content is
-    /// read through that handle, every `MSFT_Disk` a method is called on is
-    /// compared with what the handle identified, and afterwards the held
-    /// disk must still be disk `disk` and, if it was raw, carry a table
-    /// (`storage::identity`): disk numbers are reused.
+    /// disk is held open (for reading and writing) from the first look to
+    /// the last. Its content and table are read through that handle; a raw
+    /// disk is initialised through it (`IOCTL_DISK_CREATE_DISK`, GPT, with
+    /// a disk GUID we choose at random). The partition is then created by
+    /// `MSFT_Disk` number, only on an `MSFT_Disk` that carries the table id
+    /// read through the handle (`storage::identity::TableId`); afterwards
+    /// the held disk must still be disk `disk` and carry its table.
     fn partition(&self, disk: u32, step: PartitionStep, what: &str) -> Result<()> {
         let what = format!("{what} disk {disk}");
         // The IOCTL open answers "no such disk" without starting WMI.
-        let pin = disk::Pinned::open(disk, win32::GENERIC_READ)?;
+        let pin = disk::Pinned::open(disk, win32::GENERIC_READ | win32::GENERIC_WRITE)?;
         self.refuse_host_disk(disk, &what)?;
+        if pin.is_offline()? {
+            return Err(Error::FailedPrecondition(format!(
+                "disk {disk} is offline: bring it online (SetDiskState) before partitioning"
+            )));
+        }
         let mut was_raw = false;
         if step != PartitionStep::Partition {
-            // Windows initialises any RAW disk: read it first.
             let (c, has_table) = content::of_disk(&pin)?;
             if !has_table {
                 rules::check_partition(disk, &c, false, self.overwrite)?;
@@ -146,12 +153,47 @@ impl WindowsStorage {
         }
         // The volumes were looked up by number: the held disk still has it.
         pin.still_the_same(&what)?;
-        let r = stor::partition_disk(&self.wmi, disk, step, pin.identity.clone());
+        let mut table = pin.layout()?;
+        // A table Windows sees and our parse does not is kept, as
+        // `Initialize` would keep it.
+        if was_raw && table.style == layout::PartitionStyle::Raw {
+            let id = win32::new_guid().map_err(|e| Error::Internal(format!("{what}: {e}")))?;
+            let r = pin.create_gpt(id);
+            self.inventory.invalidate();
+            r?;
+            table = pin.layout()?;
+            identity::confirm_created(disk, id, &table.style, &what)?;
+            if !content::has_table(&pin)? {
+                return Err(Error::Internal(format!(
+                    "{what}: IOCTL_DISK_CREATE_DISK answered success, but the disk's first \
+                     sectors read back through the same handle hold no table"
+                )));
+            }
+        }
+        if step == PartitionStep::Initialize {
+            return identity::confirm_written(&pin.identity, &pin.now()?, false, true, &what);
+        }
+        let id = identity::table_id(disk, &table.style, &what)?;
+        let has_data = table.data_partitions().next().is_some();
+        let r = if has_data {
+            Ok(())
+        } else {
+            stor::create_partition(&self.wmi, disk, pin.identity.clone(), id)
+        };
         // Do not wait for the volume's arrival notification.
         self.inventory.invalidate();
         r?;
-        let table_now = !was_raw || content::has_table(&pin)?;
-        identity::confirm_written(&pin.identity, &pin.now()?, was_raw, table_now, &what)
+        let table_now = pin.layout()?;
+        let still = matches!(identity::table_id(disk, &table_now.style, &what), Ok(t) if t == id)
+            && table_now.data_partitions().next().is_some();
+        identity::confirm_written(&pin.identity, &pin.now()?, false, true, &what)?;
+        if !still {
+            return Err(Error::Internal(format!(
+                "{what}: Windows answered success, but the disk held open since the check \
+                 has no data partition (or another table) now"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -185,20 +227,26 @@ impl StorageBackend for WindowsStorage {
     }
 
     /// Offline: refused for the host's disks, and while any volume of the
-    /// disk is mounted (inside the roots too) or held open
-    /// (`storage::disk_use`). The disk is held open from the check to the
-    /// change, which goes through that handle; disk numbers are reused.
+    /// disk is mounted (inside the roots too), held open or not lockable
+    /// (`storage::disk_use`; every volume of the host asked, as
+    /// DisconnectTarget does, not the notification-fed inventory). The disk
+    /// is held open from the check to the change, which goes through that
+    /// handle (disk numbers are reused), and its volumes stay locked until
+    /// the change returns.
     fn set_disk_online(&self, disk: u32, online: bool) -> Result<()> {
         let pin = disk::Pinned::open(disk, win32::GENERIC_READ | win32::GENERIC_WRITE)?;
+        let mut claim = in_use::Claim::default();
         if !online {
             let what = format!("take disk {disk} offline");
             self.refuse_host_disk(disk, &what)?;
-            let volumes = self.volumes_on_disk(disk, None)?;
-            disk_use::refuse(disk, &in_use::uses_of(&volumes)?, &what)?;
+            let (uses, locked) = in_use::claim(&in_use::volumes_on(disk)?)?;
+            disk_use::refuse(disk, &uses, &what)?;
+            claim = locked;
             // The volumes were looked up by number: the held disk still has it.
             pin.still_the_same(&what)?;
         }
         let r = disk::set_disk_online(&pin, online);
+        drop(claim);
         // Volumes come and go with the disk's state.
         self.inventory.invalidate();
         r

@@ -15,13 +15,11 @@ use std::time::{Duration, Instant};
 
 use super::wmi::{Object, Value, Wmi, WmiWorker};
 use crate::disk::DiskLocation;
-use crate::storage::identity::{self, DiskIdentity, Seen};
+use crate::storage::identity::{self, DiskIdentity, Seen, TableId};
 use crate::storage::parse::guid::Guid;
 use crate::storage::parse::layout::{BASIC_DATA, MICROSOFT_RESERVED};
 use crate::storage::parse::{location, msft};
-use crate::storage::{
-    not_initialized, plan_resize, DiskLayout, PartitionStep, ResizePlan, ResizeTarget, VolumeId,
-};
+use crate::storage::{plan_resize, DiskLayout, ResizePlan, ResizeTarget, VolumeId};
 use crate::wmi_schema::names::{
     disk, partition, storage_extended_status, storage_job, storage_setting, volume,
     CREATED_STORAGE_JOB, EXTENDED_STATUS, RETURN_VALUE,
@@ -33,7 +31,6 @@ use crate::{Error, Result};
 const MBR_TYPE_IFS: u16 = 7;
 /// `MSFT_Disk.PartitionStyle`: 0 unknown (raw), 1 MBR, 2 GPT.
 const STYLE_RAW: u16 = 0;
-const STYLE_MBR: u16 = 1;
 const STYLE_GPT: u16 = 2;
 /// How long a storage job may run before we give up waiting.
 const JOB_TIMEOUT: Duration = Duration::from_secs(600);
@@ -217,7 +214,10 @@ fn has_data(wmi: &Wmi, number: u32, style: u16) -> Result<bool> {
     Ok(has_data)
 }
 
-/// What `MSFT_Disk` says identifies `disk` (number, size, serial).
+/// What `MSFT_Disk` says identifies `disk` (number, size, serial). Page
+/// 83 is not read from it (`UniqueId`'s spelling against the held
+/// handle's page-83 text is not verified): the strong id compared on this
+/// path is the partition table's ([`identity::TableId`]).
 fn msft_identity(disk: &Object) -> Result<DiskIdentity> {
     Ok(DiskIdentity {
         number: disk.read(&disk::NUMBER)?.unwrap_or(u32::MAX),
@@ -228,83 +228,72 @@ fn msft_identity(disk: &Object) -> Result<DiskIdentity> {
 }
 
 /// The `MSFT_Disk` of disk `number`, refused unless it is the disk that
-/// was `checked` (read through the handle held since the check): a method
-/// of the object returned acts on the disk this object is.
+/// was `checked` (read through the handle held since the check): the same
+/// number, size and serial number, and the table id `table` (the GPT disk
+/// GUID, or MBR signature) read through that handle. A method of the
+/// object returned acts on the disk this object is (its path names the
+/// disk's device instance, not its number).
 fn checked_disk_object(
     wmi: &Wmi,
     number: u32,
     checked: &DiskIdentity,
+    table: TableId,
     what: &str,
 ) -> Result<Object> {
     let disk = disk_object(wmi, number)?;
+    let checked = DiskIdentity {
+        page83: String::new(),
+        ..checked.clone()
+    };
     identity::refuse_if_replaced(
-        checked,
+        &checked,
         &msft_identity(&disk)?,
         Seen::From(disk::CLASS.name),
+        what,
+    )?;
+    identity::refuse_unless_table(
+        number,
+        table,
+        disk.read(&disk::GUID)?.as_deref(),
+        disk.read(&disk::SIGNATURE)?,
         what,
     )?;
     Ok(disk)
 }
 
-/// `step` of partitioning: initialises a raw disk as GPT
-/// ([`PartitionStep::Initialize`]), creates one basic data partition over
-/// the whole disk unless it has a partition other than the Microsoft
-/// reserved one ([`PartitionStep::Partition`]: a raw disk is refused), or
-/// both. MBR disks are kept MBR (partition type IFS). Idempotent. Every
-/// `MSFT_Disk` a method is called on is first compared with `checked`, the
-/// identity of the disk the caller holds open.
-pub fn partition_disk(
+/// Creates one basic data partition over the whole of disk `number` (GPT
+/// type basic data; MBR type IFS), which the caller holds open and has
+/// found initialised and without a data partition. Every `MSFT_Disk` a
+/// method is called on is first compared with `checked` and `table`, read
+/// through the caller's handle: after a refresh of the provider's cache
+/// (a read), before `CreatePartition`, and before the refresh and the
+/// partition onlining after it.
+pub fn create_partition(
     worker: &WmiWorker,
     number: u32,
-    step: PartitionStep,
     checked: DiskIdentity,
+    table: TableId,
 ) -> Result<()> {
     worker.call_within(OPERATION_LIMIT, move |wmi| {
         let subject = format!("disk {number}");
         let what = format!("partition disk {number}");
-        let mut disk = checked_disk_object(wmi, number, &checked, &what)?;
-        if disk.read(&disk::IS_OFFLINE)? == Some(true) {
-            return Err(Error::FailedPrecondition(format!(
-                "disk {number} is offline: bring it online (SetDiskState) before partitioning"
-            )));
-        }
+        // The provider caches disks: let it read the table we hold (a
+        // refresh reads, it writes nothing to the disk).
+        refresh_disk(wmi, &disk_object(wmi, number)?, &subject)?;
+        let disk = checked_disk_object(wmi, number, &checked, table, &what)?;
         if disk.read(&disk::IS_READ_ONLY)? == Some(true) {
             return Err(Error::FailedPrecondition(format!(
                 "disk {number} is read-only"
             )));
-        }
-        let mut style = disk.read(&disk::PARTITION_STYLE)?.unwrap_or(STYLE_RAW);
-        if style == STYLE_RAW && step == PartitionStep::Partition {
-            return Err(not_initialized(number));
-        }
-        if style == STYLE_RAW {
-            call_storage_method(
-                wmi,
-                &disk.path()?,
-                disk::initialize::METHOD,
-                &[disk::initialize::PARTITION_STYLE.value(STYLE_GPT)],
-                &subject,
-                &[msft::DISK_ALREADY_INITIALIZED],
-            )?;
-            disk = checked_disk_object(wmi, number, &checked, &what)?;
-            style = disk.read(&disk::PARTITION_STYLE)?.unwrap_or(STYLE_GPT);
-        }
-        if step == PartitionStep::Initialize || has_data(wmi, number, style)? {
-            return Ok(());
         }
         use disk::create_partition as create;
         let mut args = vec![
             create::USE_MAXIMUM_SIZE.value(true),
             create::ASSIGN_DRIVE_LETTER.value(false),
         ];
-        match style {
-            STYLE_GPT => args.push(create::GPT_TYPE.value(format!("{{{BASIC_DATA}}}"))),
-            STYLE_MBR => args.push(create::MBR_TYPE.value(MBR_TYPE_IFS)),
-            other => {
-                return Err(Error::FailedPrecondition(format!(
-                    "disk {number} has an unknown partition style {other}"
-                )))
-            }
+        match table {
+            TableId::Gpt(_) => args.push(create::GPT_TYPE.value(format!("{{{BASIC_DATA}}}"))),
+            TableId::Mbr(_) => args.push(create::MBR_TYPE.value(MBR_TYPE_IFS)),
         }
         call_storage_method(
             wmi,
@@ -314,8 +303,10 @@ pub fn partition_disk(
             &subject,
             &[msft::ACCESS_PATH_IN_USE],
         )?;
+        let disk = checked_disk_object(wmi, number, &checked, table, &what)?;
         refresh_disk(wmi, &disk, &subject)?;
         // A SAN policy may leave the new partition offline.
+        checked_disk_object(wmi, number, &checked, table, &what)?;
         for p in wmi.query(&queries::offline_partitions(number))? {
             call_storage_method(
                 wmi,

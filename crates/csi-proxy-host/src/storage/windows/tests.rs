@@ -550,7 +550,9 @@ fn the_c_volume_is_in_use_at_its_drive_letter() {
         super::in_use::volumes_on(disk).unwrap().contains(&c),
         "disk {disk}"
     );
-    let uses = super::in_use::uses_of(std::slice::from_ref(&c)).unwrap();
+    let (uses, claim) = super::in_use::claim(std::slice::from_ref(&c)).unwrap();
+    // Mounted: refused, so nothing is left locked.
+    assert!(claim.is_empty());
     assert!(
         uses.iter().any(|(v, u)| v == &c
             && matches!(u, VolumeUse::Mounted(p) if p.eq_ignore_ascii_case("C:\\"))),

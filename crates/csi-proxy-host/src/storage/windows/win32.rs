@@ -553,3 +553,13 @@ pub fn volume_path_names_raw(volume: &str) -> io::Result<Vec<u16>> {
         return Err(e);
     }
 }
+
+/// A new random GUID (`CoCreateGuid`: a version-4 GUID from the system's
+/// random source), in `storage::parse`'s canonical form.
+pub fn new_guid() -> io::Result<crate::storage::parse::guid::Guid> {
+    // SAFETY: CoCreateGuid takes no pointer from us (the binding returns
+    // the GUID by value) and needs no COM initialisation.
+    let g = unsafe { windows::Win32::System::Com::CoCreateGuid() }
+        .map_err(|e| io::Error::other(format!("CoCreateGuid: {e}")))?;
+    Ok(crate::storage::parse::guid::Guid::from_u128(g.to_u128()))
+}
