@@ -13,6 +13,8 @@
 mod devices;
 mod format_record;
 pub mod in_use;
+#[cfg(test)]
+mod in_use_tests;
 mod intents;
 mod layout;
 mod locks;
@@ -174,23 +176,21 @@ impl LinuxStorage {
         devices::node(&self.dev_dir, name, major, minor)
     }
 
-    /// Opens a block device, checking that the node really is `major:minor`.
-    fn open(
+    /// Opens disk `d`, checking through the fd that it is that disk (see
+    /// [`devices::open`]).
+    fn open_disk(&self, d: &BlockDisk, access: Access) -> Result<(PathBuf, OwnedFd)> {
+        devices::open(&self.dev_dir, &d.name, d.major, d.minor, d.number, access)
+    }
+
+    /// Opens partition `p` of disk `d`, checking through the fd that it is
+    /// a partition of that disk.
+    fn open_part(
         &self,
-        name: &str,
-        major: u32,
-        minor: u32,
+        d: &BlockDisk,
+        p: &BlockPartition,
         access: Access,
     ) -> Result<(PathBuf, OwnedFd)> {
-        devices::open(&self.dev_dir, name, major, minor, access)
-    }
-
-    fn open_disk(&self, d: &BlockDisk, access: Access) -> Result<(PathBuf, OwnedFd)> {
-        self.open(&d.name, d.major, d.minor, access)
-    }
-
-    fn open_part(&self, p: &BlockPartition, access: Access) -> Result<(PathBuf, OwnedFd)> {
-        self.open(&p.name, p.major, p.minor, access)
+        devices::open(&self.dev_dir, &p.name, p.major, p.minor, d.number, access)
     }
 
     /// The partition table of a disk, with its geometry and the bytes it
@@ -326,8 +326,8 @@ impl LinuxStorage {
     }
 
     /// What partition `p` holds.
-    fn content(&self, p: &BlockPartition) -> Result<Regions> {
-        let (_, fd) = self.open_part(p, Access::Read)?;
+    fn content(&self, d: &BlockDisk, p: &BlockPartition) -> Result<Regions> {
+        let (_, fd) = self.open_part(d, p, Access::Read)?;
         read_content(&fd, &p.name)
     }
 
@@ -519,20 +519,29 @@ impl StorageBackend for LinuxStorage {
         if d.read_only != online {
             return Ok(());
         }
-        if !online {
-            // The whole disk is claimable only if no partition of it is in
-            // use anywhere (a partition's holder claims the disk too); the
-            // same question as DisconnectTarget's (`in_use`).
-            if let Some(uses) = in_use::uses_of(&self.dev_dir, &d)? {
-                return Err(Error::FailedPrecondition(format!(
-                    "disk {disk} is in use ({uses}); release it before taking the disk offline"
-                )));
-            }
-        }
-        let (path, fd) = self.open_disk(&d, Access::Read)?;
+        // Offline: the disk claimed exclusively, and the flag set through
+        // that fd while the claim still holds (nothing can be mounted or
+        // claimed in between); the same question as DisconnectTarget's
+        // (`in_use`).
+        let (opened, claim);
+        let fd = if online {
+            opened = self.open_disk(&d, Access::Read)?.1;
+            &opened
+        } else {
+            claim = match in_use::claim(&self.dev_dir, &d)? {
+                Ok(c) => c,
+                Err(uses) => {
+                    return Err(Error::FailedPrecondition(format!(
+                        "disk {disk} is in use ({uses}); release it before taking the disk offline"
+                    )))
+                }
+            };
+            #[cfg(test)]
+            in_use::hooks::claimed(&d.name);
+            claim.fd()
+        };
         self.inventory.touch(d.name.clone());
-        sys::set_read_only(&fd, !online)
-            .map_err(|e| from_io("BLKROSET", &path.display().to_string(), e))
+        sys::set_read_only(fd, !online).map_err(|e| from_io("BLKROSET", &d.name, e))
     }
 
     fn partition_disk(&self, disk: u32) -> Result<()> {
@@ -575,7 +584,7 @@ impl StorageBackend for LinuxStorage {
 
     fn is_formatted(&self, volume: &VolumeId) -> Result<bool> {
         let f = self.locate(volume)?;
-        let (_, fd) = self.open_part(&f.part, Access::Read)?;
+        let (_, fd) = self.open_part(&f.disk, &f.part, Access::Read)?;
         if quick_found(&fd, &f.part.name)? {
             return Ok(true);
         }
@@ -599,7 +608,7 @@ impl StorageBackend for LinuxStorage {
                 used_bytes: total.saturating_sub(free),
             });
         }
-        let c = self.content(&f.part)?;
+        let c = self.content(&f.disk, &f.part)?;
         match ext::ext_usage(&c.head) {
             Some(u) => {
                 let bs = u64::from(u.block_size);
@@ -627,7 +636,7 @@ impl StorageBackend for LinuxStorage {
             let dir = std::fs::File::open(m.path()).map_err(|e| from_io("open", &shown, e))?;
             sys::syncfs(&OwnedFd::from(dir)).map_err(|e| from_io("syncfs", &shown, e))?;
         }
-        let (node, fd) = self.open_part(&f.part, Access::Read)?;
+        let (node, fd) = self.open_part(&f.disk, &f.part, Access::Read)?;
         sys::fsync(&fd).map_err(|e| from_io("fsync", &node.display().to_string(), e))
     }
 
