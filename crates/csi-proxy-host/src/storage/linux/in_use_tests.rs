@@ -273,3 +273,81 @@ fn a_disk_reattached_under_its_name_is_never_written() {
         "the disk nobody named was written"
     );
 }
+
+/// A sysfs tree holding one iSCSI session to `iqn` at 127.0.0.1:3298
+/// whose LUN is the kernel disk `name`; `block` is the real `/sys/block`
+/// (this kernel has no iSCSI: see `tests/iscsi_in_use_linux.rs`).
+fn session_sysfs(root: &Path, iqn: &str, name: &str) {
+    let session = root.join("class/iscsi_session/session78");
+    let lun = session
+        .join("device/target78:0:0/78:0:0:0/block")
+        .join(name);
+    std::fs::create_dir_all(&lun).unwrap();
+    std::fs::write(session.join("targetname"), format!("{iqn}\n")).unwrap();
+    let conn = root.join("class/iscsi_connection/connection78:0");
+    std::fs::create_dir_all(&conn).unwrap();
+    std::fs::write(conn.join("persistent_address"), "127.0.0.1\n").unwrap();
+    std::fs::write(conn.join("persistent_port"), "3298\n").unwrap();
+    std::os::unix::fs::symlink("/sys/block", root.join("block")).unwrap();
+}
+
+#[test]
+fn a_target_is_logged_out_only_under_the_claim_and_never_from_under_a_loop_device() {
+    use crate::iscsi::linux::LinuxIscsi;
+    use crate::iscsi::{DisconnectTargetRequest, Iscsi, IscsiApi, TargetPortal};
+    assert!(is_root(), "needs root (loop devices, mount)");
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t = tempfile::tempdir().unwrap();
+    let mut undo = Undo::default();
+    let (dev, part) = partitioned(t.path(), &mut undo);
+    let iqn = "iqn.2026-11.io.example:claimed";
+    let sysfs = t.path().join("sys");
+    session_sysfs(&sysfs, iqn, dev.trim_start_matches("/dev/"));
+    let api = Iscsi::new(
+        LinuxIscsi::new().with_paths(&t.path().join("nodes"), &t.path().join("initiator"), &sysfs),
+        crate::path::Flavor::Unix,
+    );
+    let disconnect = || {
+        api.disconnect_target(DisconnectTargetRequest {
+            target_portal: TargetPortal {
+                target_address: "127.0.0.1".into(),
+                target_port: 3298,
+            },
+            iqn: iqn.into(),
+        })
+        .map(drop)
+    };
+
+    // A loop device over the partition: refused, named.
+    let upper = attach(Path::new(&part));
+    undo.loops.push(upper.clone());
+    let e = disconnect().unwrap_err();
+    assert!(
+        matches!(&e, Error::FailedPrecondition(m) if m.contains(&format!("loop device {}", upper.trim_start_matches("/dev/")))),
+        "{e}"
+    );
+    run("losetup", &["-d", &upper]);
+    undo.loops.pop();
+
+    // Between the check and the logout, another program mounts the
+    // partition: the claim makes it fail.
+    let mnt = t.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let seen = Arc::new(Mutex::new(None));
+    let (s, p, m) = (seen.clone(), part.clone(), mnt.clone());
+    in_use::hooks::on_claimed(move |_| {
+        let out = Command::new("mount")
+            .args([&p, m.to_str().unwrap()])
+            .output()
+            .unwrap();
+        *s.lock().unwrap() = Some(out.status.success());
+    });
+    let r = disconnect();
+    in_use::hooks::clear();
+    let mounted = seen.lock().unwrap().take().expect("the window was reached");
+    if mounted {
+        undo.mounts.push(mnt.clone());
+    }
+    r.unwrap();
+    assert!(!mounted, "a mount got in between the check and the logout");
+}
