@@ -330,6 +330,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn each_use_is_named_once() {
+        let u = Usage {
+            foreign: vec![("1".into(), PathBuf::from("/mnt/a")); 12],
+            ..Default::default()
+        };
+        assert_eq!(
+            u.describe(),
+            "mounted at \"/mnt/a\" in the mount namespace of process 1"
+        );
+    }
+
+    #[test]
     fn below_roots() {
         let roots = [PathBuf::from("/var/lib/kubelet")];
         let below = |p: &str| below_a_root(Path::new(p), &roots);
