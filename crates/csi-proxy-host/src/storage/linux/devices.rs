@@ -88,31 +88,6 @@ pub fn same_disk(fd: &OwnedFd, seq: u32, shown: &str, written: bool) -> Result<(
     }
 }
 
-/// Test hooks: code to run in the windows a race would use.
-#[cfg(test)]
-pub mod hooks {
-    use std::sync::Mutex;
-
-    type Hook = Box<dyn FnMut(&str) + Send>;
-    static OPENED: Mutex<Option<Hook>> = Mutex::new(None);
-
-    /// Runs `f` with the node's name before each open by name, after the
-    /// disk was looked up (until [`clear`]).
-    pub fn on_open(f: impl FnMut(&str) + Send + 'static) {
-        *OPENED.lock().unwrap() = Some(Box::new(f));
-    }
-
-    pub fn clear() {
-        *OPENED.lock().unwrap() = None;
-    }
-
-    pub(super) fn opening(name: &str) {
-        if let Some(f) = OPENED.lock().unwrap().as_mut() {
-            f(name);
-        }
-    }
-}
-
 /// A disk's partition table, its geometry, and the bytes it was parsed from.
 pub struct DiskTable {
     pub table: gpt::Table,
@@ -169,4 +144,29 @@ pub fn volumes_of(dev_dir: &Path, d: &BlockDisk) -> Result<Vec<(BlockPartition, 
         }
     }
     Ok(out)
+}
+
+/// Test hooks: code to run in the windows a race would use.
+#[cfg(test)]
+pub mod hooks {
+    use std::sync::Mutex;
+
+    type Hook = Box<dyn FnMut(&str) + Send>;
+    static OPENED: Mutex<Option<Hook>> = Mutex::new(None);
+
+    /// Runs `f` with the node's name before each open by name, after the
+    /// disk was looked up (until [`clear`]).
+    pub fn on_open(f: impl FnMut(&str) + Send + 'static) {
+        *OPENED.lock().unwrap() = Some(Box::new(f));
+    }
+
+    pub fn clear() {
+        *OPENED.lock().unwrap() = None;
+    }
+
+    pub(super) fn opening(name: &str) {
+        if let Some(f) = OPENED.lock().unwrap().as_mut() {
+            f(name);
+        }
+    }
 }
