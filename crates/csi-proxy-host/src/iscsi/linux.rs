@@ -284,22 +284,29 @@ impl LinuxIscsi {
         out
     }
 
-    /// Refuses to log out of `iqn` via `portal` while a disk of its
-    /// sessions, or a partition of one, is mounted anywhere, held (device
-    /// mapper, md, swap) or open exclusively: the same question as
-    /// SetDiskState(offline) asks ([`in_use`]), naming the uses.
-    fn refuse_in_use(&self, portal: &Portal, iqn: &Iqn) -> Result<()> {
+    /// Claims every disk of the sessions of `iqn` via `portal` (see
+    /// [`in_use`]), refusing while one of them, or a partition of one, is
+    /// mounted anywhere, held (device mapper, md, swap), open exclusively,
+    /// backs a loop device or is open in a process: the same question as
+    /// SetDiskState(offline) asks, naming the uses. The claims are held
+    /// until the logout is done, so nothing can mount a disk in between.
+    fn claim_disks(&self, portal: &Portal, iqn: &Iqn) -> Result<Vec<in_use::Claim>> {
+        let mut claims = Vec::new();
         for s in self.sessions(portal, iqn) {
             for name in self.session_block_names(&s) {
-                if let Some((n, uses)) = in_use::disk_in_use(&self.sysfs, &self.dev_dir, &name)? {
-                    return Err(Error::FailedPrecondition(format!(
-                        "cannot disconnect {iqn} via {portal}: its disk {n} ({name}) is in use \
-                         ({uses}); unmount it first"
-                    )));
+                match in_use::claim_disk(&self.sysfs, &self.dev_dir, &name)? {
+                    Ok(Some(c)) => claims.push(c),
+                    Ok(None) => {}
+                    Err((n, uses)) => {
+                        return Err(Error::FailedPrecondition(format!(
+                            "cannot disconnect {iqn} via {portal}: its disk {n} ({name}) is in use \
+                             ({uses}); unmount it first"
+                        )))
+                    }
                 }
             }
         }
-        Ok(())
+        Ok(claims)
     }
 }
 
@@ -433,7 +440,10 @@ impl IscsiBackend for LinuxIscsi {
     }
 
     fn disconnect(&self, portal: &Portal, iqn: &Iqn) -> Result<()> {
-        self.refuse_in_use(portal, iqn)?;
+        // Held until the logout has returned.
+        let _claims = self.claim_disks(portal, iqn)?;
+        #[cfg(test)]
+        in_use::hooks::claimed(iqn.as_str());
         let what = format!("disconnect {iqn} via {portal}");
         let hp = portal.host_port();
         let node = ["-m", "node", "-T", iqn.as_str(), "-p", &hp];

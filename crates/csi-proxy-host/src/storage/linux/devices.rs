@@ -37,17 +37,24 @@ pub fn node(dev_dir: &Path, name: &str, major: u32, minor: u32) -> Result<PathBu
     Ok(path)
 }
 
-/// Opens a block device, checking that the node really is `major:minor`.
+/// Opens a block device of disk `seq` (its `diskseq`, the disk number),
+/// checking that the node really is `major:minor` and that the fd is a
+/// device of disk `seq`: a name or a major:minor may be given to another
+/// disk between the sysfs read and the open (a loop device re-attached
+/// keeps both), a diskseq never is.
 pub fn open(
     dev_dir: &Path,
     name: &str,
     major: u32,
     minor: u32,
+    seq: u32,
     access: Access,
 ) -> Result<(PathBuf, OwnedFd)> {
     let path = node(dev_dir, name, major, minor)?;
     let shown = path.display().to_string();
     OPENS.fetch_add(1, Ordering::Relaxed);
+    #[cfg(test)]
+    hooks::opening(name);
     let fd = sys::open_block(&path, access).map_err(|e| from_io("open", &shown, e))?;
     let rdev = sys::block_rdev(&fd).map_err(|e| from_io("fstat", &shown, e))?;
     if rdev != libc::makedev(major, minor) {
@@ -57,7 +64,28 @@ pub fn open(
             libc::minor(rdev)
         )));
     }
+    same_disk(&fd, seq, &shown, false)?;
     Ok((path, fd))
+}
+
+/// Checks through `fd` that it is a device of disk `seq` (`BLKGETDISKSEQ`):
+/// before a write (`written` false) the answer is a refusal that touched
+/// nothing; after it (`written` true) an internal error, the write having
+/// reached a disk that was not the one named.
+pub fn same_disk(fd: &OwnedFd, seq: u32, shown: &str, written: bool) -> Result<()> {
+    let now = sys::disk_seq(fd).map_err(|e| from_io("BLKGETDISKSEQ", shown, e))?;
+    if now == u64::from(seq) {
+        return Ok(());
+    }
+    if written {
+        Err(Error::Internal(format!(
+            "disk {seq} ({shown}) was replaced by disk {now} during the write, which may have reached disk {now}"
+        )))
+    } else {
+        Err(Error::NotFound(format!(
+            "disk {seq} is no longer the disk that was checked ({shown} is now disk {now}); nothing was written"
+        )))
+    }
 }
 
 /// A disk's partition table, its geometry, and the bytes it was parsed from.
@@ -95,7 +123,7 @@ pub fn volumes_of(dev_dir: &Path, d: &BlockDisk) -> Result<Vec<(BlockPartition, 
     if d.partitions.is_empty() {
         return Ok(Vec::new());
     }
-    let (_, fd) = open(dev_dir, &d.name, d.major, d.minor, Access::Read)?;
+    let (_, fd) = open(dev_dir, &d.name, d.major, d.minor, d.number, Access::Read)?;
     let table = table(d, &fd)?.table;
     let mut out = Vec::new();
     for p in &d.partitions {
@@ -115,4 +143,29 @@ pub fn volumes_of(dev_dir: &Path, d: &BlockDisk) -> Result<Vec<(BlockPartition, 
         }
     }
     Ok(out)
+}
+
+/// Test hooks: code to run in the windows a race would use.
+#[cfg(test)]
+pub mod hooks {
+    use std::sync::Mutex;
+
+    type Hook = Box<dyn FnMut(&str) + Send>;
+    static OPENED: Mutex<Option<Hook>> = Mutex::new(None);
+
+    /// Runs `f` with the node's name before each open by name, after the
+    /// disk was looked up (until [`clear`]).
+    pub fn on_open(f: impl FnMut(&str) + Send + 'static) {
+        *OPENED.lock().unwrap() = Some(Box::new(f));
+    }
+
+    pub fn clear() {
+        *OPENED.lock().unwrap() = None;
+    }
+
+    pub(super) fn opening(name: &str) {
+        if let Some(f) = OPENED.lock().unwrap().as_mut() {
+            f(name);
+        }
+    }
 }

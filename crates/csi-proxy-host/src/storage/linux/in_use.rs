@@ -2,45 +2,259 @@
 //! (offline) and DisconnectTarget (the logout of the iSCSI session that
 //! carries it) ask the same question here, so both refuse the same uses.
 //!
-//! The kernel answers it: an exclusive open (`O_EXCL`) of the whole disk
-//! fails with `EBUSY` while the disk or any partition of it is mounted in
-//! any mount namespace, held by device-mapper or md, used as swap, or
-//! opened exclusively by another program. Only then is [`super::usage`]
-//! asked what the uses are, to name them.
+//! The answer is a [`Claim`]: the disk opened exclusively (`O_EXCL`),
+//! held until the act is done. While it is held the kernel refuses every
+//! new exclusive open of the disk and of its partitions, so nothing can be
+//! mounted, swapped on, or put under device-mapper or md between the check
+//! and the act. The exclusive open fails with `EBUSY` while the disk or a
+//! partition is mounted in any mount namespace, held, used as swap or
+//! opened exclusively; [`super::usage`] then names the uses.
+//!
+//! Uses that claim nothing are looked for under the claim: a loop device
+//! whose backing file is the disk or a partition (kubelet's raw-block
+//! "device lock", a filesystem mounted one layer up), or a file on a
+//! filesystem of the disk (then a mount holds the disk already), and any
+//! process holding the disk or a partition open (a pod given the raw
+//! device, a VM). Those are found by a scan of the loop devices and of
+//! `/proc/*/fd`, on a thread of its own bounded by [`SCAN_BUDGET`]: a scan
+//! that does not finish counts as a use. An open made after the scan by a
+//! program that does not claim the device is not seen (nothing in the
+//! kernel refuses it); a memory mapping of the device with its fd closed
+//! is not looked for.
 
 use super::sys::{self, Access};
 use super::sysfs::{BlockDisk, Sysfs};
 use super::{devices, from_io, usage};
 use crate::{Error, Result};
+use std::collections::BTreeSet;
+use std::os::fd::OwnedFd;
 use std::path::Path;
+use std::time::Duration;
 
-/// What uses disk `d` or a partition of it, named for an error message;
-/// `None` when the kernel lets the disk be claimed exclusively.
-pub(super) fn uses_of(dev_dir: &Path, d: &BlockDisk) -> Result<Option<String>> {
-    let path = devices::node(dev_dir, &d.name, d.major, d.minor)?;
-    match sys::open_block(&path, Access::Claim) {
-        Ok(fd) => {
-            // The node is the disk sysfs named, or the answer is not its.
-            let rdev = sys::block_rdev(&fd)
-                .map_err(|e| from_io("fstat", &path.display().to_string(), e))?;
-            if rdev != libc::makedev(d.major, d.minor) {
-                return Err(Error::Internal(format!(
-                    "device node {} is stale: sysfs says {}:{}",
-                    path.display(),
-                    d.major,
-                    d.minor
-                )));
-            }
-            return Ok(None);
-        }
-        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
-        Err(e) => return Err(from_io("open", &path.display().to_string(), e)),
+/// How long the scan for non-exclusive uses may take; past it the disk
+/// counts as in use.
+pub const SCAN_BUDGET: Duration = Duration::from_secs(5);
+
+/// Disk `number` claimed exclusively: nothing can claim it or a partition
+/// of it while this is held. Dropping it lets go.
+pub struct Claim {
+    fd: OwnedFd,
+    number: u32,
+}
+
+impl Claim {
+    /// The exclusive fd: acts on the disk go through it.
+    pub(super) fn fd(&self) -> &OwnedFd {
+        &self.fd
     }
-    let uses: Vec<(String, usage::Usage)> = std::iter::once((&d.name, d.major, d.minor))
-        .chain(d.partitions.iter().map(|p| (&p.name, p.major, p.minor)))
-        .map(|(n, ma, mi)| (n.clone(), usage::of(n, ma, mi, &[])))
+
+    /// The disk number (diskseq) claimed.
+    pub fn number(&self) -> u32 {
+        self.number
+    }
+}
+
+/// Disk `d` claimed, or what uses it (named for an error message).
+pub(super) fn claim(dev_dir: &Path, d: &BlockDisk) -> Result<std::result::Result<Claim, String>> {
+    let path = devices::node(dev_dir, &d.name, d.major, d.minor)?;
+    let shown = path.display().to_string();
+    let fd = match sys::open_block(&path, Access::Claim) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+            let uses: Vec<(String, usage::Usage)> = devices_of(d)
+                .map(|(n, ma, mi)| (n.to_string(), usage::of(n, ma, mi, &[])))
+                .collect();
+            return Ok(Err(describe(&d.name, &uses)));
+        }
+        Err(e) => return Err(from_io("open", &shown, e)),
+    };
+    // The node is the disk sysfs named, or the answer is not its.
+    let rdev = sys::block_rdev(&fd).map_err(|e| from_io("fstat", &shown, e))?;
+    if rdev != libc::makedev(d.major, d.minor) {
+        return Err(Error::Internal(format!(
+            "device node {shown} is stale: sysfs says {}:{}",
+            d.major, d.minor
+        )));
+    }
+    devices::same_disk(&fd, d.number, &shown, false)?;
+    let devs: BTreeSet<u64> = devices_of(d)
+        .map(|(_, ma, mi)| libc::makedev(ma, mi))
         .collect();
-    Ok(Some(describe(&d.name, &uses)))
+    let uses = unclaimed_uses(dev_dir, &d.name, devs)?;
+    if !uses.is_empty() {
+        return Ok(Err(uses.join("; ")));
+    }
+    Ok(Ok(Claim {
+        fd,
+        number: d.number,
+    }))
+}
+
+/// The disk and its partitions: name, major, minor.
+fn devices_of(d: &BlockDisk) -> impl Iterator<Item = (&str, u32, u32)> {
+    std::iter::once((d.name.as_str(), d.major, d.minor)).chain(
+        d.partitions
+            .iter()
+            .map(|p| (p.name.as_str(), p.major, p.minor)),
+    )
+}
+
+/// The uses of the devices `devs` (device numbers) that claim nothing:
+/// loop devices backed by one of them (or by a file on one), processes
+/// holding one open (other than this process: its own opens are brief
+/// reads, or the claim itself). Runs on a thread of its own
+/// for at most [`SCAN_BUDGET`].
+fn unclaimed_uses(dev_dir: &Path, disk: &str, devs: BTreeSet<u64>) -> Result<Vec<String>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let dev_dir = dev_dir.to_path_buf();
+    let me = std::process::id();
+    std::thread::Builder::new()
+        .name("in-use-scan".into())
+        .spawn(move || {
+            let mut uses = loops_backed_by(&dev_dir, &devs);
+            uses.extend(openers(&devs, me));
+            let _ = tx.send(uses);
+        })
+        .map_err(|e| Error::io("spawn", "in-use scan", e))?;
+    match rx.recv_timeout(SCAN_BUDGET) {
+        Ok(uses) => Ok(uses),
+        Err(_) => Ok(vec![format!(
+            "{disk} is possibly in use: the scan of loop devices and open files did not finish in {}s",
+            SCAN_BUDGET.as_secs()
+        )]),
+    }
+}
+
+/// The loop devices whose backing file is one of `devs`, or a file on a
+/// filesystem of one of them (the kernel's own stat of the backing file,
+/// `LOOP_GET_STATUS64`: a path renamed or deleted since still counts).
+fn loops_backed_by(dev_dir: &Path, devs: &BTreeSet<u64>) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/sys/block") else {
+        return vec!["possibly in use: the block device list (/sys/block) is unreadable".into()];
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("loop"))
+        .collect();
+    names.sort();
+    for name in names {
+        // Only bound loop devices have a backing file.
+        let Ok(file) = std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file"))
+        else {
+            continue;
+        };
+        let Some((ma, mi)) = std::fs::read_to_string(format!("/sys/block/{name}/dev"))
+            .ok()
+            .and_then(|s| {
+                let (a, b) = s.trim().split_once(':')?;
+                Some((a.parse().ok()?, b.parse().ok()?))
+            })
+        else {
+            continue;
+        };
+        let backing = devices::node(dev_dir, &name, ma, mi).and_then(|p| {
+            let fd = sys::open_block(&p, Access::Read)
+                .map_err(|e| from_io("open", &p.display().to_string(), e))?;
+            if sys::block_rdev(&fd).ok() != Some(libc::makedev(ma, mi)) {
+                return Err(Error::Internal(format!("{} is stale", p.display())));
+            }
+            Ok(sys::loop_backing(&fd))
+        });
+        match backing {
+            Ok(Ok((_, rdev))) if devs.contains(&rdev) => out.push(format!(
+                "used by loop device {name} (backing file {})",
+                file.trim()
+            )),
+            Ok(Ok((on, _))) if devs.contains(&on) => out.push(format!(
+                "holds the backing file {} of loop device {name}",
+                file.trim()
+            )),
+            // The kernel could not stat the backing file because its
+            // filesystem is disconnected (FUSE, a network filesystem): a
+            // filesystem on no block device, so not one of the disk's.
+            Ok(Err(e)) if e.raw_os_error() == Some(libc::ENOTCONN) => {}
+            Ok(Ok(_)) => {}
+            // Detached meanwhile: nothing to see.
+            _ if !Path::new(&format!("/sys/block/{name}/loop/backing_file")).exists() => {}
+            Ok(Err(e)) => out.push(format!(
+                "possibly used by loop device {name} (backing file {}; its status is unreadable: {e})",
+                file.trim()
+            )),
+            Err(e) => out.push(format!(
+                "possibly used by loop device {name} (backing file {}; {e})",
+                file.trim()
+            )),
+        }
+    }
+    out
+}
+
+/// The processes holding one of `devs` open, by any name: pid and command,
+/// once per process; process `me` (this one) left out.
+fn openers(devs: &BTreeSet<u64>, me: u32) -> Vec<String> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let mut out = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return vec!["possibly in use: the process list (/proc) is unreadable".into()];
+    };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for f in fds.flatten() {
+            // Only links to a path can be a device node (not "pipe:[..]",
+            // "socket:[..]", "anon_inode:..."); stat follows the link to
+            // the open file itself, whatever its name now.
+            match std::fs::read_link(f.path()) {
+                Ok(t) if t.as_os_str().as_encoded_bytes().starts_with(b"/") => {}
+                _ => continue,
+            }
+            let Ok(m) = std::fs::metadata(f.path()) else {
+                continue;
+            };
+            if m.file_type().is_block_device() && devs.contains(&m.rdev()) {
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .map(|c| c.trim().to_string())
+                    .unwrap_or_default();
+                out.push(format!("open in process {pid} ({comm})"));
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Test hooks: code to run while a claim is held, before the act.
+#[cfg(test)]
+pub(crate) mod hooks {
+    use std::sync::Mutex;
+
+    type Hook = Box<dyn FnMut(&str) + Send>;
+    static CLAIMED: Mutex<Option<Hook>> = Mutex::new(None);
+
+    /// Runs `f` with the disk's name in the window between the claim and
+    /// the act (until [`clear`]).
+    pub(crate) fn on_claimed(f: impl FnMut(&str) + Send + 'static) {
+        *CLAIMED.lock().unwrap() = Some(Box::new(f));
+    }
+
+    pub(crate) fn clear() {
+        *CLAIMED.lock().unwrap() = None;
+    }
+
+    pub(crate) fn claimed(name: &str) {
+        if let Some(f) = CLAIMED.lock().unwrap().as_mut() {
+            f(name);
+        }
+    }
 }
 
 /// The uses found of a disk and its partitions, one part per device that
@@ -59,17 +273,28 @@ fn describe(disk: &str, uses: &[(String, usage::Usage)]) -> String {
     }
 }
 
-/// The disk number and the uses of the disk the kernel names `name`, read
-/// from the sysfs tree at `sysfs` and opened in `dev_dir`; `None` when
-/// nothing uses it, or when it has gone (nothing left to take away).
-pub fn disk_in_use(sysfs: &Path, dev_dir: &Path, name: &str) -> Result<Option<(u32, String)>> {
+/// The disk the kernel names `name`, read from the sysfs tree at `sysfs`
+/// and opened in `dev_dir`: claimed (hold the claim until the act is
+/// done), or its number and what uses it; `Ok(Ok(None))` when it has gone
+/// (nothing left to take away).
+pub fn claim_disk(
+    sysfs: &Path,
+    dev_dir: &Path,
+    name: &str,
+) -> Result<std::result::Result<Option<Claim>, (u32, String)>> {
     let d = match Sysfs::at(sysfs).disk(name) {
         Ok(Some(d)) => d,
-        Ok(None) => return Ok(None),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Ok(None) => return Ok(Ok(None)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Ok(None)),
         Err(e) => return Err(from_io("read", &format!("/sys/block/{name}"), e)),
     };
-    Ok(uses_of(dev_dir, &d)?.map(|u| (d.number, u)))
+    Ok(claim(dev_dir, &d)?.map(Some).map_err(|u| (d.number, u)))
+}
+
+/// The disk number and the uses of the disk the kernel names `name` (see
+/// [`claim_disk`]); `None` when nothing uses it, or when it has gone.
+pub fn disk_in_use(sysfs: &Path, dev_dir: &Path, name: &str) -> Result<Option<(u32, String)>> {
+    Ok(claim_disk(sysfs, dev_dir, name)?.err())
 }
 
 #[cfg(test)]

@@ -45,7 +45,7 @@ impl LinuxStorage {
         let d = self.disk(disk)?;
         let name = d.name.clone();
         self.read_bounded(&name, move |dev| {
-            let (_, fd) = devices::open(dev, &d.name, d.major, d.minor, Access::Read)?;
+            let (_, fd) = devices::open(dev, &d.name, d.major, d.minor, d.number, Access::Read)?;
             Ok(layout_of(&devices::table(&d, &fd)?.table))
         })
     }
@@ -57,7 +57,8 @@ impl LinuxStorage {
         // The first read of PartitionDisk: bounded (see `read_bounded`).
         let dd = d.clone();
         let has_table = self.read_bounded(&d.name, move |dev| {
-            let (_, fd) = devices::open(dev, &dd.name, dd.major, dd.minor, Access::Read)?;
+            let (_, fd) =
+                devices::open(dev, &dd.name, dd.major, dd.minor, dd.number, Access::Read)?;
             Ok(matches!(devices::table(&dd, &fd), Ok(t) if !matches!(t.table, gpt::Table::Raw)))
         })?;
         if has_table {
@@ -87,6 +88,7 @@ impl LinuxStorage {
             sys::write_at(&fd, w.offset, &w.bytes).map_err(|e| from_io("write", &shown, e))?;
         }
         sys::fsync(&fd).map_err(|e| from_io("fsync", &shown, e))?;
+        devices::same_disk(&fd, d.number, &shown, true)?;
         self.inventory.touch(d.name.clone());
         self.sync_partitions(d, &fd)?;
         Ok(true)
@@ -185,6 +187,7 @@ impl LinuxStorage {
             sys::write_at(&fd, w.offset, &w.bytes).map_err(|e| from_io("write", &shown, e))?;
         }
         sys::fsync(&fd).map_err(|e| from_io("fsync", &shown, e))?;
+        devices::same_disk(&fd, d.number, &shown, true)?;
         self.inventory.touch(d.name.clone());
         let now = self.sync_partitions(&d, &fd)?;
         if step != Step::Initialize && now.partitions.is_empty() {
@@ -229,7 +232,7 @@ impl LinuxStorage {
         // filesystem may be replaced, anything else identified is refused.
         // What a format of ours cut short left (no superblock yet) is ours
         // to format over.
-        let (node, fd) = self.open_part(&f.part, Access::Read)?;
+        let (node, fd) = self.open_part(&f.disk, &f.part, Access::Read)?;
         let record = self.format_record(&f)?;
         let allow = content::Overwrite {
             unidentified: self.overwrite.unidentified || self.intents.pending(volume, &record),
@@ -237,7 +240,10 @@ impl LinuxStorage {
         let size = sys::size_bytes(&fd).map_err(|e| from_io("BLKGETSIZE64", &f.part.name, e))?;
         let c = read_scanned(&fd, &f.part.name, 0, size)?;
         content::check_format(volume, &c, allow)?;
-        drop(fd);
+        // `fd` stays open until mkfs is done: the partition's disk cannot be
+        // detached and re-attached meanwhile (a loop device in use is only
+        // cleared on its last close), and the fd says after the write
+        // which disk mkfs reached.
         let node = node
             .to_str()
             .ok_or_else(|| Error::Internal("device path".into()))?;
@@ -246,6 +252,7 @@ impl LinuxStorage {
             FsType::Xfs => tools::run("mkfs.xfs", &["-f", "-q", node], &[]),
             t => tools::run(&format!("mkfs.{}", t.name()), &["-F", "-q", node], &[]),
         }?;
+        devices::same_disk(&fd, f.disk.number, &f.part.name, true)?;
         intent.finished();
         Ok(())
     }
@@ -299,8 +306,9 @@ impl LinuxStorage {
         let max_bytes = (max_end.saturating_sub(entry.first_lba) + 1).saturating_mul(ss64);
         let current = (entry.last_lba.saturating_sub(entry.first_lba) + 1).saturating_mul(ss64);
         let mounts = Self::mounts()?;
-        let (node, _) = self.open_part(&f.part, Access::Read)?;
-        let c = self.content_bounded(&f.disk.name, &f.part)?;
+        // Held to the end: the disk stays the one checked (see format).
+        let (node, _held) = self.open_part(&f.disk, &f.part, Access::Read)?;
+        let c = self.content_bounded(&f.disk, &f.part)?;
         let (kind, fs_head) = (content::filesystem(&c.found), &c.head);
         match plan_resize(current, max_bytes, target)? {
             ResizePlan::Shrink(n) => Err(Error::FailedPrecondition(format!(
@@ -320,6 +328,7 @@ impl LinuxStorage {
                     sys::write_at(&fd, w.offset, &w.bytes).map_err(|e| from_io("write", &shown, e))?;
                 }
                 sys::fsync(&fd).map_err(|e| from_io("fsync", &shown, e))?;
+                devices::same_disk(&fd, f.disk.number, &shown, true)?;
                 let len = (plan.new_last_lba - entry.first_lba + 1) * ss64;
                 self.inventory.touch(f.disk.name.clone());
                 sys::resize_partition(&fd, f.part.number, entry.first_lba * ss64, len)

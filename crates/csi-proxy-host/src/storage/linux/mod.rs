@@ -14,6 +14,8 @@ mod devices;
 mod format_record;
 mod grow;
 pub mod in_use;
+#[cfg(test)]
+mod in_use_tests;
 mod intents;
 mod layout;
 mod locks;
@@ -186,23 +188,21 @@ impl LinuxStorage {
         devices::node(&self.dev_dir, name, major, minor)
     }
 
-    /// Opens a block device, checking that the node really is `major:minor`.
-    fn open(
+    /// Opens disk `d`, checking through the fd that it is that disk (see
+    /// [`devices::open`]).
+    fn open_disk(&self, d: &BlockDisk, access: Access) -> Result<(PathBuf, OwnedFd)> {
+        devices::open(&self.dev_dir, &d.name, d.major, d.minor, d.number, access)
+    }
+
+    /// Opens partition `p` of disk `d`, checking through the fd that it is
+    /// a partition of that disk.
+    fn open_part(
         &self,
-        name: &str,
-        major: u32,
-        minor: u32,
+        d: &BlockDisk,
+        p: &BlockPartition,
         access: Access,
     ) -> Result<(PathBuf, OwnedFd)> {
-        devices::open(&self.dev_dir, name, major, minor, access)
-    }
-
-    fn open_disk(&self, d: &BlockDisk, access: Access) -> Result<(PathBuf, OwnedFd)> {
-        self.open(&d.name, d.major, d.minor, access)
-    }
-
-    fn open_part(&self, p: &BlockPartition, access: Access) -> Result<(PathBuf, OwnedFd)> {
-        self.open(&p.name, p.major, p.minor, access)
+        devices::open(&self.dev_dir, &p.name, p.major, p.minor, d.number, access)
     }
 
     /// The partition table of a disk, with its geometry and the bytes it
@@ -270,10 +270,10 @@ impl LinuxStorage {
 
     /// What partition `p` of disk `disk` holds, read on a bounded reader
     /// ([`LinuxStorage::read_bounded`]).
-    fn content_bounded(&self, disk: &str, p: &BlockPartition) -> Result<Regions> {
-        let p = p.clone();
-        self.read_bounded(disk, move |dev| {
-            let (_, fd) = devices::open(dev, &p.name, p.major, p.minor, Access::Read)?;
+    fn content_bounded(&self, d: &BlockDisk, p: &BlockPartition) -> Result<Regions> {
+        let (p, seq) = (p.clone(), d.number);
+        self.read_bounded(&d.name, move |dev| {
+            let (_, fd) = devices::open(dev, &p.name, p.major, p.minor, seq, Access::Read)?;
             read_content(&fd, &p.name)
         })
     }
@@ -411,20 +411,29 @@ impl StorageBackend for LinuxStorage {
         if d.read_only != online {
             return Ok(());
         }
-        if !online {
-            // The whole disk is claimable only if no partition of it is in
-            // use anywhere (a partition's holder claims the disk too); the
-            // same question as DisconnectTarget's (`in_use`).
-            if let Some(uses) = in_use::uses_of(&self.dev_dir, &d)? {
-                return Err(Error::FailedPrecondition(format!(
-                    "disk {disk} is in use ({uses}); release it before taking the disk offline"
-                )));
-            }
-        }
-        let (path, fd) = self.open_disk(&d, Access::Read)?;
+        // Offline: the disk claimed exclusively, and the flag set through
+        // that fd while the claim still holds (nothing can be mounted or
+        // claimed in between); the same question as DisconnectTarget's
+        // (`in_use`).
+        let (opened, claim);
+        let fd = if online {
+            opened = self.open_disk(&d, Access::Read)?.1;
+            &opened
+        } else {
+            claim = match in_use::claim(&self.dev_dir, &d)? {
+                Ok(c) => c,
+                Err(uses) => {
+                    return Err(Error::FailedPrecondition(format!(
+                        "disk {disk} is in use ({uses}); release it before taking the disk offline"
+                    )))
+                }
+            };
+            #[cfg(test)]
+            in_use::hooks::claimed(&d.name);
+            claim.fd()
+        };
         self.inventory.touch(d.name.clone());
-        sys::set_read_only(&fd, !online)
-            .map_err(|e| from_io("BLKROSET", &path.display().to_string(), e))
+        sys::set_read_only(fd, !online).map_err(|e| from_io("BLKROSET", &d.name, e))
     }
 
     fn partition_disk(&self, disk: u32) -> Result<()> {
@@ -467,9 +476,9 @@ impl StorageBackend for LinuxStorage {
 
     fn is_formatted(&self, volume: &VolumeId) -> Result<bool> {
         let f = self.locate(volume)?;
-        let p = f.part;
+        let (p, seq) = (f.part, f.disk.number);
         self.read_bounded(&f.disk.name, move |dev| {
-            let (_, fd) = devices::open(dev, &p.name, p.major, p.minor, Access::Read)?;
+            let (_, fd) = devices::open(dev, &p.name, p.major, p.minor, seq, Access::Read)?;
             if quick_found(&fd, &p.name)? {
                 return Ok(true);
             }
@@ -494,7 +503,7 @@ impl StorageBackend for LinuxStorage {
                 used_bytes: total.saturating_sub(free),
             });
         }
-        let c = self.content_bounded(&f.disk.name, &f.part)?;
+        let c = self.content_bounded(&f.disk, &f.part)?;
         match ext::ext_usage(&c.head) {
             Some(u) => {
                 let bs = u64::from(u.block_size);
@@ -522,7 +531,7 @@ impl StorageBackend for LinuxStorage {
             let dir = std::fs::File::open(m.path()).map_err(|e| from_io("open", &shown, e))?;
             sys::syncfs(&OwnedFd::from(dir)).map_err(|e| from_io("syncfs", &shown, e))?;
         }
-        let (node, fd) = self.open_part(&f.part, Access::Read)?;
+        let (node, fd) = self.open_part(&f.disk, &f.part, Access::Read)?;
         sys::fsync(&fd).map_err(|e| from_io("fsync", &node.display().to_string(), e))
     }
 

@@ -4,7 +4,7 @@
 //! is a directory handle from the confined filesystem, never a re-resolved
 //! path string.
 
-use super::{ensure_online, from_io, sys, usage, LinuxStorage};
+use super::{devices, ensure_online, from_io, sys, usage, LinuxStorage};
 use crate::confined::{Confined, Dir, Located};
 use crate::storage::target::{self, At, NotMounted};
 use crate::storage::VolumeId;
@@ -21,7 +21,7 @@ impl LinuxStorage {
         let _g = self.lock_volume(volume)?;
         let f = self.find(volume)?;
         ensure_online(&f, volume)?;
-        let c = self.content_bounded(&f.disk.name, &f.part)?;
+        let c = self.content_bounded(&f.disk, &f.part)?;
         let kind = crate::storage::content::filesystem(&c.found).ok_or_else(|| {
             Error::FailedPrecondition(format!(
                 "volume {volume} {}; only a filesystem can be mounted",
@@ -67,7 +67,10 @@ impl LinuxStorage {
                 target.shown()
             )));
         }
-        let (node, _) = self.open_part(&f.part, Access::Read)?;
+        // The fd, checked to be of disk `f.disk`, stays open across the
+        // mount (the kernel opens the node by name again): the disk cannot
+        // be detached and re-attached under that name meanwhile.
+        let (node, held) = self.open_part(&f.disk, &f.part, Access::Read)?;
         use nix::mount::MsFlags;
         nix::mount::mount(
             Some(node.as_path()),
@@ -76,7 +79,8 @@ impl LinuxStorage {
             MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
             None::<&str>,
         )
-        .map_err(|e| from_io("mount", target.path(), e.into()))
+        .map_err(|e| from_io("mount", target.path(), e.into()))?;
+        devices::same_disk(&held, f.disk.number, &f.part.name, true)
     }
 
     pub(super) fn unmount_from(

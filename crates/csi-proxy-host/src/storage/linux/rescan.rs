@@ -142,7 +142,14 @@ impl Refresh {
     /// Refreshes one disk (held by the caller while it waits).
     fn disk(&self, d: &BlockDisk) -> Result<()> {
         if d.name.starts_with("loop") {
-            let (p, fd) = devices::open(&self.dev_dir, &d.name, d.major, d.minor, Access::Read)?;
+            let (p, fd) = devices::open(
+                &self.dev_dir,
+                &d.name,
+                d.major,
+                d.minor,
+                d.number,
+                Access::Read,
+            )?;
             sys::loop_set_capacity(&fd)
                 .map_err(|e| from_io("LOOP_SET_CAPACITY", &p.display().to_string(), e))?;
             if d.partscan {

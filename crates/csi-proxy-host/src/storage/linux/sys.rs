@@ -26,6 +26,7 @@ mod request {
     pub(super) const BLKROSET: Request = nix::request_code_none!(BLK, 93);
     pub(super) const BLKRRPART: Request = nix::request_code_none!(BLK, 95);
     pub(super) const BLKPG: Request = nix::request_code_none!(BLK, 105);
+    pub(super) const BLKGETDISKSEQ: Request = nix::request_code_read!(BLK, 128, size_of::<u64>());
     pub(super) const LOOP_SET_STATUS64: Request = 0x4c04;
     pub(super) const LOOP_GET_STATUS64: Request = 0x4c05;
     pub(super) const LOOP_SET_CAPACITY: Request = 0x4c07;
@@ -33,6 +34,7 @@ mod request {
     // Writes a u64 (the number's size field says size_t).
     nix::ioctl_read_bad!(blkgetsize64, BLKGETSIZE64, u64);
     nix::ioctl_read_bad!(blksszget, BLKSSZGET, libc::c_int);
+    nix::ioctl_read_bad!(blkgetdiskseq, BLKGETDISKSEQ, u64);
     nix::ioctl_write_ptr_bad!(blkroset, BLKROSET, libc::c_int);
     nix::ioctl_none_bad!(blkrrpart, BLKRRPART);
     nix::ioctl_write_ptr_bad!(blkpg, BLKPG, super::BlkpgIoctlArg);
@@ -155,6 +157,28 @@ pub fn size_bytes(fd: &OwnedFd) -> io::Result<u64> {
     // to a live local.
     unsafe { request::blkgetsize64(fd.as_raw_fd(), &mut size) }?;
     Ok(size)
+}
+
+/// The `diskseq` of the disk the open device is (or is a partition of):
+/// what the fd names, whatever the node's name now names (Linux >= 5.15).
+pub fn disk_seq(fd: &OwnedFd) -> io::Result<u64> {
+    let mut seq: u64 = 0;
+    // SAFETY: BLKGETDISKSEQ writes one u64 through the pointer, which points
+    // to a live local.
+    unsafe { request::blkgetdiskseq(fd.as_raw_fd(), &mut seq) }?;
+    Ok(seq)
+}
+
+/// The backing file of a loop device, as the kernel stat()ed it: the
+/// device its filesystem lives on (`st_dev`) and, for a block device, its
+/// own number (`st_rdev`).
+pub fn loop_backing(fd: &OwnedFd) -> io::Result<(u64, u64)> {
+    // SAFETY: LoopInfo64 is plain data; all-zero is a valid value.
+    let mut info: LoopInfo64 = unsafe { std::mem::zeroed() };
+    // SAFETY: LOOP_GET_STATUS64 fills a `struct loop_info64`, which
+    // LoopInfo64 mirrors exactly; the pointer is to a live local.
+    unsafe { request::loop_get_status64(fd.as_raw_fd(), &mut info) }?;
+    Ok((info.lo_device, info.lo_rdevice))
 }
 
 /// Logical sector size in bytes.

@@ -82,6 +82,9 @@ impl Usage {
         if self.swap {
             parts.push("used as swap".to_string());
         }
+        // Each use once, however many ways it was found.
+        let mut said = HashSet::new();
+        parts.retain(|p| said.insert(p.clone()));
         if parts.len() > DESCRIBED {
             let more = parts.len() - DESCRIBED;
             parts.truncate(DESCRIBED);
@@ -187,6 +190,7 @@ fn other_namespaces(
         usage.unchecked.push(format!("{what}: {e}"));
     };
     let mut found = Vec::new();
+    let mut named = HashSet::new();
     let procs = match std::fs::read_dir("/proc") {
         Ok(d) => d,
         Err(e) => return unchecked("the process list (/proc)".into(), &e),
@@ -251,7 +255,17 @@ fn other_namespaces(
                 }
             });
             if let (Some(mp), false) = (first, ours && before.is_none()) {
-                found.push((pid.to_string(), mp));
+                // Once per namespace, or, for a namespace that cannot be
+                // named, once per process and mount point (not per thread).
+                let key = (
+                    before
+                        .clone()
+                        .map_or_else(|| pid.to_string(), |n| n.to_string_lossy().into_owned()),
+                    mp.clone(),
+                );
+                if named.insert(key) {
+                    found.push((pid.to_string(), mp));
+                }
             }
             if let Err(e) = read {
                 unchecked(format!("the mount table of process {pid}"), &e);
@@ -314,6 +328,18 @@ fn in_swap(major: u32, minor: u32) -> io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_use_is_named_once() {
+        let u = Usage {
+            foreign: vec![("1".into(), PathBuf::from("/mnt/a")); 12],
+            ..Default::default()
+        };
+        assert_eq!(
+            u.describe(),
+            "mounted at \"/mnt/a\" in the mount namespace of process 1"
+        );
+    }
 
     #[test]
     fn below_roots() {

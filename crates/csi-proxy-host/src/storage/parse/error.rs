@@ -36,22 +36,6 @@ impl ParseError {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn messages_name_the_structure_and_the_sizes() {
-        let e = ParseError::truncated("VOLUME_DISK_EXTENTS", 32, 8);
-        assert_eq!(
-            e.to_string(),
-            "VOLUME_DISK_EXTENTS is truncated: need 32 bytes, have 8"
-        );
-        let e = ParseError::invalid("volume id", "missing braces");
-        assert_eq!(e.to_string(), "invalid volume id: missing braces");
-    }
-}
-
 /// Rejects a negative offset or length, or an end beyond `i64::MAX`.
 pub(crate) fn check_range(what: &'static str, offset: i64, length: i64) -> Result<(), ParseError> {
     if offset < 0 || length < 0 {
@@ -67,4 +51,20 @@ pub(crate) fn check_range(what: &'static str, offset: i64, length: i64) -> Resul
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_the_structure_and_the_sizes() {
+        let e = ParseError::truncated("VOLUME_DISK_EXTENTS", 32, 8);
+        assert_eq!(
+            e.to_string(),
+            "VOLUME_DISK_EXTENTS is truncated: need 32 bytes, have 8"
+        );
+        let e = ParseError::invalid("volume id", "missing braces");
+        assert_eq!(e.to_string(), "invalid volume id: missing braces");
+    }
 }
