@@ -414,9 +414,15 @@ mod tests {
         );
         // Counted after escaping, cut on a character.
         let z = phrase_path(&"\u{200b}".repeat(200));
-        assert_eq!(z, format!("{}...", r"\u{200b}".repeat(PHRASE_PATH_BYTES / 8)));
+        assert_eq!(
+            z,
+            format!("{}...", r"\u{200b}".repeat(PHRASE_PATH_BYTES / 8))
+        );
         let wide = phrase_path(&"\u{20000}".repeat(200));
-        assert_eq!(wide, format!("{}...", "\u{20000}".repeat(PHRASE_PATH_BYTES / 4)));
+        assert_eq!(
+            wide,
+            format!("{}...", "\u{20000}".repeat(PHRASE_PATH_BYTES / 4))
+        );
     }
 
     /// Whatever our wording and the path hold, the message fits the
@@ -447,7 +453,7 @@ mod tests {
                             .iter()
                             .filter(|p| p.condition == c)
                             .map(|p| p.text.replace("{path}", &phrase_path(path)))
-                            .last()
+                            .next_back()
                             .unwrap();
                         assert!(msg.ends_with(&format!("{tail})")), "{msg}");
                     }

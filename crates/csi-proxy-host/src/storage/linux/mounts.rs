@@ -178,12 +178,10 @@ fn no_mount_listed(fs: &Confined, target: &Located) -> Result<()> {
     let before = std::fs::read_link(dir.proc_path()).map_err(io)?;
     let mounts = LinuxStorage::mounts()?;
     let after = std::fs::read_link(dir.proc_path()).map_err(io)?;
-    let named = fs.real_roots().iter().any(|r| {
-        at.components()
-            .fold(r.clone(), |p, c| p.join(c))
-            .as_path()
-            == before.as_path()
-    });
+    let named = fs
+        .real_roots()
+        .iter()
+        .any(|r| at.components().fold(r.clone(), |p, c| p.join(c)).as_path() == before.as_path());
     if before != after || !named {
         return Err(Error::FailedPrecondition(format!(
             "a directory on the way to {} was renamed or moved while it was checked; not answering \"not mounted\"",

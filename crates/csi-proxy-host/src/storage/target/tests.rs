@@ -236,13 +236,13 @@ fn the_phrase_shows_the_path_escaped_and_capped() {
         .split('\'')
         .nth(1)
         .unwrap_or_else(|| panic!("{phrase}"));
-    assert_eq!(
-        shown.len(),
-        compat::PHRASE_PATH_BYTES + 3,
-        "{shown}"
-    );
+    assert_eq!(shown.len(), compat::PHRASE_PATH_BYTES + 3, "{shown}");
     assert!(shown.ends_with("..."), "{shown}");
-    assert!(m.len() <= compat::MAX_MESSAGE_BYTES, "{} bytes: {m}", m.len());
+    assert!(
+        m.len() <= compat::MAX_MESSAGE_BYTES,
+        "{} bytes: {m}",
+        m.len()
+    );
 }
 
 /// Hostile path texts: every error of the call that is not a proven
