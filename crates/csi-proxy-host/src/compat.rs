@@ -120,37 +120,76 @@ pub const PHRASES: &[Phrase] = &[
     },
 ];
 
-/// Characters of a path shown in a phrase before it is cut (as
-/// `crate::path::shown` does for our own part).
-pub const PHRASE_PATH_CHARS: usize = 300;
+/// Bytes of a path shown in a phrase, counted after escaping, before it
+/// is cut with `...`.
+pub const PHRASE_PATH_BYTES: usize = 512;
+
+/// The longest message of a [`Condition`] (bytes): the gRPC transport
+/// sends at most this much text (`csi-proxy-http2`'s `hpack::MAX_MESSAGE`;
+/// a test holds them equal), so [`message`] cuts our own wording, never
+/// a phrase, to fit; socket and library mode (C ABI, uncut) then carry the
+/// same text.
+pub const MAX_MESSAGE_BYTES: usize = 2048;
 
 /// A path as a phrase shows it: escaped like our own messages
 /// ([`crate::error::escaped`]: single backslashes, format, separator and
 /// invisible characters as `\u{..}`), spaces too (so it holds no
 /// whitespace: `\S+` spans it, and it cannot add words to the phrase), cut
-/// after [`PHRASE_PATH_CHARS`] characters with `...`.
+/// on a character with `...` so that the escaped part holds at most
+/// [`PHRASE_PATH_BYTES`].
 pub fn phrase_path(path: &str) -> String {
     use crate::error::{escaped, Spaces};
-    match path.char_indices().nth(PHRASE_PATH_CHARS) {
-        None => escaped(path, Spaces::Escape),
-        Some((cut, _)) => format!("{}...", escaped(&path[..cut], Spaces::Escape)),
+    let whole = escaped(path, Spaces::Escape);
+    if whole.len() <= PHRASE_PATH_BYTES {
+        return whole;
     }
+    // The longest prefix (in characters) whose escaped text fits: each
+    // character escapes on its own, so the length grows with the prefix.
+    let ends: Vec<usize> = path.char_indices().map(|(i, _)| i).collect();
+    let (mut lo, mut hi) = (0, ends.len());
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if escaped(&path[..ends[mid]], Spaces::Escape).len() <= PHRASE_PATH_BYTES {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    format!("{}...", escaped(&path[..ends[lo]], Spaces::Escape))
 }
 
 /// Our message `ours` for `condition` at `path` (the path found missing),
 /// followed by every phrase of [`PHRASES`] for that condition. `ours` is
-/// [`neutralise`]d first: only the phrases carry what drivers match.
+/// [`neutralise`]d first: only the phrases carry what drivers match. The
+/// whole fits [`MAX_MESSAGE_BYTES`] with every phrase whole: `ours` is cut
+/// (with `...`) when it is too long.
 pub fn message(condition: Condition, ours: &str, path: &str) -> String {
-    let mut out = neutral_text(ours);
     let path = phrase_path(path);
+    let mut phrases = String::new();
     for p in PHRASES.iter().filter(|p| p.condition == condition) {
-        out.push_str(&format!(
+        phrases.push_str(&format!(
             " (csi-proxy {} said: {})",
             p.upstream,
             p.text.replace("{path}", &path)
         ));
     }
+    let mut out = cut(&neutral_text(ours), MAX_MESSAGE_BYTES - phrases.len());
+    out.push_str(&phrases);
     out
+}
+
+/// `text` if it holds at most `max` bytes, else its longest prefix ending
+/// on a character that fits with `...` after it. (A prefix of text with no
+/// anchor holds none, and `...` completes none.)
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max.saturating_sub(3);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
 }
 
 /// Every anchor of the catalog, once each.
@@ -364,14 +403,62 @@ mod tests {
     fn the_phrase_path_has_no_whitespace_and_is_capped() {
         let p = phrase_path("C:\\k\\a b\u{202e}\u{2028}\u{200b}\t'\"");
         assert_eq!(p, r"C:\k\a\u{20}b\u{202e}\u{2028}\u{200b}\t'\u{22}");
-        let long = "x".repeat(PHRASE_PATH_CHARS + 50);
+        let long = "x".repeat(PHRASE_PATH_BYTES + 50);
         assert_eq!(
             phrase_path(&long),
-            format!("{}...", "x".repeat(PHRASE_PATH_CHARS))
+            format!("{}...", "x".repeat(PHRASE_PATH_BYTES))
         );
         assert_eq!(
-            phrase_path(&long[..PHRASE_PATH_CHARS]),
-            long[..PHRASE_PATH_CHARS]
+            phrase_path(&long[..PHRASE_PATH_BYTES]),
+            long[..PHRASE_PATH_BYTES]
         );
+        // Counted after escaping, cut on a character.
+        let z = phrase_path(&"\u{200b}".repeat(200));
+        assert_eq!(
+            z,
+            format!("{}...", r"\u{200b}".repeat(PHRASE_PATH_BYTES / 8))
+        );
+        let wide = phrase_path(&"\u{20000}".repeat(200));
+        assert_eq!(
+            wide,
+            format!("{}...", "\u{20000}".repeat(PHRASE_PATH_BYTES / 4))
+        );
+    }
+
+    /// Whatever our wording and the path hold, the message fits the
+    /// transport's cut with every phrase whole, and still matches (red
+    /// team 43b, finding 2).
+    #[test]
+    fn the_phrase_survives_the_transport_cut() {
+        let paths = [
+            "/k/".to_string() + &"\u{20000}".repeat(600),
+            "/k/".to_string() + &"\u{200b}".repeat(600),
+            "/k/".to_string() + &"\u{4e2d}".repeat(600),
+            "/k/".to_string() + &" ".repeat(600),
+            "/k/x".to_string(),
+        ];
+        for path in &paths {
+            for ours in [
+                String::new(),
+                crate::error::escaped(path, crate::error::Spaces::Keep).repeat(3),
+                "\u{20000}".repeat(2000),
+            ] {
+                for (m, conds) in catalog() {
+                    let re = regex::Regex::new(m.expression).unwrap();
+                    for c in conds {
+                        let msg = message(c, &ours, path);
+                        assert!(msg.len() <= MAX_MESSAGE_BYTES, "{}", msg.len());
+                        assert!(re.is_match(&msg), "{} {c:?}: {msg}", m.driver);
+                        let tail = PHRASES
+                            .iter()
+                            .filter(|p| p.condition == c)
+                            .map(|p| p.text.replace("{path}", &phrase_path(path)))
+                            .next_back()
+                            .unwrap();
+                        assert!(msg.ends_with(&format!("{tail})")), "{msg}");
+                    }
+                }
+            }
+        }
     }
 }

@@ -189,3 +189,14 @@ fn driver_expressions_match_over_the_pipe_and_the_library() {
         }
     });
 }
+
+/// `compat::message` fits its messages to the transport's cut of
+/// grpc-message, so the phrase (last) is never cut off and socket and
+/// library mode carry the same text (red team 43b, finding 2).
+#[test]
+fn the_message_cap_is_the_transports() {
+    assert_eq!(
+        compat::MAX_MESSAGE_BYTES,
+        csi_proxy_http2::hpack::MAX_MESSAGE
+    );
+}

@@ -262,3 +262,156 @@ async fn a_directory_listed_as_a_mount_point_is_not_read_as_not_mounted() {
     assert_eq!(matching(e.message()), Vec::<&str>::new(), "{}", e.message());
     drop(_over);
 }
+
+/// Whether the mount table lists a mount point at `path`.
+fn listed(path: &Path) -> bool {
+    let want = s(path)
+        .replace('\\', "\\134")
+        .replace(' ', "\\040")
+        .replace('\t', "\\011");
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
+}
+
+/// The answer for a target with a mount hidden at it: an error no driver
+/// reads as "not mounted".
+async fn assert_not_not_mounted(v: &mut VolumeClient, staging: &Path) {
+    assert!(listed(staging), "the hidden mount is in the table");
+    let e = lookup(v, &s(staging)).await.unwrap_err();
+    assert_eq!(
+        matching(e.message()),
+        Vec::<&str>::new(),
+        "mounted (hidden) at {staging:?}, yet: {:?} {}",
+        e.code(),
+        e.message()
+    );
+    assert_eq!(e.code(), Code::FailedPrecondition, "{}", e.message());
+}
+
+/// A mount hidden at the staging path by an empty mount over its parent:
+/// the path is missing (Missing), yet the table lists the mount; no
+/// phrase (red team 43b, finding 1a). Names with a space and a backslash
+/// exercise the table's escapes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mount_hidden_under_a_mount_over_the_parent_is_not_missing() {
+    if !can_run() {
+        return;
+    }
+    let (proxy, mut v) = start().await;
+    let parent = proxy.kubelet.join("plugins/e b\\s/hidden");
+    let staging = parent.join("global mount");
+    std::fs::create_dir_all(&staging).unwrap();
+    let _under = Tmpfs::mount(&staging).expect("mount a tmpfs");
+    let _over = Tmpfs::mount(&parent).expect("mount a tmpfs over its parent");
+    assert_not_not_mounted(&mut v, &staging).await;
+}
+
+/// The same under a mount over the grandparent, and with a file
+/// bind-mounted over the parent (MissingParent; finding 1b).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mount_hidden_under_a_mount_over_the_grandparent_is_not_missing() {
+    if !can_run() {
+        return;
+    }
+    let (proxy, mut v) = start().await;
+    let grand = proxy.kubelet.join("plugins/ebs2");
+    let staging = grand.join("vol/globalmount");
+    std::fs::create_dir_all(&staging).unwrap();
+    let _under = Tmpfs::mount(&staging).expect("mount a tmpfs");
+    {
+        let _over = Tmpfs::mount(&grand).expect("mount a tmpfs over the grandparent");
+        assert_not_not_mounted(&mut v, &staging).await;
+        // Below the target: the mount is at or below a missing path.
+        let vol_dir = grand.join("vol");
+        let e = lookup(&mut v, &s(&vol_dir)).await.unwrap_err();
+        assert_eq!(matching(e.message()), Vec::<&str>::new(), "{}", e.message());
+    }
+    // The upper mount holds a file where the parent directory was.
+    let _over = Tmpfs::mount(&grand).expect("mount a tmpfs over the grandparent");
+    std::fs::write(grand.join("vol"), b"").unwrap();
+    assert_not_not_mounted(&mut v, &staging).await;
+}
+
+/// A decoy directory with the staging name in the mount over the parent,
+/// renamed away and back meanwhile: no answer ever carries a phrase while
+/// the hidden mount sits at the target (finding 1c: the handle's path was
+/// read once, after the open). Bounded: 1000 calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renamed_decoy_over_a_hidden_mount_is_never_not_mounted() {
+    if !can_run() {
+        return;
+    }
+    let (proxy, mut v) = start().await;
+    let parent = proxy.kubelet.join("plugins/ebs3");
+    let staging = parent.join("globalmount");
+    std::fs::create_dir_all(&staging).unwrap();
+    let _under = Tmpfs::mount(&staging).expect("mount a tmpfs");
+    let _over = Tmpfs::mount(&parent).expect("mount a tmpfs over its parent");
+    std::fs::create_dir(&staging).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let renamer = {
+        let (a, b, stop) = (staging.clone(), parent.join("gm2"), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = std::fs::rename(&a, &b);
+                let _ = std::fs::rename(&b, &a);
+            }
+        })
+    };
+    let mut phrases = Vec::new();
+    for _ in 0..1000 {
+        if let Err(e) = lookup(&mut v, &s(&staging)).await {
+            if !matching(e.message()).is_empty() {
+                phrases.push(e.message().to_string());
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    renamer.join().unwrap();
+    let _ = std::fs::rename(parent.join("gm2"), &staging);
+    assert!(
+        phrases.is_empty(),
+        "{} of 1000 answers read as not mounted, e.g. {:?}",
+        phrases.len(),
+        phrases.first()
+    );
+}
+
+/// A real "nothing mounted" keeps its phrase whole through the transport's
+/// cut (2048 bytes of grpc-message): a missing path of 4-byte characters,
+/// one of invisible characters (escaped 8 bytes each), and CJK reached
+/// through a link (finding 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_path_of_wide_characters_still_matches() {
+    if !can_run() {
+        return;
+    }
+    let (proxy, mut v) = start().await;
+    let wide = "\u{20000}".repeat(60);
+    let zw = "\u{200b}".repeat(80);
+    for missing in [
+        format!("plugins/{wide}/{wide}/{wide}/{wide}/{wide}/globalmount"),
+        format!("plugins/{zw}/{zw}/{zw}/{zw}/globalmount"),
+    ] {
+        let missing = proxy.kubelet.join(missing);
+        let e = lookup(&mut v, &s(&missing)).await.unwrap_err();
+        assert_eq!(e.code(), Code::NotFound, "{}", e.message());
+        assert_eq!(matching(e.message()).len(), 2, "{}", e.message());
+        assert!(e.message().len() <= compat::MAX_MESSAGE_BYTES);
+    }
+    let cjk = "\u{4e2d}".repeat(80);
+    let from = proxy.kubelet.join(format!("pods/{cjk}/{cjk}/mount"));
+    std::fs::create_dir_all(from.parent().unwrap()).unwrap();
+    let to = proxy
+        .kubelet
+        .join(format!("plugins/{cjk}/{cjk}/{cjk}/globalmount"));
+    std::os::unix::fs::symlink(&to, &from).unwrap();
+    let e = lookup(&mut v, &s(&from)).await.unwrap_err();
+    assert_eq!(matching(e.message()).len(), 2, "{}", e.message());
+    // A plain directory there: the other phrase, whole too.
+    std::fs::create_dir_all(&to).unwrap();
+    let e = lookup(&mut v, &s(&from)).await.unwrap_err();
+    assert_eq!(matching(e.message()).len(), 2, "{}", e.message());
+}

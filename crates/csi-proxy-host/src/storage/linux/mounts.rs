@@ -131,29 +131,31 @@ impl LinuxStorage {
     /// What is mounted at `target` ([`At`]): the volume of the mount
     /// whose root the directory is; nothing, for a missing path, a
     /// directory that is no mount root, or a file, each only when the
-    /// mount table lists no mount there either.
+    /// mount table lists no mount at or below the target either
+    /// ([`no_mount_listed`]).
     pub(super) fn volume_mounted_at(&self, fs: &Confined, target: &Located) -> Result<At> {
-        let dir = match fs.open_dir(target) {
-            Ok(d) => d,
-            Err(e @ (Error::NotFound(_) | Error::FailedPrecondition(_))) => {
-                let at = target::absent(fs, target, e)?;
-                if at == At::NotMounted(NotMounted::File) {
-                    // A file can be bind-mounted on.
-                    no_mount_listed(fs, target, None)?;
+        let at = match fs.open_dir(target) {
+            Ok(dir) => {
+                let st = dir
+                    .mount_state()
+                    .map_err(|e| Error::io("statx", target.path(), e))?;
+                if st.mount_root {
+                    return self
+                        .volume_of_dev(st.major, st.minor, &target.shown())
+                        .map(At::Volume);
                 }
-                return Ok(at);
+                At::NotMounted(NotMounted::PlainDirectory)
+            }
+            Err(e @ (Error::NotFound(_) | Error::FailedPrecondition(_))) => {
+                target::absent(fs, target, e)?
             }
             Err(e) => return Err(e),
         };
-        let st = dir
-            .mount_state()
-            .map_err(|e| Error::io("statx", target.path(), e))?;
-        if !st.mount_root {
-            no_mount_listed(fs, target, Some(&dir))?;
-            return Ok(At::NotMounted(NotMounted::PlainDirectory));
-        }
-        self.volume_of_dev(st.major, st.minor, &target.shown())
-            .map(At::Volume)
+        // Every "not mounted" answer: a mount hidden at or below the
+        // target (under a mount over an ancestor, or on a file) is listed
+        // in the mount table.
+        no_mount_listed(fs, target)?;
+        Ok(at)
     }
 
     pub(super) fn volume_holding(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
@@ -166,40 +168,66 @@ impl LinuxStorage {
 }
 
 /// The proof's second half for "nothing is mounted at `target`": no entry
-/// of this namespace's mount table has it as its mount point (its real
-/// path: `dir`'s own, or its parent's joined with its name). One that does
-/// (mounted meanwhile, or hidden by a mount above it) is
-/// `FailedPrecondition`, never "not mounted".
-fn no_mount_listed(fs: &Confined, target: &Located, dir: Option<&Dir>) -> Result<()> {
+/// of this namespace's mount table has the target's real path, or a path
+/// below it, as its mount point. The real path is that of the deepest
+/// existing directory at or above the target, read from a handle held
+/// across the table read (the same before and after it, and named by the
+/// components it was opened by), joined with the components below it. A
+/// listed mount (mounted meanwhile, or hidden by a mount above it) or a
+/// handle renamed meanwhile is `FailedPrecondition`, never "not mounted".
+fn no_mount_listed(fs: &Confined, target: &Located) -> Result<()> {
     use std::os::unix::ffi::OsStrExt;
+    let (dir, at, rest) = nearest_dir(fs, target)?;
     let io = |e| Error::io("readlink", target.path(), e);
-    let real = match (dir, target.name()) {
-        (Some(d), _) => std::fs::read_link(d.proc_path()).map_err(io)?,
-        (None, Some(name)) => {
-            let (parent, _) = fs.open_parent(target)?;
-            std::fs::read_link(parent.proc_path())
-                .map_err(io)?
-                .join(name)
-        }
-        (None, None) => {
-            return Err(Error::FailedPrecondition(format!(
-                "the allowed root {} is not a directory",
-                target.shown()
-            )))
-        }
-    };
+    let before = std::fs::read_link(dir.proc_path()).map_err(io)?;
     let mounts = LinuxStorage::mounts()?;
-    match mounts
+    let after = std::fs::read_link(dir.proc_path()).map_err(io)?;
+    let named = fs
+        .real_roots()
         .iter()
-        .find(|m| m.mount_point == real.as_os_str().as_bytes())
-    {
+        .any(|r| at.components().fold(r.clone(), |p, c| p.join(c)).as_path() == before.as_path());
+    if before != after || !named {
+        return Err(Error::FailedPrecondition(format!(
+            "a directory on the way to {} was renamed or moved while it was checked; not answering \"not mounted\"",
+            target.shown()
+        )));
+    }
+    let real = rest.iter().fold(before, |p, c| p.join(c));
+    let real = real.as_os_str().as_bytes();
+    let at_or_below = |mp: &[u8]| {
+        mp == real
+            || (mp.len() > real.len()
+                && mp.starts_with(real)
+                && (real.ends_with(b"/") || mp[real.len()] == b'/'))
+    };
+    match mounts.iter().find(|m| at_or_below(&m.mount_point)) {
         None => Ok(()),
         Some(m) => Err(Error::FailedPrecondition(format!(
-            "{} is listed in the mount table as the mount point of a {} filesystem (device {}:{}), but is not reached as one (mounted meanwhile, or hidden by another mount); not answering \"not mounted\"",
-            target.shown(),
+            "the mount table lists a mount of a {} filesystem (device {}:{}) at or below {}, which is not reached as one (mounted meanwhile, or hidden by another mount); not answering \"not mounted\"",
             crate::error::escaped(&m.fs_type, crate::error::Spaces::Keep),
             m.major,
-            m.minor
+            m.minor,
+            target.shown(),
         ))),
+    }
+}
+
+/// The deepest existing directory at or above `target` (held open), where
+/// it is, and the components of `target` below it.
+fn nearest_dir(fs: &Confined, target: &Located) -> Result<(Dir, Located, Vec<String>)> {
+    let mut cur = target.clone();
+    let mut rest = Vec::new();
+    loop {
+        match fs.open_dir(&cur) {
+            Ok(d) => {
+                rest.reverse();
+                return Ok((d, cur, rest));
+            }
+            Err(Error::NotFound(_) | Error::FailedPrecondition(_)) if !cur.is_root() => {
+                rest.push(cur.name().expect("not a root").to_string());
+                cur = cur.parent().expect("not a root");
+            }
+            Err(e) => return Err(e),
+        }
     }
 }

@@ -329,7 +329,10 @@ impl Mounts {
 /// point (no reparse point, or one that is no name surrogate), or a file
 /// (Windows mounts volumes on empty directories only). A link (met here
 /// only if swapped in after the hops were followed) and a mount point
-/// whose volume cannot be read are errors, never "not mounted".
+/// whose volume cannot be read are errors, never "not mounted". An
+/// allowed root is opened following reparse points: when it is a volume
+/// mount point, its handle is that volume's root directory, and the answer
+/// is that volume (as on Linux, where the root's own mount is read).
 pub fn volume_at(fs: &Confined, target: &Located) -> Result<At> {
     let t = target.shown();
     let dir = match fs.open_dir(target) {
@@ -339,6 +342,14 @@ pub fn volume_at(fs: &Confined, target: &Located) -> Result<At> {
         }
         Err(e) => return Err(e),
     };
+    if target.is_root() {
+        let on = dir
+            .volume_path()
+            .map_err(|e| Error::io("GetFinalPathNameByHandleW", target.path(), e))?;
+        if let Some(v) = volume_root(&on) {
+            return parse_volume("GetFinalPathNameByHandleW", v).map(At::Volume);
+        }
+    }
     if !dir.is_mount_point() {
         return Ok(At::NotMounted(NotMounted::PlainDirectory));
     }
@@ -351,6 +362,19 @@ pub fn volume_at(fs: &Confined, target: &Located) -> Result<At> {
             ))
         })?;
     parse_volume("FSCTL_GET_REPARSE_POINT", name).map(At::Volume)
+}
+
+/// `\\?\Volume{GUID}\` when `guid_path` (a handle's final path by
+/// volume GUID) is a volume's root directory itself; `None` for a
+/// directory below it.
+fn volume_root(guid_path: &str) -> Option<String> {
+    let rest = guid_path.strip_prefix(r"\\?\Volume{")?;
+    let rest = rest.strip_suffix('\\').unwrap_or(rest);
+    let guid = rest.strip_suffix('}')?;
+    if guid.is_empty() || guid.contains(['\\', '{', '}']) {
+        return None;
+    }
+    Some(format!(r"\\?\Volume{{{guid}}}\"))
 }
 
 /// The parent directory of an absolute Windows path (`None` at a drive
@@ -408,6 +432,19 @@ pub fn closest_volume(fs: &Confined, target: &Located) -> Result<VolumeId> {
 mod unit {
     use super::*;
     use crate::path::Flavor;
+
+    #[test]
+    fn a_volume_root_is_told_from_a_directory_on_it() {
+        let g = "{0a1b2c3d-0000-1111-2222-333344445555}";
+        let v = format!(r"\\?\Volume{g}\");
+        assert_eq!(volume_root(&v).as_deref(), Some(v.as_str()));
+        assert_eq!(volume_root(&v[..v.len() - 1]).as_deref(), Some(v.as_str()));
+        assert_eq!(volume_root(&format!(r"{v}kubelet")), None);
+        assert_eq!(volume_root(&format!(r"{v}kubelet\")), None);
+        assert_eq!(volume_root(r"\\?\Volume{}\"), None);
+        assert_eq!(volume_root(r"C:\var\lib\kubelet"), None);
+        assert!(parse_volume("t", volume_root(&v).unwrap()).is_ok());
+    }
 
     #[test]
     fn access_paths_outside_the_roots() {
