@@ -77,7 +77,7 @@ fn good_remote_paths_reduce_to_their_root() {
     for (p, root, link) in [
         (
             r"\\Server\Share",
-            r"\\server\share",
+            r"\\server\Share",
             r"\\?\UNC\Server\Share\",
         ),
         (
