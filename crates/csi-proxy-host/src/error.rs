@@ -129,8 +129,9 @@ pub enum Spaces {
 }
 
 /// `s` as messages show it, without quotes: backslashes single, `'` as
-/// it is; a `"`, control, format, separator and other non-printable
-/// characters (U+202E, U+2028, zero-width ones, ...) as `\n`, `\t`,
+/// it is; a `"`, control, separator, other non-printable and every
+/// [`crate::invisible`] character (U+202E, U+2028, zero-width ones,
+/// U+2800, U+3164, tags, ...) as `\n`, `\t`,
 /// `\0` or `\u{..}`, so the text can neither break a line nor hide or
 /// reorder what follows.
 pub fn escaped(s: &str, spaces: Spaces) -> String {
@@ -150,7 +151,10 @@ fn escape_into(out: &mut String, s: &str, spaces: Spaces) {
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
             '\0' => out.push_str("\\0"),
-            c if c.is_control() || c.escape_debug().nth(1).is_some() => {
+            c if c.is_control()
+                || crate::invisible::is_invisible(c)
+                || c.escape_debug().nth(1).is_some() =>
+            {
                 let _ = write!(out, "\\u{{{:x}}}", c as u32);
             }
             c if c.is_whitespace() && spaces == Spaces::Escape => {

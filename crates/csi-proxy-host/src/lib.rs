@@ -14,6 +14,7 @@ pub mod error;
 pub mod filesystem;
 mod host;
 pub mod inline;
+pub mod invisible;
 pub mod iscsi;
 pub mod on_behalf;
 pub mod path;

@@ -119,7 +119,7 @@ async fn a_mapping_without_a_user_is_refused_unless_allowed<C: Smb>() {
         } else {
             assert!(refused, "{v}: {e:?}");
             let msg = e.message();
-            assert!(msg.contains(r"\\attacker.example\share"), "{v}: {msg}");
+            assert!(msg.contains(r"\\attacker.example\Share"), "{v}: {msg}");
             assert!(msg.contains("computer account"), "{v}: {msg}");
         }
         assert_eq!(p.snapshot(), before, "{v} allow={allow}: the tree changed");

@@ -129,7 +129,7 @@ async fn a_mapping_without_a_user_is_refused_unless_allowed<C: Smb>() {
         } else {
             assert!(refused, "{v}: {e:?}");
             assert!(
-                e.message().contains(r"\\attacker.example\share"),
+                e.message().contains(r"\\attacker.example\Share"),
                 "{v}: {}",
                 e.message()
             );
@@ -139,8 +139,41 @@ async fn a_mapping_without_a_user_is_refused_unless_allowed<C: Smb>() {
     }
 }
 
+/// Red team 42smb F1: a user name with no visible character is no user:
+/// refused as an argument on every version, even with
+/// `-smb-allow-no-credentials`, before anything is touched.
+async fn invisible_user_names_are_refused<C: Smb>() {
+    let v = C::VERSION;
+    for args in [&[][..], &["-smb-allow-no-credentials"][..]] {
+        let p = Proxy::start(args);
+        let mut c: C = client(&p).await;
+        let local = p.kubelet.join(format!("vol-{v}"));
+        let before = p.snapshot();
+        for user in [
+            "\u{200B}",
+            "\u{2800}",
+            "DOM\\\u{2060}",
+            "\u{3164}",
+            "\u{200B}@dom",
+        ] {
+            let m = Mapping::new(
+                r"\\192.0.2.7\share\pvc",
+                &local.display().to_string(),
+                user,
+                "",
+            );
+            let e = c.new_smb_global_mapping(&m).await.unwrap_err();
+            assert_eq!(e.code(), Code::InvalidArgument, "{v} {user:?}: {e:?}");
+            assert!(e.message().contains("invisible"), "{v}: {}", e.message());
+        }
+        assert_eq!(p.snapshot(), before, "{v}: the tree changed");
+        assert!(std::fs::symlink_metadata(&local).is_err(), "{v}: a link");
+    }
+}
+
 versions::every_version!(smb:
     hostile_requests_are_refused_and_change_nothing,
+    invisible_user_names_are_refused,
     a_valid_mapping_fails_cleanly_without_cifs,
     a_mapping_without_a_user_is_refused_unless_allowed,
 );

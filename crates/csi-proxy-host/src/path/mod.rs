@@ -24,8 +24,9 @@
 //! streams), no `..` anywhere, no `.` or empty components (one trailing `\`
 //! is accepted and dropped), no component ending in `.` or space, no DOS
 //! device name in any component (with or without extension), components at
-//! most 255 bytes. Root membership is ASCII-case-insensitive (never Unicode
-//! folding, which would equate e.g. the Kelvin sign with `k`).
+//! most 255 bytes. Root membership ignores case as NTFS does ([`case`]:
+//! one upper-casing table, never Unicode case folding, which would equate
+//! e.g. the Kelvin sign with `k`).
 //!
 //! Unix rules: non-empty, at most 4096 bytes, components at most 255 bytes,
 //! no control characters, must start with `/`, no `..` anywhere, no `.` or

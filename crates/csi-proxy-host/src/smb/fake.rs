@@ -89,7 +89,7 @@ impl SmbBackend for RecordingSmb {
             None => remote.unc_link_target(),
             Some(base) => {
                 let r = remote.root();
-                remote.mounted_link_target(&format!("{base}/{}/{}", r.host(), r.share()))
+                remote.mounted_link_target(&format!("{base}/{}/{}", r.host(), r.share_key()))
             }
         })
     }

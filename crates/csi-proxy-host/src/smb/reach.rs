@@ -8,8 +8,13 @@
 //! call's deadline ([`crate::deadline`]), or [`BOUND`] without one: past
 //! it the call answers `DeadlineExceeded` naming the share, and the probe
 //! is left to finish on its own. Probes left behind are counted: at most
-//! [`PER_SHARE`] per share and [`IN_ALL`] in all; past that a check is
-//! `Unavailable` at once, naming the share, without a new thread.
+//! [`PER_SHARE`] per share (compared as [`ShareRoot`]s are), [`PER_SERVER`]
+//! per server (the host the caller named, ASCII case ignored) and
+//! [`IN_ALL`] in all; past one of them a check is `Unavailable` at once,
+//! naming the limit that was hit, without a new thread. `PER_SERVER` is a
+//! quarter of `IN_ALL`: one server that never answers, whatever share
+//! names it is asked for, leaves three quarters of the budget to the
+//! shares of other servers.
 
 use super::validate::ShareRoot;
 use crate::{deadline, Error, Result};
@@ -21,30 +26,46 @@ use std::time::{Duration, Instant};
 pub const BOUND: Duration = Duration::from_secs(30);
 /// Probes of one share that may be out at once (stuck ones included).
 pub const PER_SHARE: usize = 2;
+/// Probes of the shares of one server that may be out at once.
+pub const PER_SERVER: usize = 4;
 /// Probes of all shares that may be out at once.
 pub const IN_ALL: usize = 16;
 
-/// The probes still out, per share root.
+/// The probes still out, per share root and per server.
+#[derive(Debug, Default)]
+struct Out {
+    shares: HashMap<ShareRoot, usize>,
+    servers: HashMap<String, usize>,
+    all: usize,
+}
+
+fn release<K: std::hash::Hash + Eq>(m: &mut HashMap<K, usize>, k: &K) {
+    if let Some(n) = m.get_mut(k) {
+        *n -= 1;
+        if *n == 0 {
+            m.remove(k);
+        }
+    }
+}
+
+/// The probes still out.
 #[derive(Debug, Default)]
 pub struct Reach {
-    out: Arc<Mutex<HashMap<ShareRoot, usize>>>,
+    out: Arc<Mutex<Out>>,
 }
 
 /// Gives a probe's slot back when its thread ends (or was never started).
 struct Slot {
-    out: Arc<Mutex<HashMap<ShareRoot, usize>>>,
+    out: Arc<Mutex<Out>>,
     root: ShareRoot,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = out.get_mut(&self.root) {
-            *n -= 1;
-            if *n == 0 {
-                out.remove(&self.root);
-            }
-        }
+        release(&mut out.shares, &self.root);
+        release(&mut out.servers, &self.root.host().to_string());
+        out.all -= 1;
     }
 }
 
@@ -56,20 +77,42 @@ impl Reach {
     /// Probes still out for `root` (tests).
     pub fn out(&self, root: &ShareRoot) -> usize {
         let out = self.out.lock().unwrap_or_else(|p| p.into_inner());
-        out.get(root).copied().unwrap_or(0)
+        out.shares.get(root).copied().unwrap_or(0)
     }
 
     fn take(&self, root: &ShareRoot) -> Result<Slot> {
         let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
-        let all: usize = out.values().sum();
-        let mine = out.get(root).copied().unwrap_or(0);
-        if mine >= PER_SHARE || all >= IN_ALL {
+        let mine = out.shares.get(root).copied().unwrap_or(0);
+        let server = out.servers.get(root.host()).copied().unwrap_or(0);
+        let all = out.all;
+        let why = if mine >= PER_SHARE {
+            format!(
+                "the share {root} has not answered {mine} earlier requests (reachability checks, \
+                 name lookups)"
+            )
+        } else if server >= PER_SERVER {
+            format!(
+                "the server {} has not answered {server} earlier requests for its shares \
+                 (reachability checks, name lookups)",
+                root.host()
+            )
+        } else if all >= IN_ALL {
+            format!(
+                "{all} earlier requests to SMB servers (reachability checks, name lookups; {server} \
+                 of them to {}) have not been answered",
+                root.host()
+            )
+        } else {
+            String::new()
+        };
+        if !why.is_empty() {
             return Err(Error::Unavailable(format!(
-                "the share {root} has not answered earlier checks of whether it is reachable \
-                 ({mine} still waiting, {all} for all shares); try again later"
+                "{why}; {root} was not checked: try again later"
             )));
         }
-        *out.entry(root.clone()).or_insert(0) += 1;
+        *out.shares.entry(root.clone()).or_insert(0) += 1;
+        *out.servers.entry(root.host().to_string()).or_insert(0) += 1;
+        out.all += 1;
         Ok(Slot {
             out: self.out.clone(),
             root: root.clone(),
@@ -82,30 +125,48 @@ impl Reach {
     where
         F: FnOnce() -> bool + Send + 'static,
     {
+        self.run(root, "check of whether it answers", probe)
+    }
+
+    /// Runs `work` (a step that waits on the server of `root`: its
+    /// reachability, its name's resolution) on a thread of its own,
+    /// counted in the budgets of `root`'s share and server, and waits for
+    /// it until the call's deadline, or [`BOUND`].
+    pub fn run<T, F>(&self, root: &ShareRoot, what: &str, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
         let until = deadline::current().unwrap_or_else(|| Instant::now() + BOUND);
         if Instant::now() >= until {
-            return Err(self.late(root, "was not checked: the call's deadline had passed"));
+            return Err(self.late(
+                root,
+                &format!("was not reached ({what}): the call's deadline had passed"),
+            ));
         }
         let slot = self.take(root)?;
         let (tx, rx) = mpsc::sync_channel(1);
         std::thread::Builder::new()
             .name("smb-reach".into())
             .spawn(move || {
-                let answer = probe();
+                let answer = work();
                 // The slot is free before the answer is: a caller that has
                 // its answer never sees its own check still counted.
                 drop(slot);
                 let _ = tx.send(answer);
             })
-            .map_err(|e| Error::Unavailable(format!("check whether {root} answers: {e}")))?;
+            .map_err(|e| Error::Unavailable(format!("{what} of {root}: {e}")))?;
         match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
             Ok(answer) => Ok(answer),
             Err(mpsc::RecvTimeoutError::Timeout) => Err(self.late(
                 root,
-                "did not answer before the call's deadline (the check goes on in the background)",
+                &format!(
+                    "did not answer before the call's deadline ({what}; it goes on in the \
+                     background)"
+                ),
             )),
             Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::Internal(format!(
-                "the check of whether {root} answers ended without an answer"
+                "the {what} of {root} ended without an answer"
             ))),
         }
     }
@@ -183,6 +244,57 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert!(r.check(&stuck, || true).unwrap());
+    }
+
+    /// One server that never answers, asked for any number of share
+    /// names, spends only its own budget: another server's share is still
+    /// checked, and the refusal names the server, not the other share.
+    #[test]
+    fn one_server_cannot_spend_the_budget_of_other_servers() {
+        let r = Reach::new();
+        let (_release, gate) = mpsc::channel::<()>();
+        let gate = Arc::new(Mutex::new(gate));
+        let mut refused = 0;
+        for i in 0..IN_ALL {
+            for _ in 0..PER_SHARE {
+                let g = gate.clone();
+                let e = within(Duration::from_millis(20), || {
+                    r.check(&root(&format!(r"\\evil.example\s{i}")), move || {
+                        let _ = g.lock().unwrap().recv();
+                        true
+                    })
+                })
+                .unwrap_err();
+                if matches!(e, Error::Unavailable(_)) {
+                    assert!(e.to_string().contains("server evil.example"), "{e}");
+                    refused += 1;
+                }
+            }
+        }
+        assert_eq!(refused, IN_ALL * PER_SHARE - PER_SERVER);
+        // The other tenant's share on another server is still checked.
+        assert!(within(Duration::from_secs(5), || r
+            .check(&root(r"\\filer.example\share"), || true))
+        .unwrap());
+    }
+
+    /// The share's case is compared as NTFS compares it: one budget for
+    /// every spelling of one share.
+    #[test]
+    fn spellings_of_one_share_share_one_budget() {
+        let r = Reach::new();
+        let (_release, gate) = mpsc::channel::<()>();
+        let gate = Arc::new(Mutex::new(gate));
+        for s in ["\\\\h\\\u{391}\u{3A3}", "\\\\H\\\u{3B1}\u{3C3}"] {
+            let g = gate.clone();
+            let _ = within(Duration::from_millis(20), || {
+                r.check(&root(s), move || {
+                    let _ = g.lock().unwrap().recv();
+                    true
+                })
+            });
+        }
+        assert_eq!(r.out(&root("\\\\h\\\u{3b1}\u{3c3}")), PER_SHARE);
     }
 
     #[test]

@@ -59,14 +59,14 @@ fn maps_the_root_once_and_links_the_full_path() {
         .unwrap();
     assert_eq!(
         std::fs::read_link(&local).unwrap(),
-        Path::new("/run/test-smb/srv/share/pvc-1")
+        Path::new("/run/test-smb/srv/SHARE/pvc-1")
     );
     assert_eq!(
         t.fake.calls(),
         vec![
-            Call::Mapping(r"\\srv\share".into()),
+            Call::Mapping(r"\\srv\Share".into()),
             Call::Map {
-                root: r"\\srv\share".into(),
+                root: r"\\srv\Share".into(),
                 user: Some(r"DOM\user".into()),
                 require_privacy: true
             }
@@ -82,7 +82,7 @@ fn maps_the_root_once_and_links_the_full_path() {
         .unwrap();
     assert_eq!(
         std::fs::read_link(&local2).unwrap(),
-        Path::new("/run/test-smb/srv/share/pvc-2")
+        Path::new("/run/test-smb/srv/SHARE/pvc-2")
     );
     let maps = t
         .fake
@@ -209,7 +209,7 @@ fn a_mapping_without_a_user_is_refused_unless_allowed() {
     let e = t.api.new_smb_global_mapping(anonymous.clone()).unwrap_err();
     assert!(matches!(e, Error::PermissionDenied(_)), "{e}");
     let msg = e.to_string();
-    assert!(msg.contains(r"\\attacker.example\share"), "{msg}");
+    assert!(msg.contains(r"\\attacker.example\Share"), "{msg}");
     assert!(msg.contains(ALLOW_NO_CREDENTIALS_FLAG), "{msg}");
     assert!(t.fake.calls().is_empty(), "{:?}", t.fake.calls());
     assert!(std::fs::symlink_metadata(&local).is_err());
@@ -226,9 +226,9 @@ fn a_mapping_without_a_user_is_refused_unless_allowed() {
     assert_eq!(
         t.fake.calls(),
         vec![
-            Call::Mapping(r"\\attacker.example\share".into()),
+            Call::Mapping(r"\\attacker.example\Share".into()),
             Call::Map {
-                root: r"\\attacker.example\share".into(),
+                root: r"\\attacker.example\Share".into(),
                 user: None,
                 require_privacy: true
             }

@@ -10,7 +10,7 @@
 //! * share and segments: 1 to 80 (share) / 255 (segment) characters, none
 //!   of `\ / : * ? " < > |`, no control characters, not `.` or `..`, not
 //!   ending in `.` or space; no empty segment (`\\h\s\\x`); no control or
-//!   invisible formatting characters (bidirectional overrides, zero-width);
+//!   invisible characters ([`crate::invisible`]);
 //! * at most [`MAX_REMOTE_PATH`] bytes.
 
 use crate::{Error, Result};
@@ -58,16 +58,49 @@ pub struct RemotePath {
     segments: Vec<String>,
 }
 
-/// The `\\host\share` a mapping is made for (lower case, as upstream), so
-/// every subdirectory of a share shares one mapping.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// The `\\host\share` a mapping is made for, so every subdirectory of a
+/// share shares one mapping. The share keeps the request's spelling (that
+/// is what is sent to the server and what links name: never a folded
+/// name); two roots are the same mapping when their hosts are equal
+/// ignoring ASCII case and their shares are equal under the NTFS/SMB rule
+/// of [`crate::path::case`] (upstream compares lower-cased, it does not
+/// send a lower-cased name either).
+#[derive(Clone, Debug)]
 pub struct ShareRoot {
+    /// ASCII lower case (DNS names and address literals only).
     host: String,
+    /// As given.
     share: String,
+    /// `share` upper-cased unit by unit with [`crate::path::case::upcase`]:
+    /// what roots are compared, hashed and ordered by.
+    key: String,
+}
+
+impl PartialEq for ShareRoot {
+    fn eq(&self, other: &Self) -> bool {
+        self.host == other.host && self.key == other.key
+    }
+}
+impl Eq for ShareRoot {}
+impl std::hash::Hash for ShareRoot {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.host.hash(h);
+        self.key.hash(h);
+    }
+}
+impl PartialOrd for ShareRoot {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ShareRoot {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (&self.host, &self.key).cmp(&(&other.host, &other.key))
+    }
 }
 
 impl ShareRoot {
-    /// `\\host\share`.
+    /// `\\host\share` (the share as the request spelt it).
     pub fn unc(&self) -> String {
         format!(r"\\{}\{}", self.host, self.share)
     }
@@ -78,8 +111,14 @@ impl ShareRoot {
     pub fn host(&self) -> &str {
         &self.host
     }
+    /// The share as the request spelt it.
     pub fn share(&self) -> &str {
         &self.share
+    }
+    /// The share as roots are compared (NTFS upper case): one name for
+    /// every spelling of one share (the Linux mount directory).
+    pub fn share_key(&self) -> &str {
+        &self.key
     }
 }
 
@@ -119,7 +158,10 @@ impl RemotePath {
                 "{shown} is longer than {MAX_REMOTE_PATH} bytes"
             )));
         }
-        if let Some(c) = raw.chars().find(|c| c.is_control() || is_format(*c)) {
+        if let Some(c) = raw
+            .chars()
+            .find(|c| c.is_control() || crate::invisible::is_invisible(*c))
+        {
             return Err(invalid(format!(
                 "{shown} contains control or formatting character U+{:04X}",
                 c as u32
@@ -162,11 +204,18 @@ impl RemotePath {
         &self.segments
     }
 
-    /// The mapping root `\\host\share`, lower case.
+    /// The mapping root `\\host\share` (see [`ShareRoot`]).
     pub fn root(&self) -> ShareRoot {
+        let units: Vec<u16> = self
+            .share
+            .encode_utf16()
+            .map(crate::path::case::upcase)
+            .collect();
         ShareRoot {
             host: self.host_text.to_ascii_lowercase(),
-            share: self.share.to_lowercase(),
+            share: self.share.clone(),
+            // upcase maps a surrogate only to itself: still valid UTF-16.
+            key: String::from_utf16_lossy(&units),
         }
     }
 
@@ -191,12 +240,6 @@ impl RemotePath {
         }
         SmbLinkTarget(s)
     }
-}
-
-/// Invisible formatting characters (zero-width, bidirectional overrides,
-/// BOM): a name that shows differently from what it is.
-fn is_format(c: char) -> bool {
-    matches!(c as u32, 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x206F | 0xFEFF)
 }
 
 fn parse_host(h: &str) -> std::result::Result<Host, String> {
@@ -347,6 +390,11 @@ fn check_user(user: &str) -> Result<()> {
     }
     if let Some(c) = user.chars().find(|c| c.is_control()) {
         return bad(format!("contains control character U+{:04X}", c as u32));
+    }
+    // "No user" means no visible user: a name of invisible characters
+    // would pass as a user and show as empty in every log line.
+    if let Some(c) = user.chars().find(|c| crate::invisible::is_invisible(*c)) {
+        return bad(format!("contains invisible character U+{:04X}", c as u32));
     }
     if let Some(c) = user.chars().find(|c| USER_FORBIDDEN.contains(c)) {
         return bad(format!("contains {c:?}"));

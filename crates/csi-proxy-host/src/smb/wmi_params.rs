@@ -82,7 +82,7 @@ mod tests {
         let r = RemotePath::parse(r"\\Srv\Share\x").unwrap().root();
         assert_eq!(
             mapping_query(&r).unwrap(),
-            r"SELECT * FROM MSFT_SmbGlobalMapping WHERE RemotePath = '\\\\srv\\share'"
+            r"SELECT * FROM MSFT_SmbGlobalMapping WHERE RemotePath = '\\\\srv\\Share'"
         );
         assert_eq!(mapping_state(Some(0)), MappingState::Ok);
         for s in [Some(1), Some(2), Some(6), None] {

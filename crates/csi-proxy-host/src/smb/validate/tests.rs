@@ -77,7 +77,7 @@ fn good_remote_paths_reduce_to_their_root() {
     for (p, root, link) in [
         (
             r"\\Server\Share",
-            r"\\server\share",
+            r"\\server\Share",
             r"\\?\UNC\Server\Share\",
         ),
         (
@@ -187,4 +187,97 @@ fn usernames_and_passwords() {
         .unwrap()
         .unwrap();
     assert!(!format!("{c:?}").contains("dbg-secret"));
+}
+
+/// Red team 42smb F1: a user name with no visible character (or with an
+/// invisible one anywhere, also as the user half of `DOMAIN\user` or
+/// `user@domain`) is refused as an argument, never taken for a user.
+#[test]
+fn user_names_without_visible_characters_are_refused() {
+    for inv in [
+        "\u{200B}",
+        "\u{200D}",
+        "\u{FEFF}",
+        "\u{2060}",
+        "\u{202E}",
+        "\u{061C}",
+        "\u{115F}",
+        "\u{1160}",
+        "\u{3164}",
+        "\u{FFA0}",
+        "\u{2800}",
+        "\u{180E}",
+        "\u{034F}",
+        "\u{00AD}",
+        "\u{E0020}",
+        "\u{1D173}",
+        "\u{FE0F}",
+        "\u{FFF9}",
+    ] {
+        for user in [
+            inv.to_string(),
+            format!("DOM\\{inv}"),
+            format!("{inv}@dom"),
+            format!("us{inv}er"),
+        ] {
+            let r = Credential::parse(&user, pw(""));
+            assert!(
+                matches!(r, Err(Error::InvalidArgument(_))),
+                "{user:?}: {:?}",
+                r.map(|c| c.map(|c| c.user().to_string()))
+            );
+        }
+    }
+    assert!(Credential::parse(r"DOM\user", pw("x")).unwrap().is_some());
+}
+
+/// Red team 42smb F5: every invisible character is refused in a remote path.
+#[test]
+fn remote_paths_with_invisible_characters_are_refused() {
+    for inv in [
+        "\u{061C}",
+        "\u{00AD}",
+        "\u{034F}",
+        "\u{115F}",
+        "\u{3164}",
+        "\u{180E}",
+        "\u{E0041}",
+        "\u{FFF9}",
+        "\u{FFFB}",
+        "\u{2800}",
+        "\u{FE00}",
+    ] {
+        for p in [format!(r"\\h\sh{inv}are"), format!(r"\\h\share\p{inv}vc")] {
+            let r = RemotePath::parse(&p);
+            assert!(matches!(r, Err(Error::InvalidArgument(_))), "{p:?}: {r:?}");
+        }
+    }
+}
+
+/// Red team 42smb F2: the root keeps the share's spelling (what the server
+/// and the link get) and is compared by the NTFS rule: shares NTFS keeps
+/// apart are two roots, spellings NTFS takes as one are one root.
+#[test]
+fn share_roots_keep_the_spelling_and_compare_as_ntfs() {
+    let root = |p: &str| RemotePath::parse(p).unwrap().root();
+    for (a, b) in [
+        ("\\\\h\\\u{212A}", r"\\h\k"),
+        ("\\\\h\\\u{2126}", "\\\\h\\\u{03C9}"),
+        ("\\\\h\\\u{212B}", "\\\\h\\\u{00E5}"),
+        ("\\\\h\\\u{0391}\u{03A3}", "\\\\h\\\u{03B1}\u{03C2}"),
+        ("\\\\h\\\u{0130}", "\\\\h\\i\u{0307}"),
+    ] {
+        assert_ne!(root(a), root(b), "{a:?} {b:?}");
+        assert_eq!(root(a).share(), &a[4..]);
+        assert_eq!(root(a).unc(), a);
+        assert!(!crate::path::case::eq_portable(a, b));
+    }
+    for (a, b) in [
+        ("\\\\h\\\u{0391}\u{03A3}", "\\\\H\\\u{03B1}\u{03C3}"),
+        (r"\\Srv\Share", r"\\srv\SHARE"),
+        ("\\\\h\\\u{00C9}lan", "\\\\h\\\u{00E9}LAN"),
+    ] {
+        assert_eq!(root(a), root(b), "{a:?} {b:?}");
+        assert_ne!(root(a).unc(), root(b).unc());
+    }
 }
