@@ -6,12 +6,15 @@
 //! `csi_proxy_http2::driver::MAX_JOBS_PER_CONNECTION`).
 //!
 //! The process admits at most [`ADMIT_ALL`] blocking jobs of all callers
-//! together, and up to [`ADMIT_FEW`] for a caller holding fewer than
+//! together, and up to [`ADMIT_FEW`] for a caller holding at most
 //! [`FEW`]: below tokio's pool ([`POOL`] threads, which also runs the
 //! identification jobs, `super::pending::AT_ONCE`), so callers that each
 //! stay within their own [`PER_CALLER`] cannot together queue everyone
 //! else's calls behind theirs, and a caller with few jobs in progress
-//! still gets a thread when many callers hang.
+//! still gets a thread when many callers hang. Of that reserve a caller
+//! holds at most [`RESERVE_PER_CALLER`] (its own count, checked before
+//! the shared one): a set of callers drains it only with one identity per
+//! slot, not [`FEW`] each.
 //!
 //! A caller is its uid and pod (Linux) or its user SID (Windows): kernel
 //! identities, taken when the connection is accepted. A caller with
@@ -42,6 +45,9 @@ pub const ADMIT_FEW: usize = 416;
 /// Jobs a caller may hold and still use the reserve.
 pub const FEW: usize = 4;
 
+/// Reserve slots (past [`ADMIT_ALL`]) one caller may hold at a time.
+pub const RESERVE_PER_CALLER: usize = 1;
+
 const _: () = assert!(ADMIT_FEW + super::pending::AT_ONCE < POOL);
 
 /// Why a job was not admitted.
@@ -58,16 +64,17 @@ pub const PROCESS_FULL: &str =
 pub struct Admission(AtomicUsize);
 
 impl Admission {
-    /// Admit one more job of a caller that holds `held` (this one
-    /// included).
-    fn admit(&'static self, held: usize) -> Option<Admitted> {
-        let limit = if held <= FEW { ADMIT_FEW } else { ADMIT_ALL };
+    /// Admit one more job; past [`ADMIT_ALL`] only when `reserve` (the
+    /// caller may take a reserve slot). `Some((job, true))` when it took
+    /// one.
+    fn admit(&'static self, reserve: bool) -> Option<(Admitted, bool)> {
+        let limit = if reserve { ADMIT_FEW } else { ADMIT_ALL };
         self.0
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < limit).then_some(n + 1)
             })
             .ok()
-            .map(|_| Admitted(self))
+            .map(|n| (Admitted(self), n >= ADMIT_ALL))
     }
 }
 
@@ -89,6 +96,8 @@ static ADMITTED: Admission = Admission(AtomicUsize::new(0));
 pub struct Slot {
     _own: OwnedSemaphorePermit,
     _all: Admitted,
+    /// The caller's reserve slot, when this job took one.
+    _reserve: Option<OwnedSemaphorePermit>,
 }
 
 /// Who a budget belongs to.
@@ -127,24 +136,30 @@ pub fn owner(c: &Caller) -> std::sync::Arc<str> {
     std::sync::Arc::from(s)
 }
 
-/// One caller's slots.
+/// One caller's slots: its own ([`PER_CALLER`]), its share of the reserve
+/// ([`RESERVE_PER_CALLER`]), the process's.
 #[derive(Clone, Debug)]
-pub struct Jobs(Arc<Semaphore>, &'static Admission);
+pub struct Jobs(Arc<Semaphore>, Arc<Semaphore>, &'static Admission);
+
+type Budget = (Arc<Semaphore>, Arc<Semaphore>);
 
 impl Jobs {
     /// The slots of `caller` (shared by all its connections).
     pub fn of(caller: &Caller) -> Jobs {
-        static ALL: Mutex<Option<HashMap<Key, Arc<Semaphore>>>> = Mutex::new(None);
+        static ALL: Mutex<Option<HashMap<Key, Budget>>> = Mutex::new(None);
         let mut g = ALL.lock().unwrap_or_else(|p| p.into_inner());
         let map = g.get_or_insert_with(HashMap::new);
         if map.len() >= 4096 {
             // Budgets no connection holds any more.
-            map.retain(|_, s| Arc::strong_count(s) > 1);
+            map.retain(|_, (s, _)| Arc::strong_count(s) > 1);
         }
-        let s = map
-            .entry(key(caller))
-            .or_insert_with(|| Arc::new(Semaphore::new(PER_CALLER)));
-        Jobs(s.clone(), &ADMITTED)
+        let (own, reserve) = map.entry(key(caller)).or_insert_with(|| {
+            (
+                Arc::new(Semaphore::new(PER_CALLER)),
+                Arc::new(Semaphore::new(RESERVE_PER_CALLER)),
+            )
+        });
+        Jobs(own.clone(), reserve.clone(), &ADMITTED)
     }
 
     /// A slot for one blocking job, held until the job ends; `Err` (why)
@@ -156,10 +171,19 @@ impl Jobs {
             .try_acquire_owned()
             .map_err(|_| CALLER_FULL)?;
         let held = PER_CALLER - self.0.available_permits();
-        let all = self.1.admit(held).ok_or(PROCESS_FULL)?;
+        // The caller's own share of the reserve first, then the shared
+        // count; a share taken but not needed goes back at once.
+        let mut reserve = (held <= FEW)
+            .then(|| self.1.clone().try_acquire_owned().ok())
+            .flatten();
+        let (all, took) = self.2.admit(reserve.is_some()).ok_or(PROCESS_FULL)?;
+        if !took {
+            reserve = None;
+        }
         Ok(Slot {
             _own: own,
             _all: all,
+            _reserve: reserve,
         })
     }
 }
@@ -197,7 +221,8 @@ mod tests {
                 pod_uid: Some("admission-test".into()),
                 ..Caller::default()
             };
-            Jobs(Jobs::of(&c).0, all)
+            let j = Jobs::of(&c);
+            Jobs(j.0, j.1, all)
         };
         // Nine callers each fill their own PER_CALLER with jobs that hang:
         // 9 x 64 = 576 would be more than the pool.
@@ -210,9 +235,59 @@ mod tests {
         assert!(held.len() + super::super::pending::AT_ONCE < POOL);
         // A caller with few jobs in progress still gets threads.
         let newcomer = jobs(7_100);
-        let few: Vec<_> = (0..FEW).map(|_| newcomer.take().unwrap()).collect();
+        let few: Vec<_> = (0..RESERVE_PER_CALLER)
+            .map(|_| newcomer.take().unwrap())
+            .collect();
         assert_eq!(newcomer.take().err(), Some(PROCESS_FULL));
         drop(few);
+        drop(held);
+        assert_eq!(all.0.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn callers_with_few_jobs_each_cannot_drain_the_reserve_together() {
+        let all: &'static Admission = Box::leak(Box::default());
+        let jobs = |uid: u32| {
+            let c = Caller {
+                uid: Some(uid),
+                pod_uid: Some("reserve-test".into()),
+                ..Caller::default()
+            };
+            let j = Jobs::of(&c);
+            Jobs(j.0, j.1, all)
+        };
+        // Six callers fill what all callers share (6 x 64 > ADMIT_ALL).
+        let mut held = Vec::new();
+        for uid in 0..6 {
+            let j = jobs(8_000 + uid);
+            held.extend((0..PER_CALLER).filter_map(|_| j.take().ok()));
+        }
+        assert_eq!(held.len(), ADMIT_ALL);
+        // Then 20 more callers each try FEW jobs: FEW each would take
+        // 80 > the reserve's 64; one each takes 20.
+        let mut refused = 0;
+        for uid in 0..20 {
+            let j = jobs(8_100 + uid);
+            for _ in 0..FEW {
+                match j.take() {
+                    Ok(s) => held.push(s),
+                    Err(why) => {
+                        assert_eq!(why, PROCESS_FULL);
+                        refused += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(held.len(), ADMIT_ALL + 20 * RESERVE_PER_CALLER);
+        assert_eq!(refused, 20 * (FEW - RESERVE_PER_CALLER));
+        // A new caller is still served; its second job is not.
+        let newcomer = jobs(8_200);
+        let one = newcomer.take().unwrap();
+        assert_eq!(newcomer.take().err(), Some(PROCESS_FULL));
+        // Its reserve slot is back when the job ends.
+        drop(one);
+        let again = newcomer.take().unwrap();
+        drop(again);
         drop(held);
         assert_eq!(all.0.load(Ordering::Acquire), 0);
     }

@@ -221,24 +221,45 @@ impl Drop for Target {
 /// Starts the Microsoft iSCSI Initiator service (`MSiSCSI`, manual start
 /// and stopped on a fresh Windows Server) and waits until it runs.
 pub fn start_initiator() -> Result<(), String> {
+    set_service_running("MSiSCSI", true)
+}
+
+/// The iSCSI Target Server's service: while it is stopped, every target of
+/// this host stops answering its initiators (sessions drop, their I/O is
+/// held by the initiator until it reconnects or gives up).
+pub const TARGET_SERVICE: &str = "WinTarget";
+
+/// Starts (`true`) or stops (`false`) the service `name` and waits up to
+/// 60 s until it is in that state.
+pub fn set_service_running(name: &str, running: bool) -> Result<(), String> {
     use windows_service::service::{ServiceAccess, ServiceState};
     use windows_service::service_manager::{ServiceManager, ServiceManagerAccess};
     let m = ServiceManager::local_computer(None::<&str>, ServiceManagerAccess::CONNECT)
         .map_err(|e| format!("SCM: {e}"))?;
     let s = m
         .open_service(
-            "MSiSCSI",
-            ServiceAccess::START | ServiceAccess::QUERY_STATUS,
+            name,
+            ServiceAccess::START | ServiceAccess::STOP | ServiceAccess::QUERY_STATUS,
         )
-        .map_err(|e| format!("open MSiSCSI: {e}"))?;
+        .map_err(|e| format!("open {name}: {e}"))?;
+    let want = if running {
+        ServiceState::Running
+    } else {
+        ServiceState::Stopped
+    };
     let state = || s.query_status().map(|st| st.current_state);
-    if state().map_err(|e| e.to_string())? != ServiceState::Running {
-        let _ = s.start::<&str>(&[]);
+    if state().map_err(|e| e.to_string())? != want {
+        // Already starting or stopping: the wait below covers it.
+        let _ = if running {
+            s.start::<&str>(&[])
+        } else {
+            s.stop().map(drop)
+        };
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while state().map_err(|e| e.to_string())? != ServiceState::Running {
+    while state().map_err(|e| e.to_string())? != want {
         if std::time::Instant::now() > deadline {
-            return Err("MSiSCSI did not start within 60 s".into());
+            return Err(format!("{name} did not reach {want:?} within 60 s"));
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
     }

@@ -44,6 +44,8 @@ pub struct WindowsStorage {
     locations: inventory::Locations,
     /// What PartitionDisk and FormatVolume may write over.
     overwrite: Overwrite,
+    /// The rescan out, if any.
+    rescans: stor::Rescans,
     /// Test hook: reads of one disk's identifiers hang.
     #[cfg(test)]
     hang: std::sync::Arc<inventory::hang::Hang>,
@@ -65,6 +67,7 @@ impl WindowsStorage {
             inventory: inventory::new_inventory(),
             locations: inventory::Locations::default(),
             overwrite: Overwrite::default(),
+            rescans: stor::Rescans::default(),
             #[cfg(test)]
             hang: Default::default(),
         }
@@ -271,7 +274,7 @@ impl StorageBackend for WindowsStorage {
     }
 
     fn rescan(&self) -> Result<()> {
-        let r = stor::rescan(&self.wmi);
+        let r = self.rescans.rescan(&self.wmi);
         self.inventory.invalidate();
         r
     }

@@ -321,20 +321,53 @@ pub fn create_partition(
     })
 }
 
-/// Refreshes the storage provider's cache of disks
-/// (`MSFT_StorageSetting.UpdateHostStorageCache`, a static method).
-pub fn rescan(worker: &WmiWorker) -> Result<()> {
-    worker.call_within(OPERATION_LIMIT, |wmi| {
-        call_storage_method(
-            wmi,
-            storage_setting::CLASS.name,
-            storage_setting::update_host_storage_cache::METHOD,
-            &[],
-            "the host",
-            &[],
-        )
-        .map(drop)
-    })
+/// The rescan out, if any: when it started. One at a time: a rescan that
+/// hangs in the storage provider holds one WMI thread, and later Rescan
+/// calls are answered `Unavailable` at once, naming it, instead of each
+/// holding a thread of their own until their deadline.
+#[derive(Debug, Default)]
+pub struct Rescans(std::sync::Arc<std::sync::Mutex<Option<Instant>>>);
+
+/// A rescan out; the gate opens again when its WMI job ends (or is
+/// dropped without running), not when its caller stops waiting.
+struct RescanOut(std::sync::Arc<std::sync::Mutex<Option<Instant>>>);
+
+impl Drop for RescanOut {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+impl Rescans {
+    /// Refreshes the storage provider's cache of disks
+    /// (`MSFT_StorageSetting.UpdateHostStorageCache`, a static method);
+    /// `Unavailable` at once while an earlier rescan is still out.
+    pub fn rescan(&self, worker: &WmiWorker) -> Result<()> {
+        let out = {
+            let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(since) = *g {
+                return Err(Error::Unavailable(format!(
+                    "a rescan is still running since {} s ago (the storage provider has not \
+                     answered it); retry when it has finished",
+                    since.elapsed().as_secs()
+                )));
+            }
+            *g = Some(Instant::now());
+            RescanOut(self.0.clone())
+        };
+        worker.call_within(OPERATION_LIMIT, move |wmi| {
+            let _out = out;
+            call_storage_method(
+                wmi,
+                storage_setting::CLASS.name,
+                storage_setting::update_host_storage_cache::METHOD,
+                &[],
+                "the host",
+                &[],
+            )
+            .map(drop)
+        })
+    }
 }
 
 /// The `MSFT_Volume` of a volume id ([`Error::NotFound`] when none).

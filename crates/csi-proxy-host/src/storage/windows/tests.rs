@@ -564,3 +564,47 @@ fn the_c_volume_is_in_use_at_its_drive_letter() {
         "{e}"
     );
 }
+
+/// Under wine: the storage provider's `UpdateHostStorageCache` hangs (the
+/// WMI test hook). Later Rescan calls are answered `Unavailable` at once,
+/// naming the rescan still running, and start no WMI thread of their own;
+/// released, Rescan runs again.
+#[test]
+fn a_hung_rescan_answers_later_rescans_at_once() {
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+    let s = WindowsStorage::new();
+    // The worker's thread started before the hang, so the count below is
+    // the hung one's.
+    let _ = s.rescan();
+    let (release, hang) = mpsc::channel::<()>();
+    s.wmi.hang_next_job(hang);
+    std::thread::scope(|scope| {
+        let first = scope.spawn(|| s.rescan());
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!first.is_finished(), "the hung rescan answered");
+        let threads = s.wmi.threads();
+        for _ in 0..5 {
+            let t = Instant::now();
+            let e = s.rescan().unwrap_err();
+            assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+            assert!(
+                matches!(e, Error::Unavailable(ref m) if m.contains("a rescan is still running since")),
+                "{e}"
+            );
+        }
+        assert!(
+            s.wmi.threads() <= threads,
+            "{} WMI threads, {threads} before",
+            s.wmi.threads()
+        );
+        release.send(()).unwrap();
+        let _ = first.join().unwrap();
+    });
+    // The gate is open again: whatever the provider answers, not "still
+    // running".
+    match s.rescan() {
+        Err(Error::Unavailable(m)) if m.contains("still running") => panic!("{m}"),
+        _ => {}
+    }
+}
