@@ -767,7 +767,7 @@ mod tests {
         for (sddl, aces) in [
             (TWO_ACES, 2),
             // A client grant the pipe rule allows (no FILE_CREATE_PIPE_INSTANCE).
-            ("D:P(A;;GA;;;SY)(A;;GA;;;BA)(A;;0x12019b;;;AU)", 3),
+            ("O:SYD:P(A;;GA;;;SY)(A;;GA;;;BA)(A;;0x12019b;;;AU)", 3),
         ] {
             let name = unique_name();
             let mut listener = PipeListener::bind(&name, sd(sddl)).unwrap();
