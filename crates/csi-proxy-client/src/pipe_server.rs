@@ -2,15 +2,18 @@
 //! the rule of [`crate::trust`]. All the unsafe code of the check is here;
 //! handles are `OwnedHandle`s, the SID strings are freed by a guard.
 
-use crate::trust::{judge, ServerToken, ServerTrust};
+use crate::trust::{judge, judge_owner, ServerToken, ServerTrust};
 use std::ffi::c_void;
 use std::io;
 use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
 use tokio::net::windows::named_pipe::NamedPipeClient;
 use windows_sys::Win32::Foundation::{LocalFree, FALSE, HANDLE};
-use windows_sys::Win32::Security::Authorization::ConvertSidToStringSidW;
+use windows_sys::Win32::Security::Authorization::{
+    ConvertSidToStringSidW, GetSecurityInfo, SE_KERNEL_OBJECT,
+};
 use windows_sys::Win32::Security::{
-    GetTokenInformation, TokenGroups, TokenUser, PSID, TOKEN_GROUPS, TOKEN_QUERY, TOKEN_USER,
+    GetTokenInformation, TokenGroups, TokenUser, OWNER_SECURITY_INFORMATION, PSID, TOKEN_GROUPS,
+    TOKEN_QUERY, TOKEN_USER,
 };
 use windows_sys::Win32::System::Pipes::GetNamedPipeServerProcessId;
 use windows_sys::Win32::System::Threading::{
@@ -35,7 +38,41 @@ pub(crate) fn check(pipe: &NamedPipeClient, trust: &ServerTrust) -> io::Result<(
             "cannot read the token of process {pid}, which serves the pipe: {e}"
         ))
     })?;
-    judge(trust, pid, &token).map_err(denied)
+    judge(trust, pid, &token).map_err(denied)?;
+    // The pid is not bound to the pipe: judge the object itself too.
+    let owner =
+        pipe_owner(pipe).map_err(|e| denied(format!("cannot read the owner of the pipe: {e}")))?;
+    judge_owner(trust, &owner).map_err(denied)
+}
+
+/// The owner SID of the pipe object, read through the client's own handle
+/// (opened with GENERIC_READ, which includes READ_CONTROL).
+fn pipe_owner(pipe: &NamedPipeClient) -> io::Result<String> {
+    let mut owner: PSID = std::ptr::null_mut();
+    let mut sd: *mut c_void = std::ptr::null_mut();
+    // SAFETY: `pipe` owns a live handle; the out pointers are valid locals,
+    // the unused ones null as allowed.
+    let status = unsafe {
+        GetSecurityInfo(
+            pipe.as_raw_handle() as HANDLE,
+            SE_KERNEL_OBJECT,
+            OWNER_SECURITY_INFORMATION,
+            &mut owner,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut sd,
+        )
+    };
+    if status != 0 {
+        return Err(io::Error::from_raw_os_error(status as i32));
+    }
+    // On success `sd` is LocalAlloc'd and `owner` points into it.
+    let _free = LocalGuard(sd);
+    if owner.is_null() {
+        return Err(io::Error::other("the pipe has no owner"));
+    }
+    sid_string(owner)
 }
 
 /// The user and groups of process `pid`'s token.
@@ -137,8 +174,10 @@ struct LocalGuard(*mut c_void);
 
 impl Drop for LocalGuard {
     fn drop(&mut self) {
-        // SAFETY: the pointer came from ConvertSidToStringSidW, which
-        // documents LocalFree; freed once, here.
-        unsafe { LocalFree(self.0) };
+        if !self.0.is_null() {
+            // SAFETY: the pointer came from ConvertSidToStringSidW or
+            // GetSecurityInfo, which document LocalFree; freed once, here.
+            unsafe { LocalFree(self.0) };
+        }
     }
 }

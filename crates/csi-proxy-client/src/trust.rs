@@ -11,6 +11,12 @@
 //! error naming its pid: a process that managed to create an instance of
 //! our pipe name would otherwise receive the plugin's requests (SMB
 //! passwords, CHAP secrets).
+//!
+//! A pid is not bound to the pipe (the creator may exit, its handle live on
+//! elsewhere, its pid be reused), so the pipe object itself is judged too:
+//! its owner, read through the client's own handle, must be SYSTEM,
+//! Administrators (unless [`ServerTrust::without_administrators`]) or a
+//! trusted SID ([`judge_owner`]); nobody else can set such an owner.
 
 /// `S-1-5-18`, LocalSystem.
 pub const SYSTEM: &str = "S-1-5-18";
@@ -98,6 +104,22 @@ pub fn judge(trust: &ServerTrust, pid: u32, token: &ServerToken) -> Result<(), S
     ))
 }
 
+/// Whether a pipe owned by `owner` may be ours: SYSTEM, Administrators
+/// (when trusted) or one of the trusted SIDs; the error names the owner.
+pub fn judge_owner(trust: &ServerTrust, owner: &str) -> Result<(), String> {
+    let ok = owner == SYSTEM
+        || (trust.administrators && owner == ADMINISTRATORS)
+        || trust.also.iter().any(|s| s.eq_ignore_ascii_case(owner));
+    if ok {
+        return Ok(());
+    }
+    Err(format!(
+        "the pipe is owned by {owner}, which is neither SYSTEM, Administrators nor a trusted \
+         SID: whoever holds that SID may have created or rewritten it; refused before sending \
+         anything"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,5 +180,22 @@ mod tests {
         assert!(e.contains("process 77"), "{e}");
         assert_eq!(judge(&trust, 77, &token(SYSTEM, &[])), Ok(()));
         assert_eq!(judge(&trust.also_sid(USER), 77, &elevated), Ok(()));
+    }
+
+    #[test]
+    fn the_pipe_owner_must_be_system_administrators_or_trusted() {
+        let strict = ServerTrust::default();
+        assert_eq!(judge_owner(&strict, SYSTEM), Ok(()));
+        assert_eq!(judge_owner(&strict, ADMINISTRATORS), Ok(()));
+        for owner in [USER, SERVICE, "S-1-5-21-0-0-0-513", "S-1-5-32-545"] {
+            let e = judge_owner(&strict, owner).unwrap_err();
+            assert!(e.contains(&format!("owned by {owner},")), "{e}");
+        }
+        let no_admin = ServerTrust::default().without_administrators();
+        assert!(judge_owner(&no_admin, ADMINISTRATORS).is_err());
+        assert_eq!(judge_owner(&no_admin, SYSTEM), Ok(()));
+        let service = no_admin.also_sid(SERVICE);
+        assert_eq!(judge_owner(&service, &SERVICE.to_lowercase()), Ok(()));
+        assert!(judge_owner(&service, USER).is_err());
     }
 }

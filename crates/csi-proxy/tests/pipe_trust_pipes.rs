@@ -82,12 +82,22 @@ fn a_dacl_that_lets_others_create_pipe_instances_stops_the_start() {
     // rights, start.
     let service = "S-1-5-80-2268328347-2954668164-3454834723-110198566-2814594838";
     for sddl in [
-        "D:P(A;;GA;;;SY)(A;;GA;;;BA)(A;;0x12019b;;;AU)".to_string(),
-        format!("D:P(A;;GA;;;SY)(A;;GA;;;{service})"),
+        "O:BAD:P(A;;GA;;;SY)(A;;GA;;;BA)(A;;0x12019b;;;AU)".to_string(),
+        format!("O:SYD:P(A;;GA;;;SY)(A;;GA;;;{service})"),
     ] {
         let flag = format!("-pipe-sddl={sddl}");
         let _p = Proxy::start_unique("dacl-ok", "filesystem-v1", &[&flag]);
     }
+}
+
+/// Without `O:` the pipe gets the token's default owner (under wine a
+/// non-admin group, S-1-5-21-0-0-0-513): the owner checked is the one read
+/// back from the first instance, so the start stops, naming it.
+#[test]
+fn an_applied_default_owner_outside_the_three_stops_the_start() {
+    let err = refused_start("owner", "D:P(A;;GA;;;BA)(A;;GA;;;SY)");
+    assert!(err.contains("as created with"), "{err}");
+    assert!(err.contains("the owner S-1-5-21-"), "{err}");
 }
 
 /// The whole error, sources included.
@@ -145,14 +155,40 @@ async fn the_client_names_the_process_serving_a_pipe_it_does_not_trust() {
         .and_then(|r| r.split(')').next())
         .unwrap()
         .to_string();
-    // Its SID named as trusted: accepted again.
-    let ch = client(
+    // Its SID named as trusted: the process passes, but the pipe itself is
+    // owned by Administrators (the default `O:BA`), which this client does
+    // not trust: refused, naming the owner (a pid is not bound to a pipe).
+    let e = client(
         ServerTrust::default()
             .without_administrators()
             .also_sid(&sid),
     )
     .connect_version(Group::Filesystem, "v1")
     .await
-    .unwrap_or_else(|e| panic!("{}", chain(&e)));
-    assert!(exists(ch).await.unwrap());
+    .unwrap_err();
+    let msg = chain(&e);
+    assert!(msg.contains("owned by S-1-5-32-544,"), "{msg}");
+    // A proxy whose pipes SYSTEM owns: accepted.
+    let sy = Proxy::start_unique(
+        "trust-sy",
+        "filesystem-v1",
+        &["-pipe-sddl=O:SYD:P(A;;GA;;;BA)(A;;GA;;;SY)"],
+    );
+    let ch = Client::builder()
+        .pipe_prefix(&sy.pipe_prefix)
+        .server_trust(
+            ServerTrust::default()
+                .without_administrators()
+                .also_sid(&sid),
+        )
+        .build()
+        .unwrap()
+        .connect_version(Group::Filesystem, "v1")
+        .await
+        .unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let req = PathExistsRequest {
+        path: sy.kubelet.display().to_string(),
+    };
+    let reply = FilesystemClient::new(ch).path_exists(req).await.unwrap();
+    assert!(reply.into_inner().exists);
 }

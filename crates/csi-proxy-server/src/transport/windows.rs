@@ -31,7 +31,7 @@ use windows_sys::Win32::Security::Authorization::{
 use windows_sys::Win32::Security::{
     AclSizeInformation, GetAclInformation, GetLengthSid, GetSecurityDescriptorDacl,
     GetSecurityDescriptorOwner, ACL, ACL_SIZE_INFORMATION, DACL_SECURITY_INFORMATION,
-    PSECURITY_DESCRIPTOR, PSID, SECURITY_ATTRIBUTES,
+    OWNER_SECURITY_INFORMATION, PSECURITY_DESCRIPTOR, PSID, SECURITY_ATTRIBUTES,
 };
 use windows_sys::Win32::Storage::FileSystem::{
     CreateFileW, OPEN_EXISTING, READ_CONTROL, SECURITY_IDENTIFICATION, SECURITY_SQOS_PRESENT,
@@ -61,6 +61,9 @@ impl Drop for LocalMem {
 pub struct SecurityDescriptor {
     mem: LocalMem,
     sddl: String,
+    /// The service's own SID, trusted like SYSTEM by the pipe rule; the
+    /// rule is checked again on what the first instance really got.
+    service_sid: Option<String>,
 }
 
 // SAFETY: the descriptor is a self-relative block owned exclusively by this
@@ -97,6 +100,7 @@ impl SecurityDescriptor {
         let sd = Self {
             mem: LocalMem(raw),
             sddl: sddl.to_owned(),
+            service_sid: None,
         };
         // NO_ACCESS_CONTROL asks for a NULL DACL (everyone, full access).
         // Refuse it by name too: not every implementation (wine) reports the
@@ -119,7 +123,8 @@ impl SecurityDescriptor {
     /// created with. `service_sid` is the service's own SID, trusted like
     /// SYSTEM. A refused descriptor is `InvalidInput`, naming the ACE.
     pub fn for_pipes(sddl: &str, service_sid: Option<&str>) -> io::Result<Self> {
-        let sd = Self::from_sddl(sddl)?;
+        let mut sd = Self::from_sddl(sddl)?;
+        sd.service_sid = service_sid.map(str::to_owned);
         // SAFETY: both point into the descriptor owned by `sd`, alive here.
         let (owner, dacl) = unsafe { (sd.owner_bytes()?, acl_bytes(sd.dacl()?)?) };
         super::dacl::check_pipe_security(owner, dacl, service_sid).map_err(|e| {
@@ -276,6 +281,15 @@ impl PipeListener {
             ));
         }
         let first = create_instance(name, &sd, true).map_err(|e| bind_error(name, e))?;
+        // The descriptor asked for is not always the one applied (no `O:`:
+        // Windows applies the token's default owner). Judge what the first
+        // instance really got; on refusal `first` is dropped (closed).
+        check_applied(&first, sd.service_sid.as_deref()).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("pipe {name} refused as created with {:?}: {e}", sd.sddl()),
+            )
+        })?;
         Ok(Self {
             name: name.to_owned(),
             sd,
@@ -300,10 +314,13 @@ impl PipeListener {
     /// Cancel safe: if the future is dropped while waiting, the listening
     /// instance is kept and the next call resumes waiting on it.
     pub async fn accept(&mut self) -> io::Result<NamedPipeServer> {
-        let listening = match &mut self.listening {
-            Some(pipe) => pipe,
-            slot @ None => slot.insert(create_instance(&self.name, &self.sd, false)?),
-        };
+        if self.listening.is_none() {
+            self.listening = Some(self.recreate()?);
+        }
+        let listening = self
+            .listening
+            .as_mut()
+            .expect("a listening instance was set above");
         let connected = listening.connect().await;
         // The instance is now connected or broken: replace it either way,
         // before handing it off or dropping it.
@@ -317,6 +334,26 @@ impl PipeListener {
         let current = std::mem::replace(&mut self.listening, next)
             .expect("a listening instance was set above");
         connected.map(|()| current)
+    }
+
+    /// Re-creates the listening instance after creating it failed. Once our
+    /// connected instances have closed, the name may be free and anyone may
+    /// have taken it: so first try `FILE_FLAG_FIRST_PIPE_INSTANCE` (succeeds
+    /// whenever no instance of the name is alive, ours or not). If the name
+    /// is alive, join it. Either way the owner and DACL the instance really
+    /// got must pass the pipe rule (a squatter's pipe is refused, closed).
+    fn recreate(&self) -> io::Result<NamedPipeServer> {
+        let pipe = match create_instance(&self.name, &self.sd, true) {
+            Ok(pipe) => pipe,
+            Err(_) => create_instance(&self.name, &self.sd, false)?,
+        };
+        check_applied(&pipe, self.sd.service_sid.as_deref()).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("pipe {} is not ours any more: {e}", self.name),
+            )
+        })?;
+        Ok(pipe)
     }
 
     /// The pipe name, `\\.\pipe\...`.
@@ -361,6 +398,46 @@ fn create_instance(
             (&mut attributes as *mut SECURITY_ATTRIBUTES).cast(),
         )
     }
+}
+
+/// Reads the owner and DACL of a live instance back through its server
+/// handle and checks them against the pipe rule ([`super::dacl`]).
+fn check_applied(pipe: &NamedPipeServer, service_sid: Option<&str>) -> io::Result<()> {
+    let mut owner: PSID = ptr::null_mut();
+    let mut dacl: *mut ACL = ptr::null_mut();
+    let mut raw_sd: PSECURITY_DESCRIPTOR = ptr::null_mut();
+    // SAFETY: `pipe` owns a live server handle (created by us, so it has
+    // READ_CONTROL); the out pointers are valid locals, the unused ones null.
+    let status = unsafe {
+        GetSecurityInfo(
+            pipe.as_raw_handle(),
+            SE_KERNEL_OBJECT,
+            OWNER_SECURITY_INFORMATION | DACL_SECURITY_INFORMATION,
+            &mut owner,
+            ptr::null_mut(),
+            &mut dacl,
+            ptr::null_mut(),
+            &mut raw_sd,
+        )
+    };
+    // On success `raw_sd` is a LocalAlloc'd descriptor `owner`/`dacl` point into.
+    let _sd = LocalMem(raw_sd);
+    if status != 0 {
+        return Err(io::Error::from_raw_os_error(status as i32));
+    }
+    if owner.is_null() {
+        return Err(io::Error::other("the pipe has no owner to check"));
+    }
+    // SAFETY: `owner` points at a valid SID inside the descriptor owned by
+    // `_sd`, alive until the end of this function; `dacl` is null or a valid
+    // ACL inside it too (null is reported by `acl_bytes`).
+    let (owner, dacl) = unsafe {
+        (
+            std::slice::from_raw_parts(owner.cast::<u8>(), GetLengthSid(owner) as usize),
+            acl_bytes(dacl)?,
+        )
+    };
+    super::dacl::check_pipe_security(Some(owner), dacl, service_sid).map_err(io::Error::other)
 }
 
 /// Turns the failure to create the first instance into a clear error.
@@ -457,7 +534,7 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::windows::named_pipe::{ClientOptions, NamedPipeClient};
 
-    const TWO_ACES: &str = "D:P(A;;GA;;;BA)(A;;GA;;;SY)";
+    const TWO_ACES: &str = "O:BAD:P(A;;GA;;;BA)(A;;GA;;;SY)";
 
     fn unique_name() -> String {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -690,7 +767,7 @@ mod tests {
         for (sddl, aces) in [
             (TWO_ACES, 2),
             // A client grant the pipe rule allows (no FILE_CREATE_PIPE_INSTANCE).
-            ("D:P(A;;GA;;;SY)(A;;GA;;;BA)(A;;0x12019b;;;AU)", 3),
+            ("O:SYD:P(A;;GA;;;SY)(A;;GA;;;BA)(A;;0x12019b;;;AU)", 3),
         ] {
             let name = unique_name();
             let mut listener = PipeListener::bind(&name, sd(sddl)).unwrap();

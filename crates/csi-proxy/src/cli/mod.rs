@@ -28,8 +28,10 @@ pub const DEFAULT_KUBELET_PATH: &str = r"C:\var\lib\kubelet";
 pub const DEFAULT_KUBELET_PATH: &str = "/var/lib/kubelet";
 
 /// Default security descriptor of every named pipe: full access for
-/// BUILTIN\Administrators and LocalSystem only, no inherited ACEs.
-pub const DEFAULT_PIPE_SDDL: &str = "D:P(A;;GA;;;BA)(A;;GA;;;SY)";
+/// BUILTIN\Administrators and LocalSystem only, no inherited ACEs, owned
+/// by BUILTIN\Administrators (explicit: without `O:` Windows would apply the
+/// token's default owner, which may be a user).
+pub const DEFAULT_PIPE_SDDL: &str = "O:BAD:P(A;;GA;;;BA)(A;;GA;;;SY)";
 
 /// Default pipe name prefix: pipes are `\\.\pipe\csi-proxy-<group>-<version>`.
 pub const DEFAULT_PIPE_PREFIX: &str = r"\\.\pipe\csi-proxy-";
