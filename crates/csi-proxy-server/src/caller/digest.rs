@@ -37,8 +37,20 @@ pub const BUDGET_BYTES: u64 = 1 << 30;
 /// How long an empty bucket takes to fill up again.
 pub const BUDGET_REFILL: Duration = Duration::from_secs(600);
 
-/// Files hashed at the same time by the whole process.
+/// Files hashed at the same time by the whole process, at most: 2.
 pub const HASHING_AT_ONCE: usize = 2;
+
+/// Files hashed at the same time here: at most half the CPUs (at least
+/// one, at most [`HASHING_AT_ONCE`]), so that hashing, which is all CPU,
+/// always leaves CPUs to the calls (on 2 CPUs, two hashes at once doubled
+/// another endpoint's PathExists p99 in `identity_stall_unix`).
+pub fn hashing_at_once() -> usize {
+    static AT_ONCE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *AT_ONCE.get_or_init(|| {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (cpus / 2).clamp(1, HASHING_AT_ONCE)
+    })
+}
 
 /// How long a hash may run: a hash that takes longer stops (no digest).
 pub const HASH_WITHIN: Duration = Duration::from_secs(30);
@@ -92,15 +104,31 @@ struct Bucket {
 }
 
 /// Every spender's bucket.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Budget {
     buckets: HashMap<Spender, Bucket>,
+    /// Hashes at once for the whole process ([`hashing_at_once`]).
+    at_once: usize,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget::with_at_once(hashing_at_once())
+    }
 }
 
 /// Buckets kept at most; full buckets go first (they carry no debt).
 const MAX_SPENDERS: usize = 4096;
 
 impl Budget {
+    /// A budget that lets `at_once` files be hashed at the same time.
+    pub fn with_at_once(at_once: usize) -> Self {
+        Budget {
+            buckets: HashMap::new(),
+            at_once,
+        }
+    }
+
     /// Take `bytes` from `who`'s bucket at `now` and start a hash; the
     /// caller must call [`Budget::done`] with the same `who` afterwards.
     pub fn spend(&mut self, who: &Spender, bytes: u64, now: Instant) -> Result<(), Refused> {
@@ -123,7 +151,7 @@ impl Budget {
         if b.hashing.is_some() {
             return Err(Refused::Busy);
         }
-        if self.hashing(now) >= HASHING_AT_ONCE {
+        if self.hashing(now) >= self.at_once {
             return Err(Refused::Busy);
         }
         let b = self.buckets.get_mut(who).expect("inserted above");
@@ -491,7 +519,7 @@ mod tests {
 
     #[test]
     fn a_spender_past_its_budget_is_refused_and_others_are_not() {
-        let mut b = Budget::default();
+        let mut b = Budget::with_at_once(HASHING_AT_ONCE);
         let t = Instant::now();
         let big = 500 << 20;
         // Touching one's own executable: a new key each time, so a new hash.
@@ -537,7 +565,7 @@ mod tests {
 
     #[test]
     fn one_hash_per_spender_and_a_bound_for_the_process() {
-        let mut b = Budget::default();
+        let mut b = Budget::with_at_once(HASHING_AT_ONCE);
         let t = Instant::now();
         b.spend(&who(1), 1, t).unwrap();
         assert_eq!(b.spend(&who(1), 1, t), Err(Refused::Busy));
@@ -555,7 +583,7 @@ mod tests {
 
     #[test]
     fn a_stuck_hash_keeps_only_its_own_spender_busy() {
-        let mut b = Budget::default();
+        let mut b = Budget::with_at_once(HASHING_AT_ONCE);
         let t = Instant::now();
         // Two executables on a hung file system: their reads never return.
         b.spend(&who(1), 1, t).unwrap();
