@@ -568,7 +568,7 @@ fn a_trigger_started_dependency_is_refused() {
 fn service_pipes_admit_only_whom_the_sddl_names() {
     use csi_proxy_server::transport::windows::pipe_dacl_ace_count;
     let _turn = one_at_a_time();
-    let (s, _svc, _) = running("rwdacl", "filesystem", &["-pipe-sddl=D:P(A;;GA;;;SY)"]);
+    let (s, _svc, _) = running("rwdacl", "filesystem", &["-pipe-sddl=O:SYD:P(A;;GA;;;SY)"]);
     let pipe = format!("{}filesystem-v1", s.prefix);
     let default = pipes::Proxy::start_unique("rwdacl", "filesystem", &[]);
     let default_pipe = format!("{}filesystem-v1", default.pipe_prefix);
