@@ -216,10 +216,14 @@ mod unix {
 }
 
 #[cfg(windows)]
+#[path = "common/owned_pipe.rs"]
+mod owned_pipe;
+
+#[cfg(windows)]
 mod windows {
+    use super::owned_pipe;
     use super::*;
     use csi_proxy_client::Client;
-    use tokio::net::windows::named_pipe::ServerOptions;
 
     #[tokio::test]
     async fn a_connection_lost_under_a_call_is_unavailable() {
@@ -229,14 +233,11 @@ mod windows {
                 std::process::id()
             );
             let name = format!("{prefix}filesystem-v1");
-            let mut server = ServerOptions::new()
-                .first_pipe_instance(true)
-                .create(&name)
-                .unwrap();
+            let mut server = owned_pipe::create(&name, true).unwrap();
             tokio::spawn(async move {
                 loop {
                     server.connect().await.unwrap();
-                    let next = ServerOptions::new().create(&name).unwrap();
+                    let next = owned_pipe::create(&name, false).unwrap();
                     tokio::spawn(break_connection(std::mem::replace(&mut server, next), how));
                 }
             });

@@ -305,10 +305,14 @@ mod unix {
 }
 
 #[cfg(windows)]
+#[path = "common/owned_pipe.rs"]
+mod owned_pipe;
+
+#[cfg(windows)]
 mod windows {
+    use super::owned_pipe;
     use super::*;
     use std::path::PathBuf;
-    use tokio::net::windows::named_pipe::ServerOptions;
 
     /// A pipe prefix no other test process uses.
     fn prefix(test: &str) -> String {
@@ -321,10 +325,7 @@ mod windows {
     /// A fake endpoint on pipe `name` that creates the next instance right
     /// after a client connected (`next_instance_delay` later).
     fn serve(name: PathBuf, next_instance_delay: Duration) -> Arc<AtomicUsize> {
-        let mut server = ServerOptions::new()
-            .first_pipe_instance(true)
-            .create(&name)
-            .unwrap();
+        let mut server = owned_pipe::create(&name, true).unwrap();
         let count = Arc::new(AtomicUsize::new(0));
         let c = count.clone();
         tokio::spawn(async move {
@@ -333,7 +334,7 @@ mod windows {
                 let n = c.fetch_add(1, Ordering::SeqCst) + 1;
                 tokio::spawn(serve_connection(server, n, false));
                 tokio::time::sleep(next_instance_delay).await;
-                server = ServerOptions::new().create(&name).unwrap();
+                server = owned_pipe::create(&name, false).unwrap();
             }
         });
         count
