@@ -12,6 +12,10 @@
 //! path.
 #![cfg(target_os = "linux")]
 
+/// The loop-disk fixture shared with csi-proxy's tests and benches.
+#[path = "../../csi-proxy/tests/storage/mod.rs"]
+mod storage;
+
 use csi_proxy_host::iscsi::linux::LinuxIscsi;
 use csi_proxy_host::iscsi::{DisconnectTargetRequest, Iscsi, IscsiApi, TargetPortal};
 use csi_proxy_host::path::Flavor;
@@ -43,41 +47,11 @@ struct Disk {
 impl Disk {
     fn new(dir: &Path) -> Disk {
         let img = dir.join("lun.img");
-        std::fs::File::create(&img)
-            .unwrap()
-            .set_len(64 << 20)
-            .unwrap();
-        let dev = run(
-            "losetup",
-            &["--find", "--show", "--partscan", img.to_str().unwrap()],
-        )
-        .trim()
-        .to_string();
+        storage::sparse_file(&img, 64 << 20);
+        let (dev, _) = storage::attach(&img, false);
         assert!(dev.starts_with("/dev/loop") && dev != "/dev/loop1", "{dev}");
         let d = Disk { dev, mounted: None };
-        let mut sfdisk = Command::new("sfdisk")
-            .args(["-q", &d.dev])
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        sfdisk
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(b"label: gpt\nstart=2048, type=L\n")
-            .unwrap();
-        assert!(sfdisk.wait().unwrap().success());
-        // This kernel parses no partition table itself: tell it (BLKPG).
-        run("partx", &["-a", &d.dev]);
-        let part = d.part();
-        for _ in 0..100 {
-            if Path::new(&part).exists() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        run("mkfs.ext4", &["-q", "-F", &part]);
+        storage::one_ext4_partition(&d.dev);
         d
     }
 

@@ -14,24 +14,10 @@ use common::{only_volume, partition, Proxy};
 use csi_proxy_api::volume;
 use csi_proxy_host::storage::parse::gpt;
 use std::io::Read;
-use std::os::unix::fs::FileExt;
-use storage::{can_run, LoopDisk, MIB};
+use storage::{can_run, read_dev, write_dev, LoopDisk, MIB};
 use tonic::Code;
 
 const SIZE: u64 = 64 * MIB;
-
-fn write_dev(dev: &str, offset: u64, bytes: &[u8]) {
-    let f = std::fs::OpenOptions::new().write(true).open(dev).unwrap();
-    f.write_all_at(bytes, offset).unwrap();
-    f.sync_all().unwrap();
-}
-
-fn read_dev(dev: &str, offset: u64, n: usize) -> Vec<u8> {
-    let f = std::fs::File::open(dev).unwrap();
-    let mut b = vec![0u8; n];
-    f.read_exact_at(&mut b, offset).unwrap();
-    b
-}
 
 fn random(n: usize) -> Vec<u8> {
     let mut b = vec![0u8; n];

@@ -14,18 +14,10 @@ use common::{assert_code, only_volume, partition, Proxy};
 use csi_proxy_api::volume;
 use csi_proxy_host::storage::parse::gpt;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::FileExt;
-use storage::{can_run, LoopDisk, MIB};
+use storage::{can_run, write_dev, LoopDisk, MIB};
 use tonic::Code;
 
 const SIZE: u64 = 64 * MIB;
-
-/// Writes `bytes` at `offset` of the block device `dev`, and syncs.
-fn write_dev(dev: &str, offset: u64, bytes: &[u8]) {
-    let f = std::fs::OpenOptions::new().write(true).open(dev).unwrap();
-    f.write_all_at(bytes, offset).unwrap();
-    f.sync_all().unwrap();
-}
 
 /// A digest of the whole device (FNV-1a over its bytes).
 fn digest(dev: &str) -> u64 {

@@ -2,7 +2,8 @@
 //! file attached with partition scanning ([`attach`]), detached (after
 //! unmounting whatever is still mounted from it) when the fixture drops,
 //! even if the test panicked; and [`Server`], a csi-proxy started and
-//! waited for (the benches; `#[path]`-included there).
+//! waited for (the benches; `#[path]`-included there, and in csi-proxy-host's
+//! loop-disk tests).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -256,6 +257,55 @@ pub fn attach(file: &Path, direct: bool) -> (String, u32) {
     };
     let number = diskseq(dev.trim_start_matches("/dev/"));
     (dev, number)
+}
+
+/// Writes one GPT partition (from sector 2048 to the end) on loop device
+/// `dev`, tells the kernel (BLKPG: it may not parse the table itself),
+/// waits for the partition's node and makes ext4 on it: the node.
+pub fn one_ext4_partition(dev: &str) -> String {
+    use std::io::Write;
+    let mut sfdisk = Command::new(tool("sfdisk").expect("sfdisk not installed"))
+        .args(["-q", dev])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    sfdisk
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"label: gpt\nstart=2048, type=L\n")
+        .unwrap();
+    assert!(sfdisk.wait().unwrap().success());
+    // The kernel may have read the new table itself meanwhile.
+    let _ = Command::new(tool("partx").expect("partx not installed"))
+        .args(["-a", dev])
+        .output();
+    let part = format!("{dev}p1");
+    for _ in 0..100 {
+        if Path::new(&part).exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    run("mkfs.ext4", &["-q", "-F", &part]);
+    part
+}
+
+/// Writes `bytes` at `offset` of the block device `dev`, and syncs.
+pub fn write_dev(dev: &str, offset: u64, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(dev).unwrap();
+    f.write_all_at(bytes, offset).unwrap();
+    f.sync_all().unwrap();
+}
+
+/// `n` bytes at `offset` of the block device `dev`.
+pub fn read_dev(dev: &str, offset: u64, n: usize) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(dev).unwrap();
+    let mut b = vec![0; n];
+    f.read_exact_at(&mut b, offset).unwrap();
+    b
 }
 
 /// A sparse file of `size` bytes at `path`.

@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
+/// The loop-disk fixture shared with csi-proxy's tests and benches.
+#[path = "../../../../csi-proxy/tests/storage/mod.rs"]
+mod fixture;
+
 /// The hooks are process-wide: one test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -66,29 +70,7 @@ impl Drop for Undo {
 fn partitioned(dir: &Path, undo: &mut Undo) -> (String, String) {
     let dev = attach(&image(dir, "disk.img"));
     undo.loops.push(dev.clone());
-    let mut sfdisk = Command::new("sfdisk")
-        .args(["-q", &dev])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    sfdisk
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"label: gpt\nstart=2048, type=L\n")
-        .unwrap();
-    assert!(sfdisk.wait().unwrap().success());
-    // The kernel may have read the new table itself meanwhile.
-    let _ = Command::new("partx").args(["-a", &dev]).output();
-    let part = format!("{dev}p1");
-    for _ in 0..100 {
-        if Path::new(&part).exists() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    run("mkfs.ext4", &["-q", "-F", &part]);
+    let part = fixture::one_ext4_partition(&dev);
     (dev, part)
 }
 

@@ -11,6 +11,11 @@ pub(crate) fn end(off: usize, len: usize) -> usize {
     off.saturating_add(len)
 }
 
+/// Writes `bytes` at `at` (the encoders': their buffers are sized first).
+pub(crate) fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
+    buf[at..at + bytes.len()].copy_from_slice(bytes);
+}
+
 /// `buf[off..off + len]`, or `Truncated` naming `what`.
 pub(crate) fn slice<'a>(
     buf: &'a [u8],

@@ -1,13 +1,10 @@
 //! Encoders that build valid buffers in the Windows / SCSI layouts, for
 //! table tests, round-trip property tests and the fuzz seeds.
 
+use super::bytes::put;
 use super::device_id::{CodeSet, Identifier};
 use super::layout::encode::{drive_layout, LayoutSlot};
 use super::layout::{PartitionEntry, PartitionKind, PartitionStyle};
-
-fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
-    buf[at..at + bytes.len()].copy_from_slice(bytes);
-}
 
 fn align4(n: usize) -> usize {
     (n + 3) & !3

@@ -1,14 +1,11 @@
 //! The encoder of `DRIVE_LAYOUT_INFORMATION_EX`, for the layout's table
 //! tests, round-trip tests and the fuzz seeds.
 
+use super::super::bytes::put;
 use super::{
     entry_offset, layout_offset, PartitionEntry, PartitionKind, PartitionStyle, GPT_NAME_UNITS,
     LAYOUT_HEADER_SIZE, PARTITION_ENTRY_SIZE, STYLE_GPT, STYLE_MBR, STYLE_RAW,
 };
-
-fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
-    buf[at..at + bytes.len()].copy_from_slice(bytes);
-}
 
 /// One slot of a drive layout to encode.
 #[derive(Debug, Clone)]
