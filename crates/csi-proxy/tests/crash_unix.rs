@@ -10,13 +10,11 @@
 mod common;
 mod storage;
 
-use common::Proxy;
+use common::{partition_and_format, Proxy};
 use csi_proxy_api::{disk::v1 as dk, filesystem::v2alpha1 as fs, volume::v2alpha1 as vl};
 use std::path::Path;
 use std::time::{Duration, Instant};
-use storage::{
-    can_run, can_throttle, is_mount_point, partition_and_format, LoopDisk, Throttle, MIB,
-};
+use storage::{can_run, can_throttle, is_mount_point, LoopDisk, Throttle, MIB};
 
 /// How many times `target` is mounted (per /proc/self/mountinfo).
 fn mounts_at(target: &Path) -> usize {

@@ -14,7 +14,7 @@
 mod common;
 mod storage;
 
-use common::Proxy;
+use common::{partition_and_format, Proxy};
 use csi_proxy_api::{filesystem, volume};
 use nix::fcntl::{renameat2, OFlag, RenameFlags};
 use nix::sys::stat::Mode;
@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use storage::{can_run, partition_and_format, LoopDisk, MIB};
+use storage::{can_run, LoopDisk, MIB};
 
 const CLIENTS: usize = 4;
 

@@ -217,7 +217,7 @@ async fn a_lone_backup_gpt_keeps_its_partitions() {
     // A table of ours that lost its primary copy is the table a retry
     // completes: restored as it was, the filesystem inside kept.
     let mut d = LoopDisk::new(proxy.root.path(), SIZE);
-    let id = storage::partition_and_format(&proxy.client(), d.number).await;
+    let id = common::partition_and_format(&proxy.client(), d.number).await;
     write_dev(&d.dev, 0, &vec![0u8; MIB as usize]);
     d.detach();
     d.wait_detached();

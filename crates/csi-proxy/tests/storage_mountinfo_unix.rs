@@ -14,7 +14,7 @@
 mod common;
 mod storage;
 
-use common::Proxy;
+use common::{partition_and_format, Proxy};
 use csi_proxy_api::{disk, volume};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -22,8 +22,8 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use storage::{
-    can_run, mount_in_another_namespace, mounted_in, partition_and_format, partition_node,
-    private_mount_namespace, tool, LoopDisk, MIB,
+    can_run, mount_in_another_namespace, mounted_in, partition_node, private_mount_namespace, tool,
+    LoopDisk, MIB,
 };
 use tonic::Code;
 

@@ -7,14 +7,13 @@
 mod common;
 mod storage;
 
-use common::{assert_code, Proxy};
+use common::{assert_code, partition_and_format, Proxy};
 use csi_proxy_api::{disk, volume};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::Command;
 use storage::{
-    can_run, is_mount_point, mount_in_another_namespace, partition_and_format, partition_node,
-    tool, LoopDisk, MIB,
+    can_run, is_mount_point, mount_in_another_namespace, partition_node, tool, LoopDisk, MIB,
 };
 use tonic::Code;
 

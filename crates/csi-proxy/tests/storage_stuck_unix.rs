@@ -8,9 +8,9 @@
 //! serves reads of a frozen file system). A call with an unknown volume id
 //! then makes the inventory scan every disk.
 //!
-//! Quiet first, then for 60 s with the disk hung: the same mix of calls on
-//! other disks and other endpoints (Disk, Volume, Filesystem) answer within
-//! twice their quiet time; the hung disk's own calls answer `Unavailable`
+//! Quiet first (15 s), then for 60 s with the disk hung, under the same
+//! load: the same mix of calls on other disks and other endpoints (Disk,
+//! Volume, Filesystem) answer within twice their quiet time; the hung disk's own calls answer `Unavailable`
 //! at once; the process holds a bounded number of threads. After the thaw
 //! its own calls succeed again.
 #![cfg(target_os = "linux")]
@@ -18,16 +18,19 @@
 mod common;
 mod storage;
 
-use common::Proxy;
+use common::{partition_and_format, Proxy};
 use csi_proxy_api::{disk::v1 as dk, filesystem::v1 as fs, volume::v1 as vl};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use storage::{can_run, partition_and_format, LoopDisk, MIB};
+use storage::{can_run, LoopDisk, MIB};
 use tonic::Code;
 
 /// How long the disk stays hung.
 const HUNG_FOR: Duration = Duration::from_secs(60);
+
+/// How long the same load runs with nothing hung, first.
+const QUIET_FOR: Duration = Duration::from_secs(15);
 
 fn threads(pid: u32) -> usize {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -223,6 +226,23 @@ fn rand_dir() -> u64 {
     N.fetch_add(1, Ordering::Relaxed)
 }
 
+type Scan = tokio::task::JoinHandle<(Duration, Result<(), Code>)>;
+
+/// GetDiskNumberFromVolumeID with a random id, in the background: a scan
+/// of every disk.
+fn unknown_id_scan(v: &vl::volume_client::VolumeClient<csi_proxy_client::ProxyChannel>) -> Scan {
+    let mut vv = v.clone();
+    tokio::spawn(async move {
+        let t = Instant::now();
+        let r = vv
+            .get_disk_number_from_volume_id(vl::GetDiskNumberFromVolumeIdRequest {
+                volume_id: random_id(),
+            })
+            .await;
+        (t.elapsed(), r.map(|_| ()).map_err(|s| s.code()))
+    })
+}
+
 /// Per call name: the median and the maximum over all rounds.
 fn summary(rounds: &[Round]) -> std::collections::BTreeMap<&'static str, (Duration, Duration)> {
     let mut by: std::collections::BTreeMap<&'static str, Vec<Duration>> = Default::default();
@@ -287,10 +307,31 @@ async fn a_disk_whose_reads_hang_stalls_no_other_call() {
     // and the proxy knows both before it hangs.
     let hung_id = partition_and_format(&p.client(), hung.number).await;
 
-    // Quiet: the same rounds, nothing hung.
+    // Quiet: the same rounds under the same load (a scan by an unknown id
+    // in the background, the other disk's own calls), nothing hung: what
+    // the hang costs is the difference, not the load.
     let mut quiet = Vec::new();
-    for _ in 0..10 {
+    let mut quiet_ids = Vec::new();
+    let begin = Instant::now();
+    while begin.elapsed() < QUIET_FOR {
+        quiet_ids.push(unknown_id_scan(&v));
         quiet.push(round(&p, healthy.number, &id, &kubelet).await);
+        d.get_disk_stats(dk::GetDiskStatsRequest {
+            disk_number: hung.number,
+        })
+        .await
+        .expect("the other disk answers while quiet");
+        v.is_volume_formatted(vl::IsVolumeFormattedRequest {
+            volume_id: hung_id.clone(),
+        })
+        .await
+        .expect("the other disk's volume answers while quiet");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for j in quiet_ids {
+        let (took, r) = j.await.unwrap();
+        assert!(took < Duration::from_secs(4), "an unknown id took {took:?}");
+        assert_eq!(r, Err(Code::NotFound));
     }
     let quiet_threads = threads(pid);
     let quiet = summary(&quiet);
@@ -307,16 +348,7 @@ async fn a_disk_whose_reads_hang_stalls_no_other_call() {
     while start.elapsed() < HUNG_FOR {
         // A scan of every disk, started by an unknown id (in the background:
         // it may wait for the hung disk's read timeout).
-        let mut vv = v.clone();
-        unknown_ids.push(tokio::spawn(async move {
-            let t = Instant::now();
-            let r = vv
-                .get_disk_number_from_volume_id(vl::GetDiskNumberFromVolumeIdRequest {
-                    volume_id: random_id(),
-                })
-                .await;
-            (t.elapsed(), r.map(|_| ()).map_err(|s| s.code()))
-        }));
+        unknown_ids.push(unknown_id_scan(&v));
         busy.push(round(&p, healthy.number, &id, &kubelet).await);
         // The hung disk's own calls: Unavailable naming it, at once (once
         // a scan has marked it).

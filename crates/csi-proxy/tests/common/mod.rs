@@ -291,3 +291,32 @@ pub async fn partitioned_volume(proxy: &Proxy, disk_number: u32) -> String {
     partition(proxy, disk_number).await.unwrap();
     only_volume(proxy, disk_number).await
 }
+
+/// Partition disk `disk_number` (one GPT partition) and format its volume
+/// through the v1 Disk and Volume APIs; the volume id.
+pub async fn partition_and_format(c: &Client, disk_number: u32) -> String {
+    use csi_proxy_api::{disk, volume};
+    c.connect_disk_v1()
+        .await
+        .unwrap()
+        .partition_disk(disk::v1::PartitionDiskRequest { disk_number })
+        .await
+        .unwrap();
+    let mut v = c.connect_volume_v1().await.unwrap();
+    let id = v
+        .list_volumes_on_disk(volume::v1::ListVolumesOnDiskRequest {
+            disk_number,
+            partition_number: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .volume_ids
+        .remove(0);
+    v.format_volume(volume::v1::FormatVolumeRequest {
+        volume_id: id.clone(),
+    })
+    .await
+    .unwrap();
+    id
+}

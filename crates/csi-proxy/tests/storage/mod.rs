@@ -3,7 +3,8 @@
 //! unmounting whatever is still mounted from it) when the fixture drops,
 //! even if the test panicked; and [`Server`], a csi-proxy started and
 //! waited for (the benches; `#[path]`-included there, and in csi-proxy-host's
-//! loop-disk tests).
+//! loop-disk tests: so it uses std only; what needs the proxy's client is in
+//! `tests/common/mod.rs`).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -474,33 +475,4 @@ pub fn partition_node(d: &LoopDisk) -> PathBuf {
 pub fn fs_total(path: &Path) -> u64 {
     let st = nix::sys::statvfs::statvfs(path).unwrap();
     st.blocks() as u64 * st.fragment_size() as u64
-}
-
-/// Partition disk `disk_number` (one GPT partition) and format its volume
-/// through the v1 Disk and Volume APIs; the volume id.
-pub async fn partition_and_format(c: &csi_proxy_client::Client, disk_number: u32) -> String {
-    use csi_proxy_api::{disk, volume};
-    c.connect_disk_v1()
-        .await
-        .unwrap()
-        .partition_disk(disk::v1::PartitionDiskRequest { disk_number })
-        .await
-        .unwrap();
-    let mut v = c.connect_volume_v1().await.unwrap();
-    let id = v
-        .list_volumes_on_disk(volume::v1::ListVolumesOnDiskRequest {
-            disk_number,
-            partition_number: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .volume_ids
-        .remove(0);
-    v.format_volume(volume::v1::FormatVolumeRequest {
-        volume_id: id.clone(),
-    })
-    .await
-    .unwrap();
-    id
 }
