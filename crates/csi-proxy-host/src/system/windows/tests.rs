@@ -26,7 +26,7 @@ fn config_lists_dependencies_and_the_scan_finds_dependents() {
         deps = scm::registry_dependencies(&dep);
     }
     let (_, _, none) = scm::config(&hb).unwrap();
-    let all = scm::all_services(&scm::open_manager().unwrap()).unwrap();
+    let all = scm::Enumerator::open().unwrap().all_services().unwrap();
     scm::testing::delete(&hd);
     scm::testing::delete(&hb);
     assert_eq!(start, 3);
