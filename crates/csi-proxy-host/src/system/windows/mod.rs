@@ -2,6 +2,7 @@
 //! Manager API (no `sc.exe`, no PowerShell, no WMI), the BIOS serial from
 //! `Win32_BIOS` over the group's own WMI worker.
 
+mod registry;
 mod scm;
 #[cfg(test)]
 mod tests;
@@ -158,7 +159,7 @@ fn scanned_all_dependents(name: &str) -> Result<Vec<(String, bool)>> {
             continue;
         };
         let mut d = scm::config(&h).map(|(_, _, d)| d).unwrap_or_default();
-        for r in scm::registry_dependencies(s) {
+        for r in registry::dependencies(s) {
             if !d.iter().any(|x| x.eq_ignore_ascii_case(&r)) {
                 d.push(r);
             }
@@ -469,7 +470,7 @@ impl Groups {
                     .unwrap_or_default();
                 if g.is_empty() {
                     // Wine keeps the group in the registry only.
-                    g = scm::registry_group(&n);
+                    g = registry::group(&n);
                 }
                 if !g.is_empty() {
                     all.push((n, g));
@@ -502,9 +503,9 @@ fn dependencies_of(
     let mut deps = scm::full_config(&svc)
         .map_err(|e| scm_err(what, name, e))?
         .dependencies;
-    for r in scm::registry_dependencies(name)
+    for r in registry::dependencies(name)
         .into_iter()
-        .chain(scm::registry_group_dependencies(name))
+        .chain(registry::group_dependencies(name))
     {
         if !deps.iter().any(|d| d.eq_ignore_ascii_case(&r)) {
             deps.push(r);

@@ -24,9 +24,9 @@
 //!   `get_failure_actions` refuses every action type but its four (an
 //!   `SC_ACTION_OWN_RESTART`, 4, fails the read) and reports
 //!   `ERROR_INVALID_LEVEL` (wine) as an error where we read "none".
-//! - `RegGetValueW` (and `RegSetKeyValueW` in a test helper): the SCM's
-//!   registry values, where wine keeps dependencies, groups and failure
-//!   actions; not the crate's business.
+//! - The SCM's registry values (`registry.rs`, `RegGetValueW`), where
+//!   wine keeps dependencies, groups and failure actions: not the crate's
+//!   business.
 //! - `ChangeServiceConfigW` (test helper): the crate's `ServiceInfo` has no
 //!   load-order group.
 
@@ -271,94 +271,8 @@ pub fn failure_actions(svc: &Service, name: &str) -> io::Result<Vec<u32>> {
         // 124 ERROR_INVALID_LEVEL: a manager that does not keep them.
         return Err(e);
     }
-    if let Some(v) = registry_value(name, "FailureActions", RegType::Binary) {
-        let bytes: Vec<u8> = v.iter().flat_map(|w| w.to_le_bytes()).collect();
-        types.extend(crate::system::scm_rules::parse_failure_actions_value(
-            &bytes,
-        ));
-    }
+    types.extend(super::registry::failure_action_types(name));
     Ok(types)
-}
-
-#[derive(Clone, Copy)]
-enum RegType {
-    MultiSz,
-    Sz,
-    Binary,
-}
-
-/// A value of `HKLM\SYSTEM\CurrentControlSet\Services\<name>` (as
-/// UTF-16 units; binary values as bytes paired into units, an odd last
-/// byte dropped), `None` when absent or of another type.
-fn registry_value(name: &str, value: &str, ty: RegType) -> Option<Vec<u16>> {
-    use windows_sys::Win32::System::Registry::{
-        RegGetValueW, HKEY_LOCAL_MACHINE, RRF_RT_REG_BINARY, RRF_RT_REG_MULTI_SZ, RRF_RT_REG_SZ,
-    };
-    let key = wide(&format!(r"SYSTEM\CurrentControlSet\Services\{name}")).ok()?;
-    let value = wide(value).ok()?;
-    let flags = match ty {
-        RegType::MultiSz => RRF_RT_REG_MULTI_SZ,
-        RegType::Sz => RRF_RT_REG_SZ,
-        RegType::Binary => RRF_RT_REG_BINARY,
-    };
-    let mut buf = vec![0u16; 4096];
-    let mut size = (buf.len() * 2) as u32;
-    // SAFETY: key and value names are NUL-terminated; `buf` is writable for
-    // `size` bytes.
-    let r = unsafe {
-        RegGetValueW(
-            HKEY_LOCAL_MACHINE,
-            key.as_ptr(),
-            value.as_ptr(),
-            flags,
-            ptr::null_mut(),
-            buf.as_mut_ptr() as *mut _,
-            &mut size,
-        )
-    };
-    if r != 0 {
-        return None;
-    }
-    buf.truncate(size as usize / 2);
-    Some(buf)
-}
-
-/// The load-order group of a service as the registry keeps it (`Group`);
-/// empty when it has none.
-pub fn registry_group(name: &str) -> String {
-    registry_value(name, "Group", RegType::Sz)
-        .map(|b| String::from_utf16_lossy(b.split(|c| *c == 0).next().unwrap_or(&[])))
-        .unwrap_or_default()
-}
-
-/// The groups a service depends on as the registry keeps them
-/// (`DependOnGroup`), each as `+Group`.
-pub fn registry_group_dependencies(name: &str) -> Vec<String> {
-    registry_value(name, "DependOnGroup", RegType::MultiSz)
-        .map(|buf| {
-            buf.split(|c| *c == 0)
-                .map(String::from_utf16_lossy)
-                .take_while(|s| !s.is_empty())
-                .map(|g| format!("+{g}"))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The services `name` depends on as the SCM stores them in the registry
-/// (`HKLM\SYSTEM\CurrentControlSet\Services\<name>\DependOnService`);
-/// wine's QueryServiceConfigW leaves `lpDependencies` empty, so the scan
-/// reads both.
-pub fn registry_dependencies(name: &str) -> Vec<String> {
-    registry_value(name, "DependOnService", RegType::MultiSz)
-        .map(|buf| {
-            buf.split(|c| *c == 0)
-                .map(String::from_utf16_lossy)
-                .take_while(|s| !s.is_empty())
-                .filter(|s| !s.starts_with('+'))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// A manager handle of our own for `EnumServicesStatusExW`, which the
@@ -628,35 +542,6 @@ pub mod testing {
             actions: Some(actions),
         })
         .is_ok()
-    }
-
-    /// Writes a service's `FailureActions` registry value as the SCM
-    /// keeps it (`types`, each after 1 s).
-    pub fn write_failure_actions_value(name: &str, types: &[u32]) -> bool {
-        use windows_sys::Win32::System::Registry::{
-            RegSetKeyValueW, HKEY_LOCAL_MACHINE, REG_BINARY,
-        };
-        let mut v: Vec<u8> = Vec::new();
-        for w in [86400u32, 0, 0, types.len() as u32, 0] {
-            v.extend(w.to_le_bytes());
-        }
-        for t in types {
-            v.extend(t.to_le_bytes());
-            v.extend(1000u32.to_le_bytes());
-        }
-        let key = wide(&format!(r"SYSTEM\CurrentControlSet\Services\{name}")).expect("no NUL");
-        let value = wide("FailureActions").expect("no NUL");
-        // SAFETY: names NUL-terminated, `v` alive and `v.len()` bytes long.
-        unsafe {
-            RegSetKeyValueW(
-                HKEY_LOCAL_MACHINE,
-                key.as_ptr(),
-                value.as_ptr(),
-                REG_BINARY,
-                v.as_ptr().cast(),
-                v.len() as u32,
-            ) == 0
-        }
     }
 
     /// `DeleteService` (the handle has DELETE access).
