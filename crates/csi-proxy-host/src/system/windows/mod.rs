@@ -2,6 +2,7 @@
 //! Manager API (no `sc.exe`, no PowerShell, no WMI), the BIOS serial from
 //! `Win32_BIOS` over the group's own WMI worker.
 
+mod registry;
 mod scm;
 #[cfg(test)]
 mod tests;
@@ -20,10 +21,8 @@ use crate::{Error, Result};
 use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use windows_sys::Win32::System::Services::{
-    SERVICE_ENUMERATE_DEPENDENTS, SERVICE_QUERY_CONFIG, SERVICE_QUERY_STATUS, SERVICE_START,
-    SERVICE_STOP,
-};
+use windows_service::service::{Service, ServiceAccess};
+use windows_service::service_manager::ServiceManager;
 
 /// How long the state before a start or stop may still show.
 const GRACE: Duration = Duration::from_secs(3);
@@ -60,12 +59,12 @@ fn scm_err(op: &str, name: &str, e: io::Error) -> Error {
     errors::win32(op, &format!("service {name:?}"), e)
 }
 
-fn open(name: &str, access: u32, op: &str) -> Result<scm::Handle> {
+fn open(name: &str, access: ServiceAccess, op: &str) -> Result<Service> {
     let manager = scm::open_manager().map_err(|e| errors::win32("OpenSCManagerW", "", e))?;
     scm::open_service(&manager, name, access).map_err(|e| scm_err(op, name, e))
 }
 
-fn progress(svc: &scm::Handle, name: &str, op: &str) -> Result<Progress> {
+fn progress(svc: &Service, name: &str, op: &str) -> Result<Progress> {
     let (state, checkpoint, wait_hint_ms) = scm::status(svc).map_err(|e| scm_err(op, name, e))?;
     Ok(Progress {
         state: codes::state(state)?,
@@ -74,13 +73,7 @@ fn progress(svc: &scm::Handle, name: &str, op: &str) -> Result<Progress> {
     })
 }
 
-fn wait(
-    svc: &scm::Handle,
-    name: &str,
-    op: &str,
-    target: ServiceStatus,
-    limit: Duration,
-) -> Result<()> {
+fn wait(svc: &Service, name: &str, op: &str, target: ServiceStatus, limit: Duration) -> Result<()> {
     let pending = if target == ServiceStatus::Running {
         ServiceStatus::StartPending
     } else {
@@ -115,7 +108,7 @@ fn wait(
 /// Stop one service (no dependents check) and wait until it is stopped.
 fn stop_one(name: &str, limit: Duration) -> Result<()> {
     let op = "stop";
-    let svc = open(name, SERVICE_STOP | SERVICE_QUERY_STATUS, op)?;
+    let svc = open(name, ServiceAccess::STOP | ServiceAccess::QUERY_STATUS, op)?;
     match scm::stop(&svc) {
         Ok(()) => {}
         Err(e)
@@ -151,17 +144,22 @@ fn scanned_dependents(name: &str) -> Result<Vec<String>> {
 /// is running (see [`scanned_dependents`]).
 fn scanned_all_dependents(name: &str) -> Result<Vec<(String, bool)>> {
     let manager = scm::open_manager().map_err(|e| errors::win32("OpenSCManagerW", "", e))?;
-    let all =
-        scm::all_services(&manager).map_err(|e| errors::win32("EnumServicesStatusExW", "", e))?;
+    let all = scm::Enumerator::open()
+        .map_err(|e| errors::win32("OpenSCManagerW", "", e))?
+        .all_services()
+        .map_err(|e| errors::win32("EnumServicesStatusExW", "", e))?;
     // service -> the services it depends on
     let mut deps: Vec<(String, Vec<String>)> = Vec::new();
     for s in &all {
-        let Ok(h) = scm::open_service(&manager, s, SERVICE_QUERY_CONFIG | SERVICE_QUERY_STATUS)
-        else {
+        let Ok(h) = scm::open_service(
+            &manager,
+            s,
+            ServiceAccess::QUERY_CONFIG | ServiceAccess::QUERY_STATUS,
+        ) else {
             continue;
         };
         let mut d = scm::config(&h).map(|(_, _, d)| d).unwrap_or_default();
-        for r in scm::registry_dependencies(s) {
+        for r in registry::dependencies(s) {
             if !d.iter().any(|x| x.eq_ignore_ascii_case(&r)) {
                 d.push(r);
             }
@@ -181,8 +179,8 @@ fn scanned_all_dependents(name: &str) -> Result<Vec<(String, bool)>> {
         .collect())
 }
 
-fn is_running(manager: &scm::Handle, name: &str) -> bool {
-    scm::open_service(manager, name, SERVICE_QUERY_STATUS)
+fn is_running(manager: &ServiceManager, name: &str) -> bool {
+    scm::open_service(manager, name, ServiceAccess::QUERY_STATUS)
         .and_then(|h| scm::status(&h))
         .is_ok_and(|(state, _, _)| state != 1)
 }
@@ -232,7 +230,7 @@ impl SystemBackend for WindowsSystem {
         let op = "get";
         let svc = open(
             name.os_name(),
-            SERVICE_QUERY_CONFIG | SERVICE_QUERY_STATUS,
+            ServiceAccess::QUERY_CONFIG | ServiceAccess::QUERY_STATUS,
             op,
         )?;
         let (start_type, display_name, _) =
@@ -247,7 +245,11 @@ impl SystemBackend for WindowsSystem {
 
     fn start_service(&self, name: &ServiceName) -> Result<()> {
         let op = "start";
-        let svc = open(name.os_name(), SERVICE_START | SERVICE_QUERY_STATUS, op)?;
+        let svc = open(
+            name.os_name(),
+            ServiceAccess::START | ServiceAccess::QUERY_STATUS,
+            op,
+        )?;
         match scm::start(&svc) {
             Ok(()) => {}
             Err(e)
@@ -262,7 +264,7 @@ impl SystemBackend for WindowsSystem {
         let op = "stop";
         let svc = open(
             name.os_name(),
-            SERVICE_STOP | SERVICE_QUERY_STATUS | SERVICE_ENUMERATE_DEPENDENTS,
+            ServiceAccess::STOP | ServiceAccess::QUERY_STATUS | scm::ENUMERATE_DEPENDENTS,
             op,
         )?;
         if progress(&svc, name.os_name(), op)?.state == ServiceStatus::Stopped {
@@ -329,7 +331,9 @@ impl SystemBackend for WindowsSystem {
             match scm::open_service(
                 &manager,
                 key,
-                SERVICE_QUERY_CONFIG | SERVICE_QUERY_STATUS | SERVICE_ENUMERATE_DEPENDENTS,
+                ServiceAccess::QUERY_CONFIG
+                    | ServiceAccess::QUERY_STATUS
+                    | scm::ENUMERATE_DEPENDENTS,
             ) {
                 Ok(svc) => found.push((key.clone(), svc)),
                 Err(e) => {
@@ -418,9 +422,9 @@ impl SystemBackend for WindowsSystem {
 
 /// The failure actions of `name` that act on the node (a reboot, a
 /// command; [`scm_rules::node_actions`]); none for a service that is gone.
-fn node_actions(manager: &scm::Handle, name: &str) -> Result<Vec<String>> {
+fn node_actions(manager: &ServiceManager, name: &str) -> Result<Vec<String>> {
     let what = "read the failure actions of";
-    let svc = match scm::open_service(manager, name, SERVICE_QUERY_CONFIG) {
+    let svc = match scm::open_service(manager, name, ServiceAccess::QUERY_CONFIG) {
         Ok(s) => s,
         Err(e) if e.raw_os_error() == Some(codes::DOES_NOT_EXIST) => return Ok(Vec::new()),
         Err(e) => return Err(scm_err(what, name, e)),
@@ -431,9 +435,9 @@ fn node_actions(manager: &scm::Handle, name: &str) -> Result<Vec<String>> {
 
 /// Why the plan cannot follow `name` ([`scm_rules::unmodelled`]: a
 /// driver, a trigger-started service); nothing for a service that is gone.
-fn unmodelled(manager: &scm::Handle, name: &str) -> Result<Vec<String>> {
+fn unmodelled(manager: &ServiceManager, name: &str) -> Result<Vec<String>> {
     let what = "read the type and triggers of";
-    let svc = match scm::open_service(manager, name, SERVICE_QUERY_CONFIG) {
+    let svc = match scm::open_service(manager, name, ServiceAccess::QUERY_CONFIG) {
         Ok(s) => s,
         Err(e) if e.raw_os_error() == Some(codes::DOES_NOT_EXIST) => return Ok(Vec::new()),
         Err(e) => return Err(scm_err(what, name, e)),
@@ -452,19 +456,21 @@ struct Groups {
 
 impl Groups {
     /// The services and drivers in `group` (compared without case).
-    fn members(&mut self, manager: &scm::Handle, group: &str) -> Result<Vec<String>> {
+    fn members(&mut self, manager: &ServiceManager, group: &str) -> Result<Vec<String>> {
         if self.all.is_none() {
-            let names = scm::all_services_and_drivers(manager)
+            let names = scm::Enumerator::open()
+                .map_err(|e| errors::win32("OpenSCManagerW", "", e))?
+                .all_services_and_drivers()
                 .map_err(|e| errors::win32("EnumServicesStatusExW", "", e))?;
             let mut all = Vec::new();
             for n in names {
-                let mut g = scm::open_service(manager, &n, SERVICE_QUERY_CONFIG)
+                let mut g = scm::open_service(manager, &n, ServiceAccess::QUERY_CONFIG)
                     .and_then(|h| scm::full_config(&h))
                     .map(|c| c.group)
                     .unwrap_or_default();
                 if g.is_empty() {
                     // Wine keeps the group in the registry only.
-                    g = scm::registry_group(&n);
+                    g = registry::group(&n);
                 }
                 if !g.is_empty() {
                     all.push((n, g));
@@ -486,16 +492,20 @@ impl Groups {
 /// the members of the load-order groups it depends on (`+Group`: the SCM
 /// starts every member), from `QueryServiceConfigW` and the registry
 /// (wine's `QueryServiceConfigW` leaves `lpDependencies` empty).
-fn dependencies_of(manager: &scm::Handle, name: &str, groups: &mut Groups) -> Result<Vec<String>> {
+fn dependencies_of(
+    manager: &ServiceManager,
+    name: &str,
+    groups: &mut Groups,
+) -> Result<Vec<String>> {
     let what = "read the dependencies of";
-    let svc = scm::open_service(manager, name, SERVICE_QUERY_CONFIG)
+    let svc = scm::open_service(manager, name, ServiceAccess::QUERY_CONFIG)
         .map_err(|e| scm_err(what, name, e))?;
     let mut deps = scm::full_config(&svc)
         .map_err(|e| scm_err(what, name, e))?
         .dependencies;
-    for r in scm::registry_dependencies(name)
+    for r in registry::dependencies(name)
         .into_iter()
-        .chain(scm::registry_group_dependencies(name))
+        .chain(registry::group_dependencies(name))
     {
         if !deps.iter().any(|d| d.eq_ignore_ascii_case(&r)) {
             deps.push(r);

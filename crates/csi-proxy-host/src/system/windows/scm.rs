@@ -1,32 +1,66 @@
-//! The Service Control Manager calls, each wrapped once: handles closed on
-//! drop, buffers sized by the API's own "bytes needed" answer, Win32 errors
-//! returned as `io::Error`.
+//! The Service Control Manager calls. Every call the `windows-service`
+//! crate has goes through it: `ServiceManager::local_computer` (OpenSCManagerW),
+//! `open_service` (OpenServiceW), `service_name_from_display_name`
+//! (GetServiceKeyNameW), `Service::query_status` (QueryServiceStatusEx),
+//! `start` (StartServiceW), `stop` (ControlService), and in the test
+//! helpers `create_service`, `update_failure_actions`, `delete`. Its
+//! errors come back as the `io::Error` of the Win32 call, as before.
+//!
+//! Kept hand-written, on `Service::raw_handle()` unless said (one line each):
+//! - `EnumServicesStatusExW`: the crate has no enumeration, and its
+//!   `ServiceManager` gives no raw handle (0.8.1), so [`Enumerator`] opens
+//!   its own manager handle with the same rights (connect, enumerate).
+//! - `EnumDependentServicesW`: not in the crate.
+//! - `QueryServiceConfigW`: the crate's `query_config` refuses the whole
+//!   configuration for a `dwStartType` or `dwErrorControl` it does not
+//!   name, panics on a null `lpBinaryPathName`/`lpDisplayName`, and its
+//!   `ServiceType::from_bits_truncate` drops SERVICE_ADAPTER (0x4),
+//!   SERVICE_RECOGNIZER_DRIVER (0x8), SERVICE_USERSERVICE_INSTANCE (0x80)
+//!   and SERVICE_PKG_SERVICE (0x200) (the driver bits `scm_rules` reads, 0x1
+//!   and 0x2, it keeps); the plan reads every service's and driver's
+//!   configuration, where one refusal would lose a group member.
+//! - `QueryServiceConfig2W(SERVICE_CONFIG_TRIGGER_INFO)`: not in the crate.
+//! - `QueryServiceConfig2W(SERVICE_CONFIG_FAILURE_ACTIONS)`: the crate's
+//!   `get_failure_actions` refuses every action type but its four (an
+//!   `SC_ACTION_OWN_RESTART`, 4, fails the read) and reports
+//!   `ERROR_INVALID_LEVEL` (wine) as an error where we read "none".
+//! - The SCM's registry values (`registry.rs`, `RegGetValueW`), where
+//!   wine keeps dependencies, groups and failure actions: not the crate's
+//!   business.
+//! - `ChangeServiceConfigW` (test helper): the crate's `ServiceInfo` has no
+//!   load-order group.
 
+use std::ffi::OsStr;
 use std::io;
 use std::ptr;
+use windows_service::service::{ParseRawError, Service, ServiceAccess};
+use windows_service::service_manager::{ServiceManager, ServiceManagerAccess};
 use windows_sys::Win32::System::Services::{
-    CloseServiceHandle, ControlService, EnumDependentServicesW, EnumServicesStatusExW,
-    GetServiceKeyNameW, OpenSCManagerW, OpenServiceW, QueryServiceConfig2W, QueryServiceConfigW,
-    QueryServiceStatusEx, StartServiceW, ENUM_SERVICE_STATUSW, ENUM_SERVICE_STATUS_PROCESSW,
+    CloseServiceHandle, EnumDependentServicesW, EnumServicesStatusExW, OpenSCManagerW,
+    QueryServiceConfig2W, QueryServiceConfigW, ENUM_SERVICE_STATUSW, ENUM_SERVICE_STATUS_PROCESSW,
     QUERY_SERVICE_CONFIGW, SC_ENUM_PROCESS_INFO, SC_HANDLE, SC_MANAGER_CONNECT,
-    SC_MANAGER_ENUMERATE_SERVICE, SC_STATUS_PROCESS_INFO, SERVICE_ACTIVE,
-    SERVICE_CONFIG_FAILURE_ACTIONS, SERVICE_CONFIG_TRIGGER_INFO, SERVICE_CONTROL_STOP,
-    SERVICE_DRIVER, SERVICE_FAILURE_ACTIONSW, SERVICE_STATE_ALL, SERVICE_STATUS,
-    SERVICE_STATUS_PROCESS, SERVICE_TRIGGER_INFO, SERVICE_WIN32,
+    SC_MANAGER_ENUMERATE_SERVICE, SERVICE_ACTIVE, SERVICE_CONFIG_FAILURE_ACTIONS,
+    SERVICE_CONFIG_TRIGGER_INFO, SERVICE_DRIVER, SERVICE_ENUMERATE_DEPENDENTS,
+    SERVICE_FAILURE_ACTIONSW, SERVICE_STATE_ALL, SERVICE_TRIGGER_INFO, SERVICE_WIN32,
 };
 
-/// An open SCM or service handle.
-pub struct Handle(SC_HANDLE);
+use crate::wide::nul_terminated as wide;
 
-impl Drop for Handle {
-    fn drop(&mut self) {
-        // SAFETY: the handle came from OpenSCManagerW/OpenServiceW, is
-        // non-null and is closed exactly once.
-        unsafe { CloseServiceHandle(self.0) };
+/// `SERVICE_ENUMERATE_DEPENDENTS`, which the crate's `ServiceAccess` does
+/// not name (its other rights it does).
+pub const ENUMERATE_DEPENDENTS: ServiceAccess =
+    ServiceAccess::from_bits_retain(SERVICE_ENUMERATE_DEPENDENTS);
+
+/// The rights every manager handle here asks for: connect, enumerate.
+const MANAGER_ACCESS: u32 = SC_MANAGER_CONNECT | SC_MANAGER_ENUMERATE_SERVICE;
+
+/// The crate's error as the `io::Error` of the Win32 call it wraps.
+fn os(e: windows_service::Error) -> io::Error {
+    match e {
+        windows_service::Error::Winapi(e) => e,
+        other => io::Error::new(io::ErrorKind::InvalidData, other.to_string()),
     }
 }
-
-use crate::wide::nul_terminated as wide;
 
 /// Reads a NUL-terminated UTF-16 string (empty for null).
 ///
@@ -45,38 +79,32 @@ unsafe fn from_wide(p: *const u16) -> String {
     String::from_utf16_lossy(unsafe { std::slice::from_raw_parts(p, n) })
 }
 
-/// The local SCM, for connecting to services.
-pub fn open_manager() -> io::Result<Handle> {
-    // SAFETY: null machine and database names mean the local active
-    // database; the handle is owned by the returned value.
-    let h = unsafe {
-        OpenSCManagerW(
-            ptr::null(),
-            ptr::null(),
-            SC_MANAGER_CONNECT | SC_MANAGER_ENUMERATE_SERVICE,
-        )
-    };
-    if h.is_null() {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(Handle(h))
+/// The local SCM, for connecting to services (connect and enumerate
+/// rights).
+pub fn open_manager() -> io::Result<ServiceManager> {
+    ServiceManager::local_computer(
+        None::<&OsStr>,
+        ServiceManagerAccess::from_bits_retain(MANAGER_ACCESS),
+    )
+    .map_err(os)
 }
 
 /// Open service `name` with `access` rights.
-pub fn open_service(scm: &Handle, name: &str, access: u32) -> io::Result<Handle> {
-    let w = wide(name)?;
-    // SAFETY: `scm` is open, `w` is NUL-terminated and alive for the call.
-    let h = unsafe { OpenServiceW(scm.0, w.as_ptr(), access) };
-    if h.is_null() {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(Handle(h))
+pub fn open_service(
+    scm: &ServiceManager,
+    name: &str,
+    access: ServiceAccess,
+) -> io::Result<Service> {
+    // Our own check first: the same error for an embedded NUL as every
+    // other wide string of the crate.
+    wide(name)?;
+    scm.open_service(name, access).map_err(os)
 }
 
 /// What `QueryServiceConfigW` says of a service.
 #[derive(Clone, Debug, Default)]
 pub struct Config {
-    /// `dwServiceType`.
+    /// `dwServiceType`, every bit.
     pub service_type: u32,
     /// `dwStartType`.
     pub start_type: u32,
@@ -89,7 +117,7 @@ pub struct Config {
 
 /// `dwStartType`, the display name and the services it depends on (group
 /// dependencies, `+group`, left out).
-pub fn config(svc: &Handle) -> io::Result<(u32, String, Vec<String>)> {
+pub fn config(svc: &Service) -> io::Result<(u32, String, Vec<String>)> {
     let c = full_config(svc)?;
     let deps = c
         .dependencies
@@ -99,11 +127,13 @@ pub fn config(svc: &Handle) -> io::Result<(u32, String, Vec<String>)> {
     Ok((c.start_type, c.display_name, deps))
 }
 
-/// The service's whole configuration ([`Config`]).
-pub fn full_config(svc: &Handle) -> io::Result<Config> {
+/// The service's whole configuration ([`Config`]), read raw (see the
+/// module's comment for why not through the crate).
+pub fn full_config(svc: &Service) -> io::Result<Config> {
+    let h = svc.raw_handle();
     let mut needed = 0u32;
     // SAFETY: a null buffer of size 0 asks for the size needed.
-    let ok = unsafe { QueryServiceConfigW(svc.0, ptr::null_mut(), 0, &mut needed) };
+    let ok = unsafe { QueryServiceConfigW(h, ptr::null_mut(), 0, &mut needed) };
     if ok == 0 {
         let e = io::Error::last_os_error();
         if e.raw_os_error() != Some(122) {
@@ -115,7 +145,7 @@ pub fn full_config(svc: &Handle) -> io::Result<Config> {
     let size = (buf.len() * 8) as u32;
     let cfg = buf.as_mut_ptr() as *mut QUERY_SERVICE_CONFIGW;
     // SAFETY: `buf` is writable for `size` bytes and suitably aligned.
-    if unsafe { QueryServiceConfigW(svc.0, cfg, size, &mut needed) } == 0 {
+    if unsafe { QueryServiceConfigW(h, cfg, size, &mut needed) } == 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: the call filled the structure; its string pointers point into
@@ -146,12 +176,13 @@ pub fn full_config(svc: &Handle) -> io::Result<Config> {
 /// How many trigger-start entries a service has
 /// (`QueryServiceConfig2W(SERVICE_CONFIG_TRIGGER_INFO)`, `cTriggers`); 0
 /// from a manager that does not keep them (`ERROR_INVALID_LEVEL`, wine).
-pub fn trigger_count(svc: &Handle) -> io::Result<u32> {
+pub fn trigger_count(svc: &Service) -> io::Result<u32> {
+    let h = svc.raw_handle();
     let mut needed = 0u32;
     // SAFETY: a null buffer of size 0 asks for the size needed.
     let ok = unsafe {
         QueryServiceConfig2W(
-            svc.0,
+            h,
             SERVICE_CONFIG_TRIGGER_INFO,
             ptr::null_mut(),
             0,
@@ -174,7 +205,7 @@ pub fn trigger_count(svc: &Handle) -> io::Result<u32> {
     // SERVICE_TRIGGER_INFO.
     if unsafe {
         QueryServiceConfig2W(
-            svc.0,
+            h,
             SERVICE_CONFIG_TRIGGER_INFO,
             buf.as_mut_ptr().cast(),
             size,
@@ -193,13 +224,14 @@ pub fn trigger_count(svc: &Handle) -> io::Result<u32> {
 /// (`QueryServiceConfig2W(SERVICE_CONFIG_FAILURE_ACTIONS)`), followed by
 /// those of the `FailureActions` value the SCM keeps in the registry (wine
 /// answers the call but keeps only the value).
-pub fn failure_actions(svc: &Handle, name: &str) -> io::Result<Vec<u32>> {
+pub fn failure_actions(svc: &Service, name: &str) -> io::Result<Vec<u32>> {
+    let h = svc.raw_handle();
     let mut types = Vec::new();
     let mut needed = 0u32;
     // SAFETY: a null buffer of size 0 asks for the size needed.
     let ok = unsafe {
         QueryServiceConfig2W(
-            svc.0,
+            h,
             SERVICE_CONFIG_FAILURE_ACTIONS,
             ptr::null_mut(),
             0,
@@ -214,7 +246,7 @@ pub fn failure_actions(svc: &Handle, name: &str) -> io::Result<Vec<u32>> {
         // SERVICE_FAILURE_ACTIONSW.
         if unsafe {
             QueryServiceConfig2W(
-                svc.0,
+                h,
                 SERVICE_CONFIG_FAILURE_ACTIONS,
                 buf.as_mut_ptr().cast(),
                 size,
@@ -239,244 +271,151 @@ pub fn failure_actions(svc: &Handle, name: &str) -> io::Result<Vec<u32>> {
         // 124 ERROR_INVALID_LEVEL: a manager that does not keep them.
         return Err(e);
     }
-    if let Some(v) = registry_value(name, "FailureActions", RegType::Binary) {
-        let bytes: Vec<u8> = v.iter().flat_map(|w| w.to_le_bytes()).collect();
-        types.extend(crate::system::scm_rules::parse_failure_actions_value(
-            &bytes,
-        ));
-    }
+    types.extend(super::registry::failure_action_types(name));
     Ok(types)
 }
 
-#[derive(Clone, Copy)]
-enum RegType {
-    MultiSz,
-    Sz,
-    Binary,
-}
+/// A manager handle of our own for `EnumServicesStatusExW`, which the
+/// crate does not have (nor a way to reach its manager's raw handle);
+/// the same rights as [`open_manager`]'s.
+pub struct Enumerator(SC_HANDLE);
 
-/// A value of `HKLM\SYSTEM\CurrentControlSet\Services\<name>` (as
-/// UTF-16 units; binary values as bytes paired into units, an odd last
-/// byte dropped), `None` when absent or of another type.
-fn registry_value(name: &str, value: &str, ty: RegType) -> Option<Vec<u16>> {
-    use windows_sys::Win32::System::Registry::{
-        RegGetValueW, HKEY_LOCAL_MACHINE, RRF_RT_REG_BINARY, RRF_RT_REG_MULTI_SZ, RRF_RT_REG_SZ,
-    };
-    let key = wide(&format!(r"SYSTEM\CurrentControlSet\Services\{name}")).ok()?;
-    let value = wide(value).ok()?;
-    let flags = match ty {
-        RegType::MultiSz => RRF_RT_REG_MULTI_SZ,
-        RegType::Sz => RRF_RT_REG_SZ,
-        RegType::Binary => RRF_RT_REG_BINARY,
-    };
-    let mut buf = vec![0u16; 4096];
-    let mut size = (buf.len() * 2) as u32;
-    // SAFETY: key and value names are NUL-terminated; `buf` is writable for
-    // `size` bytes.
-    let r = unsafe {
-        RegGetValueW(
-            HKEY_LOCAL_MACHINE,
-            key.as_ptr(),
-            value.as_ptr(),
-            flags,
-            ptr::null_mut(),
-            buf.as_mut_ptr() as *mut _,
-            &mut size,
-        )
-    };
-    if r != 0 {
-        return None;
+impl Drop for Enumerator {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from OpenSCManagerW, is non-null and is
+        // closed exactly once.
+        unsafe { CloseServiceHandle(self.0) };
     }
-    buf.truncate(size as usize / 2);
-    Some(buf)
 }
 
-/// The load-order group of a service as the registry keeps it (`Group`);
-/// empty when it has none.
-pub fn registry_group(name: &str) -> String {
-    registry_value(name, "Group", RegType::Sz)
-        .map(|b| String::from_utf16_lossy(b.split(|c| *c == 0).next().unwrap_or(&[])))
-        .unwrap_or_default()
-}
+impl Enumerator {
+    /// The local SCM (`OpenSCManagerW`, connect and enumerate rights).
+    pub fn open() -> io::Result<Self> {
+        // SAFETY: null machine and database names mean the local active
+        // database; the handle is owned by the returned value.
+        let h = unsafe { OpenSCManagerW(ptr::null(), ptr::null(), MANAGER_ACCESS) };
+        if h.is_null() {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Enumerator(h))
+    }
 
-/// The groups a service depends on as the registry keeps them
-/// (`DependOnGroup`), each as `+Group`.
-pub fn registry_group_dependencies(name: &str) -> Vec<String> {
-    registry_value(name, "DependOnGroup", RegType::MultiSz)
-        .map(|buf| {
-            buf.split(|c| *c == 0)
-                .map(String::from_utf16_lossy)
-                .take_while(|s| !s.is_empty())
-                .map(|g| format!("+{g}"))
-                .collect()
-        })
-        .unwrap_or_default()
-}
+    /// The names of every service of any type, Win32 services and drivers
+    /// (load-order groups hold both).
+    pub fn all_services_and_drivers(&self) -> io::Result<Vec<String>> {
+        self.enumerate(SERVICE_WIN32 | SERVICE_DRIVER)
+    }
 
-/// The names of every service of any type, Win32 services and drivers
-/// (load-order groups hold both).
-pub fn all_services_and_drivers(scm: &Handle) -> io::Result<Vec<String>> {
-    enumerate(scm, SERVICE_WIN32 | SERVICE_DRIVER)
-}
+    /// The names of every Win32 service.
+    pub fn all_services(&self) -> io::Result<Vec<String>> {
+        self.enumerate(SERVICE_WIN32)
+    }
 
-/// The services `name` depends on as the SCM stores them in the registry
-/// (`HKLM\SYSTEM\CurrentControlSet\Services\<name>\DependOnService`);
-/// wine's QueryServiceConfigW leaves `lpDependencies` empty, so the scan
-/// reads both.
-pub fn registry_dependencies(name: &str) -> Vec<String> {
-    registry_value(name, "DependOnService", RegType::MultiSz)
-        .map(|buf| {
-            buf.split(|c| *c == 0)
-                .map(String::from_utf16_lossy)
-                .take_while(|s| !s.is_empty())
-                .filter(|s| !s.starts_with('+'))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The names of every Win32 service.
-pub fn all_services(scm: &Handle) -> io::Result<Vec<String>> {
-    enumerate(scm, SERVICE_WIN32)
-}
-
-fn enumerate(scm: &Handle, types: u32) -> io::Result<Vec<String>> {
-    let mut out = Vec::new();
-    let mut resume = 0u32;
-    loop {
-        let mut needed = 0u32;
-        let mut count = 0u32;
-        let mut buf = vec![0u64; 8192];
-        let size = (buf.len() * 8) as u32;
-        // SAFETY: `buf` is writable for `size` bytes and aligned for the
-        // entries; the resume handle persists between calls.
-        let ok = unsafe {
-            EnumServicesStatusExW(
-                scm.0,
-                SC_ENUM_PROCESS_INFO,
-                types,
-                windows_sys::Win32::System::Services::SERVICE_STATE_ALL,
-                buf.as_mut_ptr() as *mut u8,
-                size,
-                &mut needed,
-                &mut count,
-                &mut resume,
-                ptr::null(),
-            )
-        };
-        let more = if ok == 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() != Some(234) {
-                return Err(e);
+    fn enumerate(&self, types: u32) -> io::Result<Vec<String>> {
+        let mut out = Vec::new();
+        let mut resume = 0u32;
+        loop {
+            let mut needed = 0u32;
+            let mut count = 0u32;
+            let mut buf = vec![0u64; 8192];
+            let size = (buf.len() * 8) as u32;
+            // SAFETY: `buf` is writable for `size` bytes and aligned for the
+            // entries; the resume handle persists between calls.
+            let ok = unsafe {
+                EnumServicesStatusExW(
+                    self.0,
+                    SC_ENUM_PROCESS_INFO,
+                    types,
+                    SERVICE_STATE_ALL,
+                    buf.as_mut_ptr() as *mut u8,
+                    size,
+                    &mut needed,
+                    &mut count,
+                    &mut resume,
+                    ptr::null(),
+                )
+            };
+            let more = if ok == 0 {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() != Some(234) {
+                    return Err(e);
+                }
+                true
+            } else {
+                false
+            };
+            let list = buf.as_ptr() as *const ENUM_SERVICE_STATUS_PROCESSW;
+            for i in 0..count as usize {
+                // SAFETY: the call wrote `count` entries whose strings live in `buf`.
+                out.push(unsafe { from_wide((*list.add(i)).lpServiceName) });
             }
-            true
-        } else {
-            false
-        };
-        let list = buf.as_ptr() as *const ENUM_SERVICE_STATUS_PROCESSW;
-        for i in 0..count as usize {
-            // SAFETY: the call wrote `count` entries whose strings live in `buf`.
-            out.push(unsafe { from_wide((*list.add(i)).lpServiceName) });
-        }
-        if !more || count == 0 && needed == 0 {
-            return Ok(out);
+            if !more || count == 0 && needed == 0 {
+                return Ok(out);
+            }
         }
     }
 }
 
-/// `(dwCurrentState, dwCheckPoint, dwWaitHint)`.
-pub fn status(svc: &Handle) -> io::Result<(u32, u32, u32)> {
-    let mut st = SERVICE_STATUS_PROCESS {
-        dwServiceType: 0,
-        dwCurrentState: 0,
-        dwControlsAccepted: 0,
-        dwWin32ExitCode: 0,
-        dwServiceSpecificExitCode: 0,
-        dwCheckPoint: 0,
-        dwWaitHint: 0,
-        dwProcessId: 0,
-        dwServiceFlags: 0,
-    };
-    let mut needed = 0u32;
-    // SAFETY: `st` is a writable SERVICE_STATUS_PROCESS of the size given.
-    let ok = unsafe {
-        QueryServiceStatusEx(
-            svc.0,
-            SC_STATUS_PROCESS_INFO,
-            &mut st as *mut _ as *mut u8,
-            std::mem::size_of::<SERVICE_STATUS_PROCESS>() as u32,
-            &mut needed,
-        )
-    };
-    if ok == 0 {
-        return Err(io::Error::last_os_error());
+/// `(dwCurrentState, dwCheckPoint, dwWaitHint)` (`query_status`). A state
+/// the crate does not name comes back raw, the rest zero, for
+/// `codes::state` to refuse as before.
+pub fn status(svc: &Service) -> io::Result<(u32, u32, u32)> {
+    match svc.query_status() {
+        Ok(st) => Ok((
+            st.current_state as u32,
+            st.checkpoint,
+            u32::try_from(st.wait_hint.as_millis()).unwrap_or(u32::MAX),
+        )),
+        Err(windows_service::Error::ParseValue(_, ParseRawError::InvalidInteger(state))) => {
+            Ok((state, 0, 0))
+        }
+        Err(e) => Err(os(e)),
     }
-    Ok((st.dwCurrentState, st.dwCheckPoint, st.dwWaitHint))
 }
 
 /// `StartServiceW` without arguments.
-pub fn start(svc: &Handle) -> io::Result<()> {
-    // SAFETY: no argument vector.
-    if unsafe { StartServiceW(svc.0, 0, ptr::null()) } == 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+pub fn start(svc: &Service) -> io::Result<()> {
+    svc.start::<&OsStr>(&[]).map_err(os)
 }
 
-/// `ControlService(STOP)`.
-pub fn stop(svc: &Handle) -> io::Result<()> {
-    let mut st = SERVICE_STATUS {
-        dwServiceType: 0,
-        dwCurrentState: 0,
-        dwControlsAccepted: 0,
-        dwWin32ExitCode: 0,
-        dwServiceSpecificExitCode: 0,
-        dwCheckPoint: 0,
-        dwWaitHint: 0,
-    };
-    // SAFETY: `st` is a writable SERVICE_STATUS.
-    if unsafe { ControlService(svc.0, SERVICE_CONTROL_STOP, &mut st) } == 0 {
-        return Err(io::Error::last_os_error());
+/// `ControlService(STOP)`; the status it returns is not read (one the
+/// crate cannot parse after an accepted control is no failure).
+pub fn stop(svc: &Service) -> io::Result<()> {
+    match svc.stop() {
+        Ok(_) | Err(windows_service::Error::ParseValue(..)) => Ok(()),
+        Err(e) => Err(os(e)),
     }
-    Ok(())
 }
 
 /// The service key name of the service whose display name is `display`
 /// (`ERROR_SERVICE_DOES_NOT_EXIST` when no display name is `display`).
-pub fn key_name(scm: &Handle, display: &str) -> io::Result<String> {
-    let w = wide(display)?;
-    // A service name has at most 256 characters, plus the NUL.
-    let mut buf = [0u16; 257];
-    let mut len = buf.len() as u32;
-    // SAFETY: `scm` is open, `w` NUL-terminated, `buf` writable for `len`
-    // characters; the call updates `len`.
-    if unsafe { GetServiceKeyNameW(scm.0, w.as_ptr(), buf.as_mut_ptr(), &mut len) } == 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let n = (len as usize).min(buf.len());
-    let end = buf[..n].iter().position(|c| *c == 0).unwrap_or(n);
-    Ok(String::from_utf16_lossy(&buf[..end]))
+pub fn key_name(scm: &ServiceManager, display: &str) -> io::Result<String> {
+    wide(display)?;
+    let name = scm.service_name_from_display_name(display).map_err(os)?;
+    let name = name.to_string_lossy();
+    // The name ends at its NUL, whatever length the manager gave.
+    Ok(name.split('\0').next().unwrap_or_default().to_string())
 }
 
 /// The names of the active services that depend on `svc`, in the order
 /// the SCM gives them (the reverse of start order: stop them in it).
-pub fn active_dependents(svc: &Handle) -> io::Result<Vec<String>> {
+pub fn active_dependents(svc: &Service) -> io::Result<Vec<String>> {
     dependents(svc, SERVICE_ACTIVE)
 }
 
 /// The services that depend on `svc`, directly or not, in `state`
 /// (`SERVICE_ACTIVE`, `SERVICE_STATE_ALL`), in the SCM's order.
-pub fn all_dependents(svc: &Handle) -> io::Result<Vec<String>> {
+pub fn all_dependents(svc: &Service) -> io::Result<Vec<String>> {
     dependents(svc, SERVICE_STATE_ALL)
 }
 
-fn dependents(svc: &Handle, state: u32) -> io::Result<Vec<String>> {
+fn dependents(svc: &Service, state: u32) -> io::Result<Vec<String>> {
+    let h = svc.raw_handle();
     let mut needed = 0u32;
     let mut count = 0u32;
     // SAFETY: a null buffer of size 0 asks for the size needed.
-    let ok = unsafe {
-        EnumDependentServicesW(svc.0, state, ptr::null_mut(), 0, &mut needed, &mut count)
-    };
+    let ok =
+        unsafe { EnumDependentServicesW(h, state, ptr::null_mut(), 0, &mut needed, &mut count) };
     if ok != 0 {
         return Ok(Vec::new());
     }
@@ -488,7 +427,7 @@ fn dependents(svc: &Handle, state: u32) -> io::Result<Vec<String>> {
     let size = (buf.len() * 8) as u32;
     let list = buf.as_mut_ptr() as *mut ENUM_SERVICE_STATUSW;
     // SAFETY: `buf` is writable for `size` bytes and aligned for the array.
-    if unsafe { EnumDependentServicesW(svc.0, state, list, size, &mut needed, &mut count) } == 0 {
+    if unsafe { EnumDependentServicesW(h, state, list, size, &mut needed, &mut count) } == 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: the call wrote `count` entries whose strings live in `buf`.
@@ -502,123 +441,111 @@ fn dependents(svc: &Handle, state: u32) -> io::Result<Vec<String>> {
 #[cfg(test)]
 pub mod testing {
     use super::*;
-    use windows_sys::Win32::System::Services::{
-        CreateServiceW, DeleteService, SC_MANAGER_ALL_ACCESS, SERVICE_ALL_ACCESS,
-        SERVICE_DEMAND_START, SERVICE_ERROR_NORMAL, SERVICE_WIN32_OWN_PROCESS,
+    use std::ffi::OsString;
+    use std::path::PathBuf;
+    use std::time::Duration;
+    use windows_service::service::{
+        ServiceAction, ServiceActionType, ServiceDependency, ServiceErrorControl,
+        ServiceFailureActions, ServiceFailureResetPeriod, ServiceInfo, ServiceStartType,
+        ServiceType,
     };
+    use windows_sys::Win32::System::Services::SERVICE_WIN32_OWN_PROCESS;
 
-    pub fn create(name: &str, binary: &str, depends_on: &[&str]) -> io::Result<Handle> {
+    pub fn create(name: &str, binary: &str, depends_on: &[&str]) -> io::Result<Service> {
         create_with(name, binary, depends_on, None, SERVICE_WIN32_OWN_PROCESS)
     }
 
-    /// [`create`] in a load-order group, of a service type.
+    /// [`create`] in a load-order group, of a service type (every bit
+    /// kept).
     pub fn create_with(
         name: &str,
         binary: &str,
         depends_on: &[&str],
         group: Option<&str>,
         service_type: u32,
-    ) -> io::Result<Handle> {
-        // SAFETY: null names mean the local active database.
-        let scm = unsafe { OpenSCManagerW(ptr::null(), ptr::null(), SC_MANAGER_ALL_ACCESS) };
-        if scm.is_null() {
-            return Err(io::Error::last_os_error());
+    ) -> io::Result<Service> {
+        let scm = ServiceManager::local_computer(None::<&OsStr>, ServiceManagerAccess::ALL_ACCESS)
+            .map_err(os)?;
+        let info = ServiceInfo {
+            name: OsString::from(name),
+            display_name: OsString::from(name),
+            service_type: ServiceType::from_bits_retain(service_type),
+            start_type: ServiceStartType::OnDemand,
+            error_control: ServiceErrorControl::Normal,
+            executable_path: PathBuf::from(binary),
+            launch_arguments: Vec::new(),
+            dependencies: depends_on
+                .iter()
+                .map(ServiceDependency::from_system_identifier)
+                .collect(),
+            account_name: None,
+            account_password: None,
+        };
+        let svc = scm
+            .create_service(&info, ServiceAccess::ALL_ACCESS)
+            .map_err(os)?;
+        if let Some(g) = group {
+            set_group(&svc, g)?;
         }
-        let scm = Handle(scm);
-        let n = wide(name)?;
-        let b = wide(binary)?;
-        let g = group.map(wide).transpose()?;
-        let mut deps: Vec<u16> = Vec::new();
-        for d in depends_on {
-            deps.extend(crate::wide::units(d)?);
-            deps.push(0);
-        }
-        deps.push(0);
-        // SAFETY: every string is NUL-terminated (the list double-NUL) and
-        // alive for the call.
-        let h = unsafe {
-            CreateServiceW(
-                scm.0,
-                n.as_ptr(),
-                n.as_ptr(),
-                SERVICE_ALL_ACCESS,
-                service_type,
-                SERVICE_DEMAND_START,
-                SERVICE_ERROR_NORMAL,
-                b.as_ptr(),
-                g.as_ref().map_or(ptr::null(), |g| g.as_ptr()),
+        Ok(svc)
+    }
+
+    /// `ChangeServiceConfigW` with only the load-order group changed (the
+    /// crate's `ServiceInfo` has none).
+    fn set_group(svc: &Service, group: &str) -> io::Result<()> {
+        use windows_sys::Win32::System::Services::{ChangeServiceConfigW, SERVICE_NO_CHANGE};
+        let g = wide(group)?;
+        // SAFETY: `svc` is open with SERVICE_CHANGE_CONFIG; `g` is
+        // NUL-terminated and alive for the call; null strings mean
+        // "unchanged".
+        let ok = unsafe {
+            ChangeServiceConfigW(
+                svc.raw_handle(),
+                SERVICE_NO_CHANGE,
+                SERVICE_NO_CHANGE,
+                SERVICE_NO_CHANGE,
+                ptr::null(),
+                g.as_ptr(),
                 ptr::null_mut(),
-                deps.as_ptr(),
+                ptr::null(),
+                ptr::null(),
                 ptr::null(),
                 ptr::null(),
             )
         };
-        if h.is_null() {
+        if ok == 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(Handle(h))
+        Ok(())
     }
 
     /// Sets the failure actions of a service (`types`, each after 1 s)
-    /// through `ChangeServiceConfig2W`; `false` when the manager refused.
-    pub fn set_failure_actions(h: &Handle, types: &[i32]) -> bool {
-        use windows_sys::Win32::System::Services::{ChangeServiceConfig2W, SC_ACTION};
-        let mut actions: Vec<SC_ACTION> = types
+    /// through `update_failure_actions` (`ChangeServiceConfig2W`); `false`
+    /// when the manager refused or a type is not one the crate names.
+    pub fn set_failure_actions(h: &Service, types: &[i32]) -> bool {
+        let Ok(actions) = types
             .iter()
-            .map(|t| SC_ACTION {
-                Type: *t,
-                Delay: 1000,
+            .map(|t| {
+                ServiceActionType::from_raw(*t).map(|action_type| ServiceAction {
+                    action_type,
+                    delay: Duration::from_secs(1),
+                })
             })
-            .collect();
-        let mut command = wide("cmd.exe /c exit 0").expect("no NUL");
-        let fa = SERVICE_FAILURE_ACTIONSW {
-            dwResetPeriod: 86400,
-            lpRebootMsg: ptr::null_mut(),
-            lpCommand: command.as_mut_ptr(),
-            cActions: actions.len() as u32,
-            lpsaActions: actions.as_mut_ptr(),
+            .collect::<Result<Vec<_>, _>>()
+        else {
+            return false;
         };
-        // SAFETY: `fa` and what it points to are alive for the call.
-        unsafe {
-            ChangeServiceConfig2W(
-                h.0,
-                SERVICE_CONFIG_FAILURE_ACTIONS,
-                &fa as *const _ as *const core::ffi::c_void,
-            ) != 0
-        }
+        h.update_failure_actions(ServiceFailureActions {
+            reset_period: ServiceFailureResetPeriod::After(Duration::from_secs(86400)),
+            reboot_msg: None,
+            command: Some(OsString::from("cmd.exe /c exit 0")),
+            actions: Some(actions),
+        })
+        .is_ok()
     }
 
-    /// Writes a service's `FailureActions` registry value as the SCM
-    /// keeps it (`types`, each after 1 s).
-    pub fn write_failure_actions_value(name: &str, types: &[u32]) -> bool {
-        use windows_sys::Win32::System::Registry::{
-            RegSetKeyValueW, HKEY_LOCAL_MACHINE, REG_BINARY,
-        };
-        let mut v: Vec<u8> = Vec::new();
-        for w in [86400u32, 0, 0, types.len() as u32, 0] {
-            v.extend(w.to_le_bytes());
-        }
-        for t in types {
-            v.extend(t.to_le_bytes());
-            v.extend(1000u32.to_le_bytes());
-        }
-        let key = wide(&format!(r"SYSTEM\CurrentControlSet\Services\{name}")).expect("no NUL");
-        let value = wide("FailureActions").expect("no NUL");
-        // SAFETY: names NUL-terminated, `v` alive and `v.len()` bytes long.
-        unsafe {
-            RegSetKeyValueW(
-                HKEY_LOCAL_MACHINE,
-                key.as_ptr(),
-                value.as_ptr(),
-                REG_BINARY,
-                v.as_ptr().cast(),
-                v.len() as u32,
-            ) == 0
-        }
-    }
-
-    pub fn delete(h: &Handle) {
-        // SAFETY: an open service handle with DELETE access.
-        unsafe { DeleteService(h.0) };
+    /// `DeleteService` (the handle has DELETE access).
+    pub fn delete(h: &Service) {
+        let _ = h.delete();
     }
 }

@@ -23,10 +23,10 @@ fn config_lists_dependencies_and_the_scan_finds_dependents() {
     let (start, display, mut deps) = scm::config(&hd).unwrap();
     // Wine leaves lpDependencies empty; the registry has them.
     if deps.is_empty() {
-        deps = scm::registry_dependencies(&dep);
+        deps = super::registry::dependencies(&dep);
     }
     let (_, _, none) = scm::config(&hb).unwrap();
-    let all = scm::all_services(&scm::open_manager().unwrap()).unwrap();
+    let all = scm::Enumerator::open().unwrap().all_services().unwrap();
     scm::testing::delete(&hd);
     scm::testing::delete(&hb);
     assert_eq!(start, 3);
@@ -163,7 +163,7 @@ fn failure_actions_that_reboot_or_run_a_command_refuse_the_plan() {
             // Wine does not keep them: the value the SCM keeps instead.
             via = "the FailureActions value";
             let t: Vec<u32> = t.iter().map(|t| *t as u32).collect();
-            assert!(scm::testing::write_failure_actions_value(n, &t));
+            assert!(super::registry::testing::write_failure_actions_value(n, &t));
         }
     }
     let run = format!("csiproxyfarun{pid}");
@@ -173,7 +173,7 @@ fn failure_actions_that_reboot_or_run_a_command_refuse_the_plan() {
             .unwrap_or_default()
             .is_empty()
     {
-        assert!(scm::testing::write_failure_actions_value(
+        assert!(super::registry::testing::write_failure_actions_value(
             &run,
             &[SC_ACTION_RUN_COMMAND as u32]
         ));
