@@ -11,7 +11,9 @@ pub(crate) fn end(off: usize, len: usize) -> usize {
     off.saturating_add(len)
 }
 
-/// Writes `bytes` at `at` (the encoders': their buffers are sized first).
+/// Writes `bytes` at `at` (the test encoders': their buffers are sized
+/// first).
+#[cfg(test)]
 pub(crate) fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
     buf[at..at + bytes.len()].copy_from_slice(bytes);
 }
