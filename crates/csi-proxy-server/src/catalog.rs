@@ -267,7 +267,7 @@ pub(crate) use disk_table;
 macro_rules! filesystem_table {
     ($cb:ident!($($args:tt)*)) => {
         $cb! {($($args)*) FilesystemApi,
-            inline [path_exists, is_symlink, mkdir, rmdir];
+            inline [path_exists, is_symlink];
             [v1alpha1, v1beta1] {
                 PathExists(PathExistsRequest, PathExistsResponse) => path_exists,
                 Mkdir(MkdirRequest, MkdirResponse) => mkdir,

@@ -359,7 +359,21 @@ fn activate_and_fail(dir: &Path, listen: &[(PathBuf, &str, bool)]) -> (bool, Str
         let d = std::os::unix::net::UnixDatagram::unbound().unwrap();
         d.send_to(b"x", first).unwrap();
     } else {
-        drop(std::os::unix::net::UnixStream::connect(first).unwrap());
+        // The socket's file is made by bind(), before listen(): until
+        // then a connect is refused (it failed so in CI).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match std::os::unix::net::UnixStream::connect(first) {
+                Ok(c) => break drop(c),
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::ConnectionRefused
+                        && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                Err(e) => panic!("connect {}: {e}", first.display()),
+            }
+        }
     }
     let deadline = Instant::now() + Duration::from_secs(20);
     let status = loop {

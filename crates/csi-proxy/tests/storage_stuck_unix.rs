@@ -20,10 +20,9 @@ mod storage;
 
 use common::{partition_and_format, Proxy};
 use csi_proxy_api::{disk::v1 as dk, filesystem::v1 as fs, volume::v1 as vl};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
-use storage::{can_run, LoopDisk, MIB};
+use storage::{can_hang, can_run, HangFs, LoopDisk, MIB};
 use tonic::Code;
 
 /// How long the disk stays hung.
@@ -43,79 +42,6 @@ fn threads(pid: u32) -> usize {
 fn sh(cmd: &str, args: &[&str]) {
     let st = Command::new(cmd).args(args).status().unwrap();
     assert!(st.success(), "{cmd} {args:?}: {st}");
-}
-
-/// A FUSE file system (`storage/hangfs.py`) serving one file whose reads
-/// and writes wait while a marker file exists.
-struct HangFs {
-    mnt: std::path::PathBuf,
-    marker: std::path::PathBuf,
-    server: Child,
-}
-
-impl HangFs {
-    fn new(root: &Path, size: u64) -> HangFs {
-        let back = root.join("backing.img");
-        std::fs::File::create(&back).unwrap().set_len(size).unwrap();
-        let mnt = root.join("hangfs");
-        std::fs::create_dir_all(&mnt).unwrap();
-        let marker = root.join("hang");
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/storage/hangfs.py");
-        let server = Command::new("/usr/bin/python3")
-            .arg(script)
-            .args([&back, &marker, &mnt])
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !mnt.join("disk.img").exists() {
-            assert!(Instant::now() < deadline, "the FUSE server did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        HangFs {
-            mnt,
-            marker,
-            server,
-        }
-    }
-
-    fn file(&self) -> std::path::PathBuf {
-        self.mnt.join("disk.img")
-    }
-
-    fn hang(&self) {
-        std::fs::write(&self.marker, b"").unwrap();
-    }
-
-    fn release(&self) {
-        let _ = std::fs::remove_file(&self.marker);
-    }
-}
-
-impl Drop for HangFs {
-    fn drop(&mut self) {
-        self.release();
-        let _ = Command::new("fusermount").arg("-u").arg(&self.mnt).status();
-        let _ = self.server.kill();
-        let _ = self.server.wait();
-        // Still mounted when the file was busy (a reader left behind):
-        // lazily, so no dead mount is left.
-        let _ = Command::new("umount")
-            .arg("-l")
-            .arg(&self.mnt)
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
-/// Whether FUSE and the helper's Python module are here.
-fn can_hang() -> bool {
-    Path::new("/dev/fuse").exists()
-        && Command::new("/usr/bin/python3")
-            .args(["-c", "import fusepy"])
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
 }
 
 /// Times of one round of calls on healthy disks and other endpoints.

@@ -229,6 +229,10 @@ impl Confined {
         if let Some(h) = slot.handle.get() {
             return Ok(h);
         }
+        // Opening a root by its path is a lookup like any other.
+        if crate::inline::active() {
+            return Err(crate::inline::would_block("opening an allowed root"));
+        }
         let opened = match os::RootHandle::open(&slot.path) {
             Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
                 std::fs::create_dir_all(&slot.path)
@@ -545,7 +549,12 @@ pub(crate) fn mount_in_tree(p: &Located) -> Error {
 }
 
 /// An OS error on `p`, with only the client's path in the message.
+/// In an inline attempt, `EAGAIN` is a lookup the caches could not answer
+/// (`RESOLVE_CACHED`): "would block", run again where it may.
 pub(crate) fn io_err(op: &'static str, p: &Located, e: io::Error) -> Error {
+    if crate::inline::active() && e.kind() == io::ErrorKind::WouldBlock {
+        return crate::inline::would_block("a lookup the kernel's caches cannot answer");
+    }
     Error::io(op, p.path(), e)
 }
 

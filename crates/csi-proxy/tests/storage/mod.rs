@@ -476,3 +476,76 @@ pub fn fs_total(path: &Path) -> u64 {
     let st = nix::sys::statvfs::statvfs(path).unwrap();
     st.blocks() as u64 * st.fragment_size() as u64
 }
+
+/// A FUSE file system (`storage/hangfs.py`) serving one file whose reads
+/// and writes wait while a marker file exists.
+pub struct HangFs {
+    mnt: std::path::PathBuf,
+    marker: std::path::PathBuf,
+    server: Child,
+}
+
+impl HangFs {
+    pub fn new(root: &Path, size: u64) -> HangFs {
+        let back = root.join("backing.img");
+        std::fs::File::create(&back).unwrap().set_len(size).unwrap();
+        let mnt = root.join("hangfs");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let marker = root.join("hang");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/storage/hangfs.py");
+        let server = Command::new("/usr/bin/python3")
+            .arg(script)
+            .args([&back, &marker, &mnt])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !mnt.join("disk.img").exists() {
+            assert!(Instant::now() < deadline, "the FUSE server did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        HangFs {
+            mnt,
+            marker,
+            server,
+        }
+    }
+
+    pub fn file(&self) -> std::path::PathBuf {
+        self.mnt.join("disk.img")
+    }
+
+    pub fn hang(&self) {
+        std::fs::write(&self.marker, b"").unwrap();
+    }
+
+    pub fn release(&self) {
+        let _ = std::fs::remove_file(&self.marker);
+    }
+}
+
+impl Drop for HangFs {
+    fn drop(&mut self) {
+        self.release();
+        let _ = Command::new("fusermount").arg("-u").arg(&self.mnt).status();
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+        // Still mounted when the file was busy (a reader left behind):
+        // lazily, so no dead mount is left.
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(&self.mnt)
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Whether FUSE and the helper's Python module are here.
+pub fn can_hang() -> bool {
+    Path::new("/dev/fuse").exists()
+        && Command::new("/usr/bin/python3")
+            .args(["-c", "import fusepy"])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+}

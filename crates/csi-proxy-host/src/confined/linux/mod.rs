@@ -107,7 +107,15 @@ impl AsFd for Dir {
 
 /// `statx` of the open file itself (not what a link there names): unlike
 /// `fstat`, its inode number and sizes are 64-bit on every target.
+/// In an inline attempt the attributes the kernel holds are taken as they
+/// are (`AT_STATX_DONT_SYNC`: a network or FUSE filesystem is not asked;
+/// an inline attempt reads only the type, which never changes).
 fn statx_empty_path(fd: BorrowedFd<'_>) -> io::Result<libc::statx> {
+    let dont_sync = if crate::inline::active() {
+        libc::AT_STATX_DONT_SYNC
+    } else {
+        0
+    };
     let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
     // SAFETY: the path is a NUL-terminated empty string, `fd` is an open
     // descriptor, and `stx` points to writable memory of the right size that
@@ -116,7 +124,7 @@ fn statx_empty_path(fd: BorrowedFd<'_>) -> io::Result<libc::statx> {
         libc::statx(
             fd.as_raw_fd(),
             c"".as_ptr(),
-            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW | dont_sync,
             libc::STATX_BASIC_STATS,
             stx.as_mut_ptr(),
         )
@@ -129,19 +137,33 @@ fn statx_empty_path(fd: BorrowedFd<'_>) -> io::Result<libc::statx> {
 }
 
 /// `openat2` beneath `dir`: no links, no magic links, never above `dir`.
+/// In an inline attempt (`crate::inline`, on an async worker) the lookup
+/// is answered from the kernel's caches only (`RESOLVE_CACHED`): a lookup
+/// that would read a device (a directory not cached on a mounted volume
+/// whose disk may hang) or ask a network or FUSE filesystem fails with
+/// `EAGAIN`, which [`io_err`] turns into "would block", and the call runs
+/// again on the blocking pool.
 fn beneath<P: ?Sized + nix::NixPath>(
     dir: BorrowedFd<'_>,
     rel: &P,
     flags: OFlag,
     extra: ResolveFlag,
 ) -> nix::Result<OwnedFd> {
+    let cached = crate::inline::active();
+    let only_cached = if cached {
+        ResolveFlag::from_bits_retain(libc::RESOLVE_CACHED)
+    } else {
+        ResolveFlag::empty()
+    };
     let how = OpenHow::new().flags(flags | OFlag::O_CLOEXEC).resolve(
         ResolveFlag::RESOLVE_BENEATH
             | ResolveFlag::RESOLVE_NO_SYMLINKS
             | ResolveFlag::RESOLVE_NO_MAGICLINKS
+            | only_cached
             | extra,
     );
-    // EAGAIN: the lookup raced with a rename or mount; it is safe to retry.
+    // EAGAIN: the lookup raced with a rename or mount; it is safe to retry
+    // (from the caches only: the lookup needs more than they hold).
     let mut tries = 0;
     loop {
         let r = if rel.is_empty() {
@@ -150,6 +172,7 @@ fn beneath<P: ?Sized + nix::NixPath>(
             openat2(dir, rel, how)
         };
         match r {
+            Err(Errno::EAGAIN) if cached => return Err(Errno::EAGAIN),
             Err(Errno::EAGAIN) if tries < 16 => tries += 1,
             other => return other,
         }

@@ -125,9 +125,118 @@ fn unclaimed_uses(dev_dir: &Path, disk: &str, devs: BTreeSet<u64>) -> Result<Vec
     }
 }
 
+/// How long one loop device's status may take to read (its node's open
+/// and `LOOP_GET_STATUS64`): a loop device whose own I/O hangs can hold
+/// its open for ever (the kernel's open mutex, held by a partition scan
+/// stuck on it).
+pub const LOOP_PROBE_BUDGET: Duration = Duration::from_secs(1);
+
+/// A loop device's instance: name, kernel `diskseq` (new on every attach)
+/// and backing file as sysfs shows it (changed by `LOOP_CHANGE_FD`).
+type LoopKey = (String, u64, String);
+
+/// What is known of the loop devices, shared by every scan: the backing
+/// identity (`st_dev` of the backing file, its `st_rdev`) of each instance
+/// read once (it does not change while the instance lives), and the
+/// devices whose probe has not returned (one probe at a time per device:
+/// a hung device holds one thread, whoever asks).
+#[derive(Default)]
+struct Loops {
+    known: std::collections::BTreeMap<LoopKey, (u64, u64)>,
+    out: BTreeSet<String>,
+}
+
+fn loops() -> std::sync::MutexGuard<'static, Loops> {
+    static LOOPS: std::sync::OnceLock<std::sync::Mutex<Loops>> = std::sync::OnceLock::new();
+    LOOPS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+/// What one loop device's probe gave.
+enum Probe {
+    /// Its backing identity (read now, or known for this instance).
+    Backing(std::io::Result<(u64, u64)>),
+    /// Reading its node failed.
+    Failed(Error),
+    /// No answer within [`LOOP_PROBE_BUDGET`], or a probe of it is still out.
+    Silent,
+}
+
+type ProbeAnswer = Result<std::io::Result<(u64, u64)>>;
+
+/// A probe started (or not needed).
+enum Started {
+    Done(Probe),
+    Waiting(std::sync::mpsc::Receiver<ProbeAnswer>),
+}
+
+/// Starts reading the backing identity of loop device `key.0` (instance
+/// `key`, node `major:minor`) on a thread of its own, unless it is known
+/// for this instance or a probe of the device is still out.
+fn start_probe(dev_dir: &Path, key: &LoopKey, major: u32, minor: u32) -> Started {
+    {
+        let mut l = loops();
+        if let Some(b) = l.known.get(key) {
+            return Started::Done(Probe::Backing(Ok(*b)));
+        }
+        if !l.out.insert(key.0.clone()) {
+            return Started::Done(Probe::Silent);
+        }
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (dev_dir, k) = (dev_dir.to_path_buf(), key.clone());
+    let spawned = std::thread::Builder::new()
+        .name("loop-probe".into())
+        .spawn(move || {
+            let r = devices::node(&dev_dir, &k.0, major, minor).and_then(|p| {
+                let fd = sys::open_block(&p, Access::Read)
+                    .map_err(|e| from_io("open", &p.display().to_string(), e))?;
+                if sys::block_rdev(&fd).ok() != Some(libc::makedev(major, minor)) {
+                    return Err(Error::Internal(format!("{} is stale", p.display())));
+                }
+                Ok(sys::loop_backing(&fd))
+            });
+            let mut l = loops();
+            l.out.remove(&k.0);
+            if let Ok(Ok(b)) = &r {
+                l.known.insert(k, *b);
+            }
+            drop(l);
+            let _ = tx.send(r);
+        });
+    match spawned {
+        Ok(_) => Started::Waiting(rx),
+        Err(e) => {
+            loops().out.remove(&key.0);
+            Started::Done(Probe::Failed(Error::io("spawn", "loop device probe", e)))
+        }
+    }
+}
+
+/// A started probe's answer, waited for until `deadline`.
+fn finish(p: Started, deadline: std::time::Instant) -> Probe {
+    match p {
+        Started::Done(p) => p,
+        Started::Waiting(rx) => {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(Ok(b)) => Probe::Backing(b),
+                Ok(Err(e)) => Probe::Failed(e),
+                Err(_) => Probe::Silent,
+            }
+        }
+    }
+}
+
 /// The loop devices whose backing file is one of `devs`, or a file on a
 /// filesystem of one of them (the kernel's own stat of the backing file,
 /// `LOOP_GET_STATUS64`: a path renamed or deleted since still counts).
+/// Each device is read at most [`LOOP_PROBE_BUDGET`], its answer kept for
+/// its instance: a loop device that hangs (its own I/O) costs one scan a
+/// second and is named as a possible use only while nothing is known of
+/// it; it never holds up the scan for the others.
 fn loops_backed_by(dev_dir: &Path, devs: &BTreeSet<u64>) -> Vec<String> {
     let mut out = Vec::new();
     let Ok(entries) = std::fs::read_dir("/sys/block") else {
@@ -139,6 +248,8 @@ fn loops_backed_by(dev_dir: &Path, devs: &BTreeSet<u64>) -> Vec<String> {
         .filter(|n| n.starts_with("loop"))
         .collect();
     names.sort();
+    // Every device's probe at once, then one deadline for all.
+    let mut started = Vec::new();
     for name in names {
         // Only bound loop devices have a backing file.
         let Ok(file) = std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file"))
@@ -154,47 +265,61 @@ fn loops_backed_by(dev_dir: &Path, devs: &BTreeSet<u64>) -> Vec<String> {
         else {
             continue;
         };
-        let backing = devices::node(dev_dir, &name, ma, mi).and_then(|p| {
-            let fd = sys::open_block(&p, Access::Read)
-                .map_err(|e| from_io("open", &p.display().to_string(), e))?;
-            if sys::block_rdev(&fd).ok() != Some(libc::makedev(ma, mi)) {
-                return Err(Error::Internal(format!("{} is stale", p.display())));
-            }
-            Ok(sys::loop_backing(&fd))
-        });
+        // Without a diskseq (kernels before 5.15) nothing is kept.
+        let seq = std::fs::read_to_string(format!("/sys/block/{name}/diskseq"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok());
+        let key = (name.clone(), seq.unwrap_or(0), file.clone());
+        let probe = start_probe(dev_dir, &key, ma, mi);
+        started.push((key, seq.is_some(), file, probe));
+    }
+    let deadline = std::time::Instant::now() + LOOP_PROBE_BUDGET;
+    let mut seen = BTreeSet::new();
+    for (key, keep, file, probe) in started {
+        let backing = finish(probe, deadline);
+        if !keep {
+            loops().known.remove(&key);
+        }
+        let name = key.0.clone();
+        seen.insert(key);
         match backing {
-            Ok(Ok((_, rdev))) if devs.contains(&rdev) => out.push(format!(
+            Probe::Backing(Ok((_, rdev))) if devs.contains(&rdev) => out.push(format!(
                 "used by loop device {name} (backing file {})",
                 file.trim()
             )),
-            Ok(Ok((on, _))) if devs.contains(&on) => out.push(format!(
+            Probe::Backing(Ok((on, _))) if devs.contains(&on) => out.push(format!(
                 "holds the backing file {} of loop device {name}",
                 file.trim()
             )),
             // The kernel could not stat the backing file because its
             // filesystem is disconnected (FUSE, a network filesystem): a
             // filesystem on no block device, so not one of the disk's.
-            Ok(Err(e)) if e.raw_os_error() == Some(libc::ENOTCONN) => {}
-            Ok(Ok(_)) => {}
+            Probe::Backing(Err(e)) if e.raw_os_error() == Some(libc::ENOTCONN) => {}
+            Probe::Backing(Ok(_)) => {}
             // Detached meanwhile: nothing to see.
             _ if !Path::new(&format!("/sys/block/{name}/loop/backing_file")).exists() => {}
-            Ok(Err(e)) => out.push(format!(
+            Probe::Backing(Err(e)) => out.push(format!(
                 "possibly used by loop device {name} (backing file {}; its status is unreadable: {e})",
                 file.trim()
             )),
-            Err(e) => out.push(format!(
+            Probe::Failed(e) => out.push(format!(
                 "possibly used by loop device {name} (backing file {}; {e})",
+                file.trim()
+            )),
+            Probe::Silent => out.push(format!(
+                "possibly used by loop device {name} (backing file {}; it does not answer)",
                 file.trim()
             )),
         }
     }
+    // Instances gone: forgotten.
+    loops().known.retain(|k, _| seen.contains(k));
     out
 }
 
 /// The processes holding one of `devs` open, by any name: pid and command,
 /// once per process; process `me` (this one) left out.
 fn openers(devs: &BTreeSet<u64>, me: u32) -> Vec<String> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let mut out = Vec::new();
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return vec!["possibly in use: the process list (/proc) is unreadable".into()];
@@ -217,10 +342,20 @@ fn openers(devs: &BTreeSet<u64>, me: u32) -> Vec<String> {
                 Ok(t) if t.as_os_str().as_encoded_bytes().starts_with(b"/") => {}
                 _ => continue,
             }
-            let Ok(m) = std::fs::metadata(f.path()) else {
+            // The kernel's cached attributes (type and device number never
+            // change): a file on a network or FUSE filesystem that hangs
+            // is not asked.
+            let Ok(st) = rustix::fs::statx(
+                rustix::fs::CWD,
+                f.path(),
+                rustix::fs::AtFlags::STATX_DONT_SYNC,
+                rustix::fs::StatxFlags::TYPE,
+            ) else {
                 continue;
             };
-            if m.file_type().is_block_device() && devs.contains(&m.rdev()) {
+            let is_block = u32::from(st.stx_mode) & libc::S_IFMT == libc::S_IFBLK;
+            let rdev = libc::makedev(st.stx_rdev_major, st.stx_rdev_minor);
+            if is_block && devs.contains(&rdev) {
                 let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
                     .map(|c| c.trim().to_string())
                     .unwrap_or_default();
