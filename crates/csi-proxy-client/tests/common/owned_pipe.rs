@@ -8,12 +8,12 @@
 
 use std::ffi::c_void;
 use std::io;
+use tokio::net::windows::named_pipe::{NamedPipeServer, ServerOptions};
 use windows_sys::Win32::Foundation::LocalFree;
 use windows_sys::Win32::Security::Authorization::{
     ConvertStringSecurityDescriptorToSecurityDescriptorW, SDDL_REVISION_1,
 };
 use windows_sys::Win32::Security::SECURITY_ATTRIBUTES;
-use tokio::net::windows::named_pipe::{NamedPipeServer, ServerOptions};
 
 /// Owned by Administrators, open to Administrators and SYSTEM.
 const SDDL: &str = "O:BAD:P(A;;GA;;;BA)(A;;GA;;;SY)";

@@ -67,131 +67,79 @@ response!([v1beta2, v1beta3, v1, v2alpha1] vol::WriteVolumeCacheResponse => Writ
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::routes::testing::{call, service_for, Recorder};
+    use crate::routes::testing::{call, service_for, FakeHost};
     use csi_proxy_api::Group;
+    use csi_proxy_host::storage::StorageBackend;
     use tonic::Code;
 
-    const VOL: &str = r"\\?\Volume{01234567-89ab-cdef-0123-456789abcdef}\";
-    const TARGET: &str = r"C:\var\lib\kubelet\pods\x\volumes\v";
+    /// The disk of the volume: the largest number, which the old versions'
+    /// int64 GetVolumeDiskNumber must carry whole.
+    const DISK: u32 = u32::MAX;
 
-    /// Records every request and answers with fixed responses.
-    #[derive(Default)]
-    struct TestVolume {
-        rec: Recorder,
+    /// A host with one formatted volume on disk [`DISK`], and a directory
+    /// to mount it at.
+    struct T {
+        host: FakeHost,
+        svc: crate::dispatch::VersionedService,
+        /// The volume id.
+        vol: String,
+        /// A target path (an existing directory below the root).
+        target: String,
     }
 
-    type R<T> = csi_proxy_host::Result<T>;
+    impl T {
+        /// The backend calls since the last look.
+        fn calls(&self) -> Vec<String> {
+            self.host.fakes.storage.take_calls()
+        }
 
-    impl VolumeApi for TestVolume {
-        fn list_volumes_on_disk(
-            &self,
-            req: vol::ListVolumesOnDiskRequest,
-        ) -> R<vol::ListVolumesOnDiskResponse> {
-            self.rec.record(req);
-            Ok(vol::ListVolumesOnDiskResponse {
-                volume_ids: vec![VOL.into(), "second".into()],
-            })
-        }
-        fn mount_volume(&self, req: vol::MountVolumeRequest) -> R<vol::MountVolumeResponse> {
-            self.rec.record(req);
-            Ok(vol::MountVolumeResponse {})
-        }
-        fn unmount_volume(&self, req: vol::UnmountVolumeRequest) -> R<vol::UnmountVolumeResponse> {
-            self.rec.record(req);
-            Ok(vol::UnmountVolumeResponse {})
-        }
-        fn is_volume_formatted(
-            &self,
-            req: vol::IsVolumeFormattedRequest,
-        ) -> R<vol::IsVolumeFormattedResponse> {
-            self.rec.record(req);
-            Ok(vol::IsVolumeFormattedResponse { formatted: true })
-        }
-        fn format_volume(&self, req: vol::FormatVolumeRequest) -> R<vol::FormatVolumeResponse> {
-            self.rec.record(req);
-            Ok(vol::FormatVolumeResponse {})
-        }
-        fn resize_volume(&self, req: vol::ResizeVolumeRequest) -> R<vol::ResizeVolumeResponse> {
-            self.rec.record(req);
-            Ok(vol::ResizeVolumeResponse {})
-        }
-        fn get_volume_stats(
-            &self,
-            req: vol::GetVolumeStatsRequest,
-        ) -> R<vol::GetVolumeStatsResponse> {
-            self.rec.record(req);
-            Ok(vol::GetVolumeStatsResponse {
-                total_bytes: 1000,
-                used_bytes: 250,
-            })
-        }
-        fn get_disk_number_from_volume_id(
-            &self,
-            req: vol::GetDiskNumberFromVolumeIdRequest,
-        ) -> R<vol::GetDiskNumberFromVolumeIdResponse> {
-            self.rec.record(req);
-            Ok(vol::GetDiskNumberFromVolumeIdResponse {
-                disk_number: u32::MAX,
-            })
-        }
-        fn get_volume_id_from_target_path(
-            &self,
-            req: vol::GetVolumeIdFromTargetPathRequest,
-        ) -> R<vol::GetVolumeIdFromTargetPathResponse> {
-            self.rec.record(req);
-            Ok(vol::GetVolumeIdFromTargetPathResponse {
-                volume_id: VOL.into(),
-            })
-        }
-        fn get_closest_volume_id_from_target_path(
-            &self,
-            req: vol::GetClosestVolumeIdFromTargetPathRequest,
-        ) -> R<vol::GetClosestVolumeIdFromTargetPathResponse> {
-            self.rec.record(req);
-            Ok(vol::GetClosestVolumeIdFromTargetPathResponse {
-                volume_id: VOL.into(),
-            })
-        }
-        fn write_volume_cache(
-            &self,
-            req: vol::WriteVolumeCacheRequest,
-        ) -> R<vol::WriteVolumeCacheResponse> {
-            self.rec.record(req);
-            Ok(vol::WriteVolumeCacheResponse {})
+        /// Total and used bytes of the volume, as the fake has them.
+        fn stats(&self) -> (i64, i64) {
+            let p = &self.host.fakes.storage.disk(DISK).unwrap().partitions[0];
+            (p.size as i64, p.used as i64)
         }
     }
 
-    fn setup(version: &str) -> (Arc<TestVolume>, crate::dispatch::VersionedService) {
-        let api = Arc::new(TestVolume::default());
-        let svc = service_for(Group::Volume, version, |h| h.volume = api.clone());
-        (api, svc)
+    fn setup(version: &str) -> T {
+        let host = FakeHost::new();
+        let fake = &host.fakes.storage;
+        fake.add_disk(DISK, 16 << 30, "page83-volume-tests");
+        fake.partition_disk(DISK).unwrap();
+        let id = fake.disk(DISK).unwrap().partitions[0].volume.clone();
+        fake.format(&id).unwrap();
+        let target = host.path("pods/x/volumes/v");
+        std::fs::create_dir_all(&target).unwrap();
+        let svc = host.service(Group::Volume, version);
+        let t = T {
+            host,
+            svc,
+            vol: id.as_str().to_string(),
+            target,
+        };
+        t.calls();
+        t
     }
 
     #[tokio::test]
     async fn old_list_volumes_parses_the_disk_id_and_lists_all_partitions() {
         for version in ["v1alpha1", "v1beta1", "v1beta2"] {
-            let (api, svc) = setup(version);
+            let t = setup(version);
             let path = format!("/{version}.Volume/ListVolumesOnDisk");
             let resp: v1beta2::ListVolumesOnDiskResponse = call(
-                &svc,
+                &t.svc,
                 &path,
                 v1beta2::ListVolumesOnDiskRequest {
-                    disk_id: "7".into(),
+                    disk_id: DISK.to_string(),
                 },
             )
             .await
             .unwrap();
-            assert_eq!(resp.volume_ids, vec![VOL.to_string(), "second".into()]);
-            assert_eq!(
-                api.rec.only::<vol::ListVolumesOnDiskRequest>(),
-                vol::ListVolumesOnDiskRequest {
-                    disk_number: 7,
-                    partition_number: 0
-                }
-            );
+            assert_eq!(resp.volume_ids, vec![t.vol.clone()]);
+            // Disk number parsed, no partition: all of them.
+            assert_eq!(t.calls(), vec![format!("volumes_on_disk {DISK} None")]);
             for bad in ["abc", "-1", "4294967296"] {
                 let err = call::<_, v1beta2::ListVolumesOnDiskResponse>(
-                    &svc,
+                    &t.svc,
                     &path,
                     v1beta2::ListVolumesOnDiskRequest {
                         disk_id: bad.into(),
@@ -201,210 +149,281 @@ mod tests {
                 .unwrap_err();
                 assert_eq!(err.code(), Code::InvalidArgument, "{bad:?}");
             }
-            assert!(api.rec.is_empty(), "the API must not be called");
+            assert_eq!(
+                t.calls(),
+                Vec::<String>::new(),
+                "the backend must not be called"
+            );
         }
     }
 
     #[tokio::test]
     async fn new_list_volumes_passes_the_partition() {
-        let (api, svc) = setup("v1");
-        let _: v1::ListVolumesOnDiskResponse = call(
-            &svc,
+        let t = setup("v1");
+        let resp: v1::ListVolumesOnDiskResponse = call(
+            &t.svc,
             "/v1.Volume/ListVolumesOnDisk",
             v1::ListVolumesOnDiskRequest {
-                disk_number: 2,
+                disk_number: DISK,
+                partition_number: 1,
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(resp.volume_ids, vec![t.vol.clone()]);
+        assert_eq!(t.calls(), vec![format!("volumes_on_disk {DISK} Some(1)")]);
+        // A partition the disk does not have: the backend's NotFound.
+        let err = call::<_, v1::ListVolumesOnDiskResponse>(
+            &t.svc,
+            "/v1.Volume/ListVolumesOnDisk",
+            v1::ListVolumesOnDiskRequest {
+                disk_number: DISK,
                 partition_number: 3,
             },
         )
         .await
-        .unwrap();
-        assert_eq!(
-            api.rec.only::<vol::ListVolumesOnDiskRequest>(),
-            vol::ListVolumesOnDiskRequest {
-                disk_number: 2,
-                partition_number: 3
-            }
-        );
+        .unwrap_err();
+        assert_eq!(err.code(), Code::NotFound, "{}", err.message());
+        assert_eq!(t.calls(), vec![format!("volumes_on_disk {DISK} Some(3)")]);
     }
 
     #[tokio::test]
     async fn old_path_and_size_fields() {
-        let (api, svc) = setup("v1alpha1");
+        let t = setup("v1alpha1");
+        let (vol, target) = (&t.vol, &t.target);
         let _: v1alpha1::MountVolumeResponse = call(
-            &svc,
+            &t.svc,
             "/v1alpha1.Volume/MountVolume",
             v1alpha1::MountVolumeRequest {
-                volume_id: VOL.into(),
-                path: TARGET.into(),
+                volume_id: vol.clone(),
+                path: target.clone(),
             },
         )
         .await
         .unwrap();
         assert_eq!(
-            api.rec.only::<vol::MountVolumeRequest>(),
-            vol::MountVolumeRequest {
-                volume_id: VOL.into(),
-                target_path: TARGET.into()
-            }
+            t.calls(),
+            vec![
+                format!("volume_disk {vol}"),
+                format!("mount {vol} {target}")
+            ]
         );
         let _: v1alpha1::DismountVolumeResponse = call(
-            &svc,
+            &t.svc,
             "/v1alpha1.Volume/DismountVolume",
             v1alpha1::DismountVolumeRequest {
-                volume_id: VOL.into(),
-                path: TARGET.into(),
+                volume_id: vol.clone(),
+                path: target.clone(),
             },
         )
         .await
         .unwrap();
         assert_eq!(
-            api.rec.only::<vol::UnmountVolumeRequest>(),
-            vol::UnmountVolumeRequest {
-                volume_id: VOL.into(),
-                target_path: TARGET.into()
-            }
+            t.calls(),
+            vec![
+                format!("volume_disk {vol}"),
+                format!("unmount {vol} {target}")
+            ]
         );
         let _: v1alpha1::ResizeVolumeResponse = call(
-            &svc,
+            &t.svc,
             "/v1alpha1.Volume/ResizeVolume",
             v1alpha1::ResizeVolumeRequest {
-                volume_id: VOL.into(),
+                volume_id: vol.clone(),
                 size: 5 << 30,
             },
         )
         .await
         .unwrap();
         assert_eq!(
-            api.rec.only::<vol::ResizeVolumeRequest>(),
-            vol::ResizeVolumeRequest {
-                volume_id: VOL.into(),
-                size_bytes: 5 << 30
-            }
+            t.calls(),
+            vec![
+                format!("volume_disk {vol}"),
+                format!("resize {vol} Bytes({})", 5u64 << 30)
+            ]
         );
     }
 
     #[tokio::test]
     async fn old_stats_disk_number_and_mount_lookup() {
         for version in ["v1beta1", "v1beta2"] {
-            let (api, svc) = setup(version);
+            let t = setup(version);
+            let (vol, target) = (&t.vol, &t.target);
             let resp: v1beta1::VolumeStatsResponse = call(
-                &svc,
+                &t.svc,
                 &format!("/{version}.Volume/VolumeStats"),
                 v1beta1::VolumeStatsRequest {
-                    volume_id: VOL.into(),
+                    volume_id: vol.clone(),
                 },
             )
             .await
             .unwrap();
-            assert_eq!((resp.volume_size, resp.volume_used_size), (1000, 250));
+            let (total, used) = t.stats();
+            assert_ne!(total, used);
+            assert_eq!((resp.volume_size, resp.volume_used_size), (total, used));
             assert_eq!(
-                api.rec.only::<vol::GetVolumeStatsRequest>(),
-                vol::GetVolumeStatsRequest {
-                    volume_id: VOL.into()
-                }
+                t.calls(),
+                vec![format!("volume_disk {vol}"), format!("volume_stats {vol}")]
             );
 
             let resp: v1beta1::VolumeDiskNumberResponse = call(
-                &svc,
+                &t.svc,
                 &format!("/{version}.Volume/GetVolumeDiskNumber"),
                 v1beta1::VolumeDiskNumberRequest {
-                    volume_id: VOL.into(),
+                    volume_id: vol.clone(),
                 },
             )
             .await
             .unwrap();
             assert_eq!(resp.disk_number, i64::from(u32::MAX));
-            api.rec.only::<vol::GetDiskNumberFromVolumeIdRequest>();
+            assert_eq!(t.calls(), vec![format!("volume_disk {vol}")]);
 
-            let resp: v1beta1::VolumeIdFromMountResponse = call(
-                &svc,
-                &format!("/{version}.Volume/GetVolumeIDFromMount"),
-                v1beta1::VolumeIdFromMountRequest {
-                    mount: TARGET.into(),
+            let _: v1beta1::MountVolumeResponse = call(
+                &t.svc,
+                &format!("/{version}.Volume/MountVolume"),
+                v1beta1::MountVolumeRequest {
+                    volume_id: vol.clone(),
+                    path: target.clone(),
                 },
             )
             .await
             .unwrap();
-            assert_eq!(resp.volume_id, VOL);
-            assert_eq!(
-                api.rec.only::<vol::GetVolumeIdFromTargetPathRequest>(),
-                vol::GetVolumeIdFromTargetPathRequest {
-                    target_path: TARGET.into()
-                }
-            );
+            t.calls();
+            let resp: v1beta1::VolumeIdFromMountResponse = call(
+                &t.svc,
+                &format!("/{version}.Volume/GetVolumeIDFromMount"),
+                v1beta1::VolumeIdFromMountRequest {
+                    mount: target.clone(),
+                },
+            )
+            .await
+            .unwrap();
+            assert_eq!(&resp.volume_id, vol);
+            assert_eq!(t.calls(), vec![format!("volume_at {target}")]);
         }
     }
 
     #[tokio::test]
     async fn new_versions() {
-        let (api, svc) = setup("v2alpha1");
+        let t = setup("v2alpha1");
+        let (vol, target) = (&t.vol, &t.target);
         let resp: v2alpha1::GetVolumeStatsResponse = call(
-            &svc,
+            &t.svc,
             "/v2alpha1.Volume/GetVolumeStats",
             v2alpha1::GetVolumeStatsRequest {
-                volume_id: VOL.into(),
+                volume_id: vol.clone(),
             },
         )
         .await
         .unwrap();
-        assert_eq!((resp.total_bytes, resp.used_bytes), (1000, 250));
+        assert_eq!((resp.total_bytes, resp.used_bytes), t.stats());
+        assert_eq!(
+            t.calls(),
+            vec![format!("volume_disk {vol}"), format!("volume_stats {vol}")]
+        );
         let resp: v2alpha1::GetDiskNumberFromVolumeIdResponse = call(
-            &svc,
+            &t.svc,
             "/v2alpha1.Volume/GetDiskNumberFromVolumeID",
             v2alpha1::GetDiskNumberFromVolumeIdRequest {
-                volume_id: VOL.into(),
+                volume_id: vol.clone(),
             },
         )
         .await
         .unwrap();
         assert_eq!(resp.disk_number, u32::MAX);
-        let resp: v2alpha1::GetClosestVolumeIdFromTargetPathResponse = call(
-            &svc,
-            "/v2alpha1.Volume/GetClosestVolumeIDFromTargetPath",
-            v2alpha1::GetClosestVolumeIdFromTargetPathRequest {
-                target_path: TARGET.into(),
-            },
-        )
-        .await
-        .unwrap();
-        assert_eq!(resp.volume_id, VOL);
-        let _: v2alpha1::ResizeVolumeResponse = call(
-            &svc,
-            "/v2alpha1.Volume/ResizeVolume",
-            v2alpha1::ResizeVolumeRequest {
-                volume_id: VOL.into(),
-                size_bytes: -1,
-            },
-        )
-        .await
-        .unwrap();
-        assert_eq!(api.rec.take().len(), 4);
-        // v1beta3 shares v1's shapes.
-        let (api, svc) = setup("v1beta3");
-        let _: v1beta3::UnmountVolumeResponse = call(
-            &svc,
-            "/v1beta3.Volume/UnmountVolume",
-            v1beta3::UnmountVolumeRequest {
-                volume_id: VOL.into(),
-                target_path: TARGET.into(),
+        assert_eq!(t.calls(), vec![format!("volume_disk {vol}")]);
+        let _: v2alpha1::MountVolumeResponse = call(
+            &t.svc,
+            "/v2alpha1.Volume/MountVolume",
+            v2alpha1::MountVolumeRequest {
+                volume_id: vol.clone(),
+                target_path: target.clone(),
             },
         )
         .await
         .unwrap();
         assert_eq!(
-            api.rec.only::<vol::UnmountVolumeRequest>().target_path,
-            TARGET
+            t.calls(),
+            vec![
+                format!("volume_disk {vol}"),
+                format!("mount {vol} {target}")
+            ]
+        );
+        let resp: v2alpha1::GetClosestVolumeIdFromTargetPathResponse = call(
+            &t.svc,
+            "/v2alpha1.Volume/GetClosestVolumeIDFromTargetPath",
+            v2alpha1::GetClosestVolumeIdFromTargetPathRequest {
+                target_path: target.clone(),
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(&resp.volume_id, vol);
+        assert_eq!(t.calls(), vec![format!("closest_volume {target}")]);
+        let _: v2alpha1::ResizeVolumeResponse = call(
+            &t.svc,
+            "/v2alpha1.Volume/ResizeVolume",
+            v2alpha1::ResizeVolumeRequest {
+                volume_id: vol.clone(),
+                size_bytes: 6 << 30,
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            t.calls(),
+            vec![
+                format!("volume_disk {vol}"),
+                format!("resize {vol} Bytes({})", 6u64 << 30)
+            ]
+        );
+        // The size travels as it is: a negative one reaches the API, which
+        // refuses it before the backend.
+        let err = call::<_, v2alpha1::ResizeVolumeResponse>(
+            &t.svc,
+            "/v2alpha1.Volume/ResizeVolume",
+            v2alpha1::ResizeVolumeRequest {
+                volume_id: vol.clone(),
+                size_bytes: -1,
+            },
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument);
+        assert!(err.message().contains("size_bytes -1"), "{}", err.message());
+        assert_eq!(t.calls(), Vec::<String>::new());
+        // v1beta3 shares v1's shapes.
+        let t = setup("v1beta3");
+        let (vol, target) = (&t.vol, &t.target);
+        let _: v1beta3::UnmountVolumeResponse = call(
+            &t.svc,
+            "/v1beta3.Volume/UnmountVolume",
+            v1beta3::UnmountVolumeRequest {
+                volume_id: vol.clone(),
+                target_path: target.clone(),
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            t.calls(),
+            vec![
+                format!("volume_disk {vol}"),
+                format!("unmount {vol} {target}")
+            ]
         );
     }
 
     #[tokio::test]
     async fn no_backend_answers_unimplemented() {
-        let svc = service_for(Group::Volume, "v1beta1", |_| {});
+        let svc = service_for(Group::Volume, "v1beta1", |h| {
+            h.volume = Arc::new(csi_proxy_host::volume::NoVolumeBackend)
+        });
         let err = call::<_, v1beta1::VolumeStatsResponse>(
             &svc,
             "/v1beta1.Volume/VolumeStats",
             v1beta1::VolumeStatsRequest {
-                volume_id: VOL.into(),
+                volume_id: r"\\?\Volume{01234567-89ab-cdef-0123-456789abcdef}\".into(),
             },
         )
         .await
