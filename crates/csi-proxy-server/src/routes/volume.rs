@@ -77,9 +77,10 @@ mod tests {
     const DISK: u32 = u32::MAX;
 
     /// A host with one formatted volume on disk [`DISK`], and a directory
-    /// to mount it at.
+    /// to mount it at, served as one version.
     struct T {
         host: FakeHost,
+        version: &'static str,
         svc: crate::dispatch::VersionedService,
         /// The volume id.
         vol: String,
@@ -88,9 +89,50 @@ mod tests {
     }
 
     impl T {
+        fn new(version: &'static str) -> T {
+            let host = FakeHost::new();
+            let fake = &host.fakes.storage;
+            fake.add_disk(DISK, 16 << 30, "page83-volume-tests");
+            fake.partition_disk(DISK).unwrap();
+            let id = fake.disk(DISK).unwrap().partitions[0].volume.clone();
+            fake.format(&id).unwrap();
+            let target = host.path("pods/x/volumes/v");
+            std::fs::create_dir_all(&target).unwrap();
+            let svc = host.service(Group::Volume, version);
+            let t = T {
+                host,
+                version,
+                svc,
+                vol: id.as_str().to_string(),
+                target,
+            };
+            t.calls();
+            t
+        }
+
+        /// Call `method` of the version.
+        async fn call<Req, Resp>(&self, method: &str, req: Req) -> Result<Resp, tonic::Status>
+        where
+            Req: prost::Message,
+            Resp: prost::Message + Default,
+        {
+            let path = format!("/{}.Volume/{method}", self.version);
+            call(&self.svc, &path, req).await
+        }
+
         /// The backend calls since the last look.
         fn calls(&self) -> Vec<String> {
             self.host.fakes.storage.take_calls()
+        }
+
+        /// The backend calls of an operation on the volume: its disk is
+        /// looked up first, then `op` runs with `args` after the volume.
+        fn on_volume(&self, op: &str, args: &str) -> Vec<String> {
+            let vol = &self.vol;
+            vec![
+                format!("volume_disk {vol}"),
+                format!("{op} {vol}{args}").trim_end().to_string(),
+            ]
         }
 
         /// Total and used bytes of the volume, as the fake has them.
@@ -100,53 +142,25 @@ mod tests {
         }
     }
 
-    fn setup(version: &str) -> T {
-        let host = FakeHost::new();
-        let fake = &host.fakes.storage;
-        fake.add_disk(DISK, 16 << 30, "page83-volume-tests");
-        fake.partition_disk(DISK).unwrap();
-        let id = fake.disk(DISK).unwrap().partitions[0].volume.clone();
-        fake.format(&id).unwrap();
-        let target = host.path("pods/x/volumes/v");
-        std::fs::create_dir_all(&target).unwrap();
-        let svc = host.service(Group::Volume, version);
-        let t = T {
-            host,
-            svc,
-            vol: id.as_str().to_string(),
-            target,
-        };
-        t.calls();
-        t
-    }
-
     #[tokio::test]
     async fn old_list_volumes_parses_the_disk_id_and_lists_all_partitions() {
         for version in ["v1alpha1", "v1beta1", "v1beta2"] {
-            let t = setup(version);
-            let path = format!("/{version}.Volume/ListVolumesOnDisk");
-            let resp: v1beta2::ListVolumesOnDiskResponse = call(
-                &t.svc,
-                &path,
-                v1beta2::ListVolumesOnDiskRequest {
-                    disk_id: DISK.to_string(),
-                },
-            )
-            .await
-            .unwrap();
+            let t = T::new(version);
+            let list = |disk_id: &str| v1beta2::ListVolumesOnDiskRequest {
+                disk_id: disk_id.into(),
+            };
+            let resp: v1beta2::ListVolumesOnDiskResponse = t
+                .call("ListVolumesOnDisk", list(&DISK.to_string()))
+                .await
+                .unwrap();
             assert_eq!(resp.volume_ids, vec![t.vol.clone()]);
             // Disk number parsed, no partition: all of them.
             assert_eq!(t.calls(), vec![format!("volumes_on_disk {DISK} None")]);
             for bad in ["abc", "-1", "4294967296"] {
-                let err = call::<_, v1beta2::ListVolumesOnDiskResponse>(
-                    &t.svc,
-                    &path,
-                    v1beta2::ListVolumesOnDiskRequest {
-                        disk_id: bad.into(),
-                    },
-                )
-                .await
-                .unwrap_err();
+                let err = t
+                    .call::<_, v1beta2::ListVolumesOnDiskResponse>("ListVolumesOnDisk", list(bad))
+                    .await
+                    .unwrap_err();
                 assert_eq!(err.code(), Code::InvalidArgument, "{bad:?}");
             }
             assert_eq!(
@@ -159,259 +173,184 @@ mod tests {
 
     #[tokio::test]
     async fn new_list_volumes_passes_the_partition() {
-        let t = setup("v1");
-        let resp: v1::ListVolumesOnDiskResponse = call(
-            &t.svc,
-            "/v1.Volume/ListVolumesOnDisk",
-            v1::ListVolumesOnDiskRequest {
-                disk_number: DISK,
-                partition_number: 1,
-            },
-        )
-        .await
-        .unwrap();
+        let t = T::new("v1");
+        let list = |partition_number| v1::ListVolumesOnDiskRequest {
+            disk_number: DISK,
+            partition_number,
+        };
+        let resp: v1::ListVolumesOnDiskResponse =
+            t.call("ListVolumesOnDisk", list(1)).await.unwrap();
         assert_eq!(resp.volume_ids, vec![t.vol.clone()]);
         assert_eq!(t.calls(), vec![format!("volumes_on_disk {DISK} Some(1)")]);
         // A partition the disk does not have: the backend's NotFound.
-        let err = call::<_, v1::ListVolumesOnDiskResponse>(
-            &t.svc,
-            "/v1.Volume/ListVolumesOnDisk",
-            v1::ListVolumesOnDiskRequest {
-                disk_number: DISK,
-                partition_number: 3,
-            },
-        )
-        .await
-        .unwrap_err();
+        let err = t
+            .call::<_, v1::ListVolumesOnDiskResponse>("ListVolumesOnDisk", list(3))
+            .await
+            .unwrap_err();
         assert_eq!(err.code(), Code::NotFound, "{}", err.message());
         assert_eq!(t.calls(), vec![format!("volumes_on_disk {DISK} Some(3)")]);
     }
 
     #[tokio::test]
     async fn old_path_and_size_fields() {
-        let t = setup("v1alpha1");
-        let (vol, target) = (&t.vol, &t.target);
-        let _: v1alpha1::MountVolumeResponse = call(
-            &t.svc,
-            "/v1alpha1.Volume/MountVolume",
-            v1alpha1::MountVolumeRequest {
-                volume_id: vol.clone(),
-                path: target.clone(),
-            },
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            t.calls(),
-            vec![
-                format!("volume_disk {vol}"),
-                format!("mount {vol} {target}")
-            ]
-        );
-        let _: v1alpha1::DismountVolumeResponse = call(
-            &t.svc,
-            "/v1alpha1.Volume/DismountVolume",
-            v1alpha1::DismountVolumeRequest {
-                volume_id: vol.clone(),
-                path: target.clone(),
-            },
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            t.calls(),
-            vec![
-                format!("volume_disk {vol}"),
-                format!("unmount {vol} {target}")
-            ]
-        );
-        let _: v1alpha1::ResizeVolumeResponse = call(
-            &t.svc,
-            "/v1alpha1.Volume/ResizeVolume",
-            v1alpha1::ResizeVolumeRequest {
-                volume_id: vol.clone(),
-                size: 5 << 30,
-            },
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            t.calls(),
-            vec![
-                format!("volume_disk {vol}"),
-                format!("resize {vol} Bytes({})", 5u64 << 30)
-            ]
-        );
+        let t = T::new("v1alpha1");
+        let (volume_id, path) = (t.vol.clone(), t.target.clone());
+        let _: v1alpha1::MountVolumeResponse = t
+            .call(
+                "MountVolume",
+                v1alpha1::MountVolumeRequest {
+                    volume_id: volume_id.clone(),
+                    path: path.clone(),
+                },
+            )
+            .await
+            .unwrap();
+        let target = format!(" {}", t.target);
+        assert_eq!(t.calls(), t.on_volume("mount", &target));
+        let _: v1alpha1::DismountVolumeResponse = t
+            .call(
+                "DismountVolume",
+                v1alpha1::DismountVolumeRequest {
+                    volume_id: volume_id.clone(),
+                    path,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(t.calls(), t.on_volume("unmount", &target));
+        let _: v1alpha1::ResizeVolumeResponse = t
+            .call(
+                "ResizeVolume",
+                v1alpha1::ResizeVolumeRequest {
+                    volume_id,
+                    size: 5 << 30,
+                },
+            )
+            .await
+            .unwrap();
+        let size = format!(" Bytes({})", 5u64 << 30);
+        assert_eq!(t.calls(), t.on_volume("resize", &size));
     }
 
     #[tokio::test]
     async fn old_stats_disk_number_and_mount_lookup() {
         for version in ["v1beta1", "v1beta2"] {
-            let t = setup(version);
-            let (vol, target) = (&t.vol, &t.target);
-            let resp: v1beta1::VolumeStatsResponse = call(
-                &t.svc,
-                &format!("/{version}.Volume/VolumeStats"),
-                v1beta1::VolumeStatsRequest {
-                    volume_id: vol.clone(),
-                },
-            )
-            .await
-            .unwrap();
+            let t = T::new(version);
+            let volume_id = t.vol.clone();
+            let resp: v1beta1::VolumeStatsResponse = t
+                .call(
+                    "VolumeStats",
+                    v1beta1::VolumeStatsRequest {
+                        volume_id: volume_id.clone(),
+                    },
+                )
+                .await
+                .unwrap();
             let (total, used) = t.stats();
             assert_ne!(total, used);
             assert_eq!((resp.volume_size, resp.volume_used_size), (total, used));
-            assert_eq!(
-                t.calls(),
-                vec![format!("volume_disk {vol}"), format!("volume_stats {vol}")]
-            );
+            assert_eq!(t.calls(), t.on_volume("volume_stats", ""));
 
-            let resp: v1beta1::VolumeDiskNumberResponse = call(
-                &t.svc,
-                &format!("/{version}.Volume/GetVolumeDiskNumber"),
-                v1beta1::VolumeDiskNumberRequest {
-                    volume_id: vol.clone(),
-                },
-            )
-            .await
-            .unwrap();
+            let resp: v1beta1::VolumeDiskNumberResponse = t
+                .call(
+                    "GetVolumeDiskNumber",
+                    v1beta1::VolumeDiskNumberRequest {
+                        volume_id: volume_id.clone(),
+                    },
+                )
+                .await
+                .unwrap();
             assert_eq!(resp.disk_number, i64::from(u32::MAX));
-            assert_eq!(t.calls(), vec![format!("volume_disk {vol}")]);
+            assert_eq!(t.calls(), vec![format!("volume_disk {}", t.vol)]);
 
-            let _: v1beta1::MountVolumeResponse = call(
-                &t.svc,
-                &format!("/{version}.Volume/MountVolume"),
-                v1beta1::MountVolumeRequest {
-                    volume_id: vol.clone(),
-                    path: target.clone(),
-                },
-            )
-            .await
-            .unwrap();
+            let mount = v1beta1::MountVolumeRequest {
+                volume_id,
+                path: t.target.clone(),
+            };
+            let _: v1beta1::MountVolumeResponse = t.call("MountVolume", mount).await.unwrap();
             t.calls();
-            let resp: v1beta1::VolumeIdFromMountResponse = call(
-                &t.svc,
-                &format!("/{version}.Volume/GetVolumeIDFromMount"),
-                v1beta1::VolumeIdFromMountRequest {
-                    mount: target.clone(),
-                },
-            )
-            .await
-            .unwrap();
-            assert_eq!(&resp.volume_id, vol);
-            assert_eq!(t.calls(), vec![format!("volume_at {target}")]);
+            let resp: v1beta1::VolumeIdFromMountResponse = t
+                .call(
+                    "GetVolumeIDFromMount",
+                    v1beta1::VolumeIdFromMountRequest {
+                        mount: t.target.clone(),
+                    },
+                )
+                .await
+                .unwrap();
+            assert_eq!(resp.volume_id, t.vol);
+            assert_eq!(t.calls(), vec![format!("volume_at {}", t.target)]);
         }
     }
 
     #[tokio::test]
     async fn new_versions() {
-        let t = setup("v2alpha1");
-        let (vol, target) = (&t.vol, &t.target);
-        let resp: v2alpha1::GetVolumeStatsResponse = call(
-            &t.svc,
-            "/v2alpha1.Volume/GetVolumeStats",
-            v2alpha1::GetVolumeStatsRequest {
-                volume_id: vol.clone(),
-            },
-        )
-        .await
-        .unwrap();
+        let t = T::new("v2alpha1");
+        let volume_id = t.vol.clone();
+        let resp: v2alpha1::GetVolumeStatsResponse = t
+            .call(
+                "GetVolumeStats",
+                v2alpha1::GetVolumeStatsRequest {
+                    volume_id: volume_id.clone(),
+                },
+            )
+            .await
+            .unwrap();
         assert_eq!((resp.total_bytes, resp.used_bytes), t.stats());
-        assert_eq!(
-            t.calls(),
-            vec![format!("volume_disk {vol}"), format!("volume_stats {vol}")]
-        );
-        let resp: v2alpha1::GetDiskNumberFromVolumeIdResponse = call(
-            &t.svc,
-            "/v2alpha1.Volume/GetDiskNumberFromVolumeID",
-            v2alpha1::GetDiskNumberFromVolumeIdRequest {
-                volume_id: vol.clone(),
-            },
-        )
-        .await
-        .unwrap();
+        assert_eq!(t.calls(), t.on_volume("volume_stats", ""));
+        let resp: v2alpha1::GetDiskNumberFromVolumeIdResponse = t
+            .call(
+                "GetDiskNumberFromVolumeID",
+                v2alpha1::GetDiskNumberFromVolumeIdRequest {
+                    volume_id: volume_id.clone(),
+                },
+            )
+            .await
+            .unwrap();
         assert_eq!(resp.disk_number, u32::MAX);
-        assert_eq!(t.calls(), vec![format!("volume_disk {vol}")]);
-        let _: v2alpha1::MountVolumeResponse = call(
-            &t.svc,
-            "/v2alpha1.Volume/MountVolume",
-            v2alpha1::MountVolumeRequest {
-                volume_id: vol.clone(),
-                target_path: target.clone(),
-            },
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            t.calls(),
-            vec![
-                format!("volume_disk {vol}"),
-                format!("mount {vol} {target}")
-            ]
-        );
-        let resp: v2alpha1::GetClosestVolumeIdFromTargetPathResponse = call(
-            &t.svc,
-            "/v2alpha1.Volume/GetClosestVolumeIDFromTargetPath",
-            v2alpha1::GetClosestVolumeIdFromTargetPathRequest {
-                target_path: target.clone(),
-            },
-        )
-        .await
-        .unwrap();
-        assert_eq!(&resp.volume_id, vol);
-        assert_eq!(t.calls(), vec![format!("closest_volume {target}")]);
-        let _: v2alpha1::ResizeVolumeResponse = call(
-            &t.svc,
-            "/v2alpha1.Volume/ResizeVolume",
-            v2alpha1::ResizeVolumeRequest {
-                volume_id: vol.clone(),
-                size_bytes: 6 << 30,
-            },
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            t.calls(),
-            vec![
-                format!("volume_disk {vol}"),
-                format!("resize {vol} Bytes({})", 6u64 << 30)
-            ]
-        );
+        assert_eq!(t.calls(), vec![format!("volume_disk {}", t.vol)]);
+        let mount = v2alpha1::MountVolumeRequest {
+            volume_id: volume_id.clone(),
+            target_path: t.target.clone(),
+        };
+        let _: v2alpha1::MountVolumeResponse = t.call("MountVolume", mount).await.unwrap();
+        assert_eq!(t.calls(), t.on_volume("mount", &format!(" {}", t.target)));
+        let resp: v2alpha1::GetClosestVolumeIdFromTargetPathResponse = t
+            .call(
+                "GetClosestVolumeIDFromTargetPath",
+                v2alpha1::GetClosestVolumeIdFromTargetPathRequest {
+                    target_path: t.target.clone(),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(resp.volume_id, t.vol);
+        assert_eq!(t.calls(), vec![format!("closest_volume {}", t.target)]);
+        let resize = |size_bytes| v2alpha1::ResizeVolumeRequest {
+            volume_id: volume_id.clone(),
+            size_bytes,
+        };
+        let _: v2alpha1::ResizeVolumeResponse =
+            t.call("ResizeVolume", resize(6 << 30)).await.unwrap();
+        let size = format!(" Bytes({})", 6u64 << 30);
+        assert_eq!(t.calls(), t.on_volume("resize", &size));
         // The size travels as it is: a negative one reaches the API, which
         // refuses it before the backend.
-        let err = call::<_, v2alpha1::ResizeVolumeResponse>(
-            &t.svc,
-            "/v2alpha1.Volume/ResizeVolume",
-            v2alpha1::ResizeVolumeRequest {
-                volume_id: vol.clone(),
-                size_bytes: -1,
-            },
-        )
-        .await
-        .unwrap_err();
+        let err = t
+            .call::<_, v2alpha1::ResizeVolumeResponse>("ResizeVolume", resize(-1))
+            .await
+            .unwrap_err();
         assert_eq!(err.code(), Code::InvalidArgument);
         assert!(err.message().contains("size_bytes -1"), "{}", err.message());
         assert_eq!(t.calls(), Vec::<String>::new());
         // v1beta3 shares v1's shapes.
-        let t = setup("v1beta3");
-        let (vol, target) = (&t.vol, &t.target);
-        let _: v1beta3::UnmountVolumeResponse = call(
-            &t.svc,
-            "/v1beta3.Volume/UnmountVolume",
-            v1beta3::UnmountVolumeRequest {
-                volume_id: vol.clone(),
-                target_path: target.clone(),
-            },
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            t.calls(),
-            vec![
-                format!("volume_disk {vol}"),
-                format!("unmount {vol} {target}")
-            ]
-        );
+        let t = T::new("v1beta3");
+        let unmount = v1beta3::UnmountVolumeRequest {
+            volume_id: t.vol.clone(),
+            target_path: t.target.clone(),
+        };
+        let _: v1beta3::UnmountVolumeResponse = t.call("UnmountVolume", unmount).await.unwrap();
+        assert_eq!(t.calls(), t.on_volume("unmount", &format!(" {}", t.target)));
     }
 
     #[tokio::test]
