@@ -103,7 +103,9 @@ pub(crate) mod testing {
     }
 
     /// A host over the recording fakes ([`Host::fake`]: the real API
-    /// layers over them), its one allowed root a fresh directory.
+    /// layers over them), its one allowed root a fresh directory, removed
+    /// when dropped: drop the services over it first (they may hold the
+    /// root open, and Windows removes no open directory).
     pub(crate) struct FakeHost {
         pub(crate) host: Host,
         pub(crate) fakes: csi_proxy_host::Fakes,

@@ -79,9 +79,11 @@ mod tests {
     /// A host with one formatted volume on disk [`DISK`], and a directory
     /// to mount it at, served as one version.
     struct T {
+        /// Dropped before the host: it holds the root open, and Windows
+        /// does not remove a directory that is open.
+        svc: crate::dispatch::VersionedService,
         host: FakeHost,
         version: &'static str,
-        svc: crate::dispatch::VersionedService,
         /// The volume id.
         vol: String,
         /// A target path (an existing directory below the root).
