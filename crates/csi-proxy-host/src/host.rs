@@ -2,13 +2,14 @@
 //! in-process user) works with.
 
 use crate::confined::Confined;
-use crate::disk::{DiskApi, NoDiskBackend};
+use crate::disk::DiskApi;
 use crate::filesystem::{fake::RecordingFilesystem, Filesystem, FilesystemApi};
-use crate::iscsi::{Iscsi, IscsiApi};
+use crate::iscsi::{fake::RecordingIscsi, Iscsi, IscsiApi};
 use crate::path::PathPolicy;
-use crate::smb::{Smb, SmbApi};
-use crate::system::{Protection, ServicePolicy, System, SystemApi};
-use crate::volume::{NoVolumeBackend, VolumeApi};
+use crate::smb::{fake::RecordingSmb, Smb, SmbApi};
+use crate::storage::{fake::FakeStorage, Storage};
+use crate::system::{fake::RecordingSystem, Protection, ServicePolicy, System, SystemApi};
+use crate::volume::VolumeApi;
 use std::sync::Arc;
 
 /// Every API group, version-free.
@@ -22,10 +23,16 @@ pub struct Host {
     pub volume: Arc<dyn VolumeApi>,
 }
 
-/// The recording fakes behind [`Host::fake`], for tests to inspect.
+/// The recording fakes behind [`Host::fake`], under the real API layers,
+/// for tests to set up and inspect.
 #[derive(Clone)]
 pub struct Fakes {
     pub filesystem: Arc<RecordingFilesystem>,
+    pub iscsi: Arc<RecordingIscsi>,
+    pub smb: Arc<RecordingSmb>,
+    pub system: Arc<RecordingSystem>,
+    /// The disks and volumes behind both the Disk and the Volume API.
+    pub storage: Arc<FakeStorage>,
 }
 
 /// Choices of the real host beyond the path policy.
@@ -125,30 +132,36 @@ impl Host {
         })
     }
 
-    /// A host over recording fakes (for tests of the layers above).
+    /// A host over recording fakes (for tests of the layers above): every
+    /// group's real API layer, which validates as on a real host, over its
+    /// recording fake. Disk and Volume share one [`Storage`] over
+    /// [`FakeStorage`], with target paths confined to `policy`'s roots.
     pub fn fake(policy: PathPolicy) -> (Host, Fakes) {
-        let fs = Arc::new(RecordingFilesystem::new());
         let confined = Arc::new(Confined::new(policy.clone()));
+        let fakes = Fakes {
+            filesystem: Arc::new(RecordingFilesystem::new()),
+            iscsi: Arc::new(RecordingIscsi::new()),
+            smb: Arc::new(RecordingSmb::new()),
+            system: Arc::new(RecordingSystem::new()),
+            storage: Arc::new(FakeStorage::new()),
+        };
+        let storage = Arc::new(Storage::with_confined(
+            confined.clone(),
+            fakes.storage.clone(),
+        ));
         let host = Host {
-            disk: Arc::new(NoDiskBackend),
-            filesystem: Arc::new(Filesystem::new(policy, fs.clone())),
-            iscsi: Arc::new(Iscsi::new(
-                crate::iscsi::fake::RecordingIscsi::new(),
-                crate::path::Flavor::NATIVE,
-            )),
-            smb: Arc::new(Smb::new(
-                crate::smb::fake::RecordingSmb::new(),
-                confined,
-                true,
-            )),
+            disk: storage.clone(),
+            filesystem: Arc::new(Filesystem::new(policy, fakes.filesystem.clone())),
+            iscsi: Arc::new(Iscsi::new(fakes.iscsi.clone(), crate::path::Flavor::NATIVE)),
+            smb: Arc::new(Smb::new(fakes.smb.clone(), confined, true)),
             system: Arc::new(System::new(
-                crate::system::fake::RecordingSystem::new(),
+                fakes.system.clone(),
                 ServicePolicy::allow_all(),
                 crate::path::Flavor::NATIVE,
             )),
-            volume: Arc::new(NoVolumeBackend),
+            volume: storage,
         };
-        (host, Fakes { filesystem: fs })
+        (host, fakes)
     }
 }
 
@@ -198,7 +211,10 @@ fn os_storage(fs: &Arc<Confined>, options: &HostOptions) -> crate::Result<Storag
 
 #[cfg(not(any(target_os = "linux", windows)))]
 fn os_storage(_: &Arc<Confined>, _: &HostOptions) -> crate::Result<StoragePair> {
-    Ok((Arc::new(NoDiskBackend), Arc::new(NoVolumeBackend)))
+    Ok((
+        Arc::new(crate::disk::NoDiskBackend),
+        Arc::new(crate::volume::NoVolumeBackend),
+    ))
 }
 
 fn service_policy(options: &HostOptions) -> crate::Result<ServicePolicy> {

@@ -1,6 +1,6 @@
 //! A recording in-memory iSCSI backend: portals, the targets each offers,
 //! sessions and their disks, and the calls that reached it (secrets are
-//! recorded only as "set", never by value).
+//! recorded by their SHA-256 only, never by value).
 
 use super::api::IscsiBackend;
 use super::validate::{Auth, Iqn, Portal, Secret};
@@ -15,10 +15,27 @@ pub enum Call {
     Discover(String),
     RemovePortal(String),
     List,
-    Connect(String, String, &'static str),
+    /// Portal, target, the WMI authentication type and, for CHAP, what
+    /// came with it.
+    Connect(String, String, &'static str, Option<Chap>),
     Disconnect(String, String),
     Disks(String, String),
-    SetMutual(bool),
+    /// The SHA-256 of the mutual CHAP secret; `None`: cleared.
+    SetMutual(Option<Vec<u8>>),
+}
+
+/// The CHAP fields of a ConnectTarget as they reached the backend: the
+/// user, and the secret by its SHA-256 only.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chap {
+    pub user: String,
+    pub secret_sha256: Vec<u8>,
+}
+
+/// The SHA-256 of a secret: what the fake keeps of it.
+fn digest(s: &Secret) -> Vec<u8> {
+    use sha2::Digest;
+    sha2::Sha256::digest(s.expose().as_bytes()).to_vec()
 }
 
 #[derive(Debug, Default)]
@@ -89,10 +106,18 @@ impl IscsiBackend for RecordingIscsi {
             .collect())
     }
     fn connect(&self, p: &Portal, iqn: &Iqn, auth: &Auth) -> Result<()> {
+        let chap = match auth {
+            Auth::None => None,
+            Auth::OneWay { user, secret } | Auth::Mutual { user, secret } => Some(Chap {
+                user: user.clone(),
+                secret_sha256: digest(secret),
+            }),
+        };
         self.record(Call::Connect(
             p.to_string(),
             iqn.to_string(),
             auth.wmi_name(),
+            chap,
         ));
         self.known(p)?;
         self.sessions
@@ -121,7 +146,7 @@ impl IscsiBackend for RecordingIscsi {
             .unwrap_or_default())
     }
     fn set_mutual_chap_secret(&self, s: Option<&Secret>) -> Result<()> {
-        self.record(Call::SetMutual(s.is_some()));
+        self.record(Call::SetMutual(s.map(digest)));
         Ok(())
     }
 }
@@ -243,7 +268,8 @@ mod tests {
         assert!(fake.calls().contains(&Call::Connect(
             "10.0.0.1:3260".into(),
             "iqn.2026-01.io.example:t1".into(),
-            "NONE"
+            "NONE",
+            None
         )));
         fake.sessions
             .lock()
@@ -261,6 +287,6 @@ mod tests {
         );
         api.set_mutual_chap_secret(SetMutualChapSecretRequest::default())
             .unwrap();
-        assert_eq!(fake.calls().last(), Some(&Call::SetMutual(false)));
+        assert_eq!(fake.calls().last(), Some(&Call::SetMutual(None)));
     }
 }

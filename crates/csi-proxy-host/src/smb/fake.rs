@@ -8,13 +8,16 @@ use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-/// A call that reached the backend (user names only, never passwords).
+/// A call that reached the backend (user names; passwords by their
+/// SHA-256 only).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Call {
     Mapping(String),
     Map {
         root: String,
         user: Option<String>,
+        /// The SHA-256 of the password (of the empty one too).
+        password_sha256: Option<Vec<u8>>,
         require_privacy: bool,
     },
     Unmap(String),
@@ -66,6 +69,10 @@ impl SmbBackend for RecordingSmb {
         self.record(Call::Map {
             root: root.unc(),
             user: credential.map(|c| c.user().to_string()),
+            password_sha256: credential.map(|c| {
+                use sha2::Digest;
+                sha2::Sha256::digest(c.password().as_bytes()).to_vec()
+            }),
             require_privacy,
         });
         if let Some(m) = self.fail_map.lock().unwrap().clone() {

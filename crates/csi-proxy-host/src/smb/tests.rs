@@ -45,6 +45,11 @@ fn req(remote: &str, local: &str) -> NewSmbGlobalMappingRequest {
     }
 }
 
+fn sha256(s: &str) -> Vec<u8> {
+    use sha2::Digest;
+    sha2::Sha256::digest(s.as_bytes()).to_vec()
+}
+
 fn no_secret(e: &Error) {
     assert!(!e.to_string().contains(SECRET), "{e}");
     assert!(!format!("{e:?}").contains(SECRET), "{e:?}");
@@ -68,6 +73,7 @@ fn maps_the_root_once_and_links_the_full_path() {
             Call::Map {
                 root: r"\\srv\Share".into(),
                 user: Some(r"DOM\user".into()),
+                password_sha256: Some(sha256(SECRET)),
                 require_privacy: true
             }
         ]
@@ -230,6 +236,7 @@ fn a_mapping_without_a_user_is_refused_unless_allowed() {
             Call::Map {
                 root: r"\\attacker.example\Share".into(),
                 user: None,
+                password_sha256: None,
                 require_privacy: true
             }
         ]

@@ -126,6 +126,12 @@ impl FakeStorage {
         self.lock().calls.clone()
     }
 
+    /// Takes the backend calls made so far (the next [`FakeStorage::calls`]
+    /// starts empty).
+    pub fn take_calls(&self) -> Vec<String> {
+        std::mem::take(&mut self.lock().calls)
+    }
+
     /// The current mounts: target path → volume.
     pub fn mounts(&self) -> BTreeMap<String, VolumeId> {
         self.lock().mounts.clone()
@@ -390,5 +396,77 @@ impl StorageBackend for FakeStorage {
             .max_by_key(|(m, _)| m.len())
             .map(|(_, v)| v.clone())
             .ok_or_else(|| Error::NotFound(format!("no volume holds {target}")))
+    }
+}
+
+impl StorageBackend for std::sync::Arc<FakeStorage> {
+    fn disk_locations(&self) -> Result<BTreeMap<u32, DiskLocation>> {
+        (**self).disk_locations()
+    }
+    fn disk_ids(&self) -> Result<BTreeMap<u32, DiskIds>> {
+        (**self).disk_ids()
+    }
+    fn inventory_generation(&self) -> Result<Option<u64>> {
+        (**self).inventory_generation()
+    }
+    fn disk_by_page83(&self, page83: &str) -> Result<Option<u32>> {
+        (**self).disk_by_page83(page83)
+    }
+    fn disk_size(&self, disk: u32) -> Result<u64> {
+        (**self).disk_size(disk)
+    }
+    fn disk_online(&self, disk: u32) -> Result<bool> {
+        (**self).disk_online(disk)
+    }
+    fn set_disk_online(&self, disk: u32, online: bool) -> Result<()> {
+        (**self).set_disk_online(disk, online)
+    }
+    fn partition_disk(&self, disk: u32) -> Result<()> {
+        (**self).partition_disk(disk)
+    }
+    fn disk_layout(&self, disk: u32) -> Result<DiskLayout> {
+        (**self).disk_layout(disk)
+    }
+    fn initialize_disk(&self, disk: u32) -> Result<()> {
+        (**self).initialize_disk(disk)
+    }
+    fn create_basic_partition(&self, disk: u32) -> Result<()> {
+        (**self).create_basic_partition(disk)
+    }
+    fn rescan(&self) -> Result<()> {
+        (**self).rescan()
+    }
+    fn volumes_on_disk(&self, disk: u32, partition: Option<u32>) -> Result<Vec<VolumeId>> {
+        (**self).volumes_on_disk(disk, partition)
+    }
+    fn volume_disk(&self, volume: &VolumeId) -> Result<u32> {
+        (**self).volume_disk(volume)
+    }
+    fn is_formatted(&self, volume: &VolumeId) -> Result<bool> {
+        (**self).is_formatted(volume)
+    }
+    fn format(&self, volume: &VolumeId) -> Result<()> {
+        (**self).format(volume)
+    }
+    fn volume_stats(&self, volume: &VolumeId) -> Result<VolumeStats> {
+        (**self).volume_stats(volume)
+    }
+    fn resize(&self, volume: &VolumeId, target: ResizeTarget) -> Result<()> {
+        (**self).resize(volume, target)
+    }
+    fn flush(&self, volume: &VolumeId) -> Result<()> {
+        (**self).flush(volume)
+    }
+    fn mount(&self, volume: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
+        (**self).mount(volume, fs, target)
+    }
+    fn unmount(&self, volume: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
+        (**self).unmount(volume, fs, target)
+    }
+    fn volume_at(&self, fs: &Confined, target: &Located) -> Result<At> {
+        (**self).volume_at(fs, target)
+    }
+    fn closest_volume(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
+        (**self).closest_volume(fs, target)
     }
 }

@@ -63,16 +63,13 @@ response!([v1alpha2] iscsi::SetMutualChapSecretResponse => SetMutualChapSecretRe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::routes::testing::{call, service_for, Recorder};
+    use crate::routes::testing::{call, service_for, sha256, FakeHost};
     use csi_proxy_api::Group;
+    use csi_proxy_host::iscsi::fake::{Call, Chap};
+    use csi_proxy_host::iscsi::validate::{Iqn, Portal};
     use tonic::Code;
 
-    #[derive(Default)]
-    struct TestIscsi {
-        rec: Recorder,
-    }
-
-    type R<T> = csi_proxy_host::Result<T>;
+    const IQN: &str = "iqn.2000-01.com.example:a";
 
     fn portal() -> iscsi::TargetPortal {
         iscsi::TargetPortal {
@@ -81,84 +78,33 @@ mod tests {
         }
     }
 
-    impl IscsiApi for TestIscsi {
-        fn add_target_portal(
-            &self,
-            req: iscsi::AddTargetPortalRequest,
-        ) -> R<iscsi::AddTargetPortalResponse> {
-            self.rec.record(req);
-            Ok(iscsi::AddTargetPortalResponse {})
-        }
-        fn discover_target_portal(
-            &self,
-            req: iscsi::DiscoverTargetPortalRequest,
-        ) -> R<iscsi::DiscoverTargetPortalResponse> {
-            self.rec.record(req);
-            Ok(iscsi::DiscoverTargetPortalResponse {
-                iqns: vec![
-                    "iqn.2000-01.com.example:a".into(),
-                    "iqn.2000-01.com.example:b".into(),
-                ],
-            })
-        }
-        fn remove_target_portal(
-            &self,
-            req: iscsi::RemoveTargetPortalRequest,
-        ) -> R<iscsi::RemoveTargetPortalResponse> {
-            self.rec.record(req);
-            Ok(iscsi::RemoveTargetPortalResponse {})
-        }
-        fn list_target_portals(
-            &self,
-            req: iscsi::ListTargetPortalsRequest,
-        ) -> R<iscsi::ListTargetPortalsResponse> {
-            self.rec.record(req);
-            Ok(iscsi::ListTargetPortalsResponse {
-                target_portals: vec![
-                    portal(),
-                    iscsi::TargetPortal {
-                        target_address: "host.example".into(),
-                        target_port: 3261,
-                    },
-                ],
-            })
-        }
-        fn connect_target(
-            &self,
-            req: iscsi::ConnectTargetRequest,
-        ) -> R<iscsi::ConnectTargetResponse> {
-            self.rec.record(req);
-            Ok(iscsi::ConnectTargetResponse {})
-        }
-        fn disconnect_target(
-            &self,
-            req: iscsi::DisconnectTargetRequest,
-        ) -> R<iscsi::DisconnectTargetResponse> {
-            self.rec.record(req);
-            Ok(iscsi::DisconnectTargetResponse {})
-        }
-        fn get_target_disks(
-            &self,
-            req: iscsi::GetTargetDisksRequest,
-        ) -> R<iscsi::GetTargetDisksResponse> {
-            self.rec.record(req);
-            Ok(iscsi::GetTargetDisksResponse {
-                disk_ids: vec!["2".into(), "5".into()],
-            })
-        }
-        fn set_mutual_chap_secret(
-            &self,
-            req: iscsi::SetMutualChapSecretRequest,
-        ) -> R<iscsi::SetMutualChapSecretResponse> {
-            self.rec.record(req);
-            Ok(iscsi::SetMutualChapSecretResponse {})
-        }
+    /// A host whose initiator knows two portals; the first offers two
+    /// targets and has a session of `IQN` with disks 2 and 5.
+    fn setup(version: &str) -> (FakeHost, crate::dispatch::VersionedService) {
+        let host = FakeHost::new();
+        let fake = &host.fakes.iscsi;
+        let first = Portal::parse(&portal()).unwrap();
+        let second = Portal::parse(&iscsi::TargetPortal {
+            target_address: "host.example".into(),
+            target_port: 3261,
+        })
+        .unwrap();
+        fake.portals.lock().unwrap().extend([first.clone(), second]);
+        fake.offered.lock().unwrap().insert(
+            first.clone(),
+            vec![IQN.into(), "iqn.2000-01.com.example:b".into()],
+        );
+        fake.sessions
+            .lock()
+            .unwrap()
+            .insert((first, Iqn::parse(IQN).unwrap()), vec![2, 5]);
+        let svc = host.service(Group::Iscsi, version);
+        (host, svc)
     }
 
-    fn setup(version: &str) -> (Arc<TestIscsi>, crate::dispatch::VersionedService) {
-        let api = Arc::new(TestIscsi::default());
-        let svc = service_for(Group::Iscsi, version, |h| h.iscsi = api.clone());
-        (api, svc)
+    /// The calls that reached the backend since the last look.
+    fn calls(host: &FakeHost) -> Vec<Call> {
+        std::mem::take(&mut *host.fakes.iscsi.calls.lock().unwrap())
     }
 
     fn wire_portal() -> v1alpha2::TargetPortal {
@@ -168,38 +114,87 @@ mod tests {
         }
     }
 
+    /// A ConnectTarget; CHAP fields only where `auth_type` takes them (NONE
+    /// with CHAP fields is refused by the API).
     fn connect(auth_type: i32) -> v1alpha2::ConnectTargetRequest {
+        let chap = auth_type != 0;
         v1alpha2::ConnectTargetRequest {
             target_portal: Some(wire_portal()),
-            iqn: "iqn.2000-01.com.example:a".into(),
+            iqn: IQN.into(),
             auth_type,
-            chap_username: "user".into(),
-            chap_secret: "chap-secret-1".into(),
+            chap_username: if chap { "user".into() } else { String::new() },
+            chap_secret: if chap {
+                "chap-secret-1".into()
+            } else {
+                String::new()
+            },
         }
+    }
+
+    /// `connect(auth_type)` as `version`'s message, converted as the route
+    /// converts it.
+    fn converted(version: &str, auth_type: i32) -> iscsi::ConnectTargetRequest {
+        let c = connect(auth_type);
+        match version {
+            "v1alpha1" => v1alpha1::ConnectTargetRequest {
+                target_portal: Some(v1alpha1::TargetPortal {
+                    target_address: "10.0.0.1".into(),
+                    target_port: 3260,
+                }),
+                iqn: c.iqn,
+                auth_type: c.auth_type,
+                chap_username: c.chap_username,
+                chap_secret: c.chap_secret,
+            }
+            .wire(),
+            _ => c.wire(),
+        }
+        .unwrap()
     }
 
     #[tokio::test]
     async fn connect_target_converts_auth_type_and_secret() {
         for version in ["v1alpha1", "v1alpha2"] {
-            let (api, svc) = setup(version);
+            let (host, svc) = setup(version);
             let path = format!("/{version}.Iscsi/ConnectTarget");
-            for (wire, want) in [
-                (0, AuthenticationType::None),
-                (1, AuthenticationType::OneWayChap),
-                (2, AuthenticationType::MutualChap),
+            for (wire, want, wmi) in [
+                (0, AuthenticationType::None, "NONE"),
+                (1, AuthenticationType::OneWayChap, "ONEWAYCHAP"),
+                (2, AuthenticationType::MutualChap, "MUTUALCHAP"),
             ] {
-                let _: v1alpha2::ConnectTargetResponse =
-                    call(&svc, &path, connect(wire)).await.unwrap();
-                let got = api.rec.only::<iscsi::ConnectTargetRequest>();
+                let chap = wire != 0;
+                // The conversion: every field, the secret never shown.
+                let got = converted(version, wire);
                 assert_eq!(
                     got,
                     iscsi::ConnectTargetRequest {
                         target_portal: portal(),
-                        iqn: "iqn.2000-01.com.example:a".into(),
+                        iqn: IQN.into(),
                         auth_type: want,
-                        chap_username: "user".into(),
-                        chap_secret: "chap-secret-1".into(),
+                        chap_username: if chap { "user".into() } else { String::new() },
+                        chap_secret: if chap {
+                            "chap-secret-1".into()
+                        } else {
+                            String::new()
+                        },
                     }
+                );
+                assert!(!format!("{got:?}").contains("chap-secret-1"));
+                // What reaches the backend.
+                let _: v1alpha2::ConnectTargetResponse =
+                    call(&svc, &path, connect(wire)).await.unwrap();
+                let got = calls(&host);
+                assert_eq!(
+                    got,
+                    vec![Call::Connect(
+                        "10.0.0.1:3260".into(),
+                        IQN.into(),
+                        wmi,
+                        chap.then(|| Chap {
+                            user: "user".into(),
+                            secret_sha256: sha256("chap-secret-1"),
+                        })
+                    )]
                 );
                 assert!(!format!("{got:?}").contains("chap-secret-1"));
             }
@@ -211,13 +206,13 @@ mod tests {
                 assert!(err.message().contains("auth_type"), "{}", err.message());
                 assert!(!err.message().contains("chap-secret-1"));
             }
-            assert!(api.rec.is_empty(), "the API must not be called");
+            assert_eq!(calls(&host), vec![], "the backend must not be called");
         }
     }
 
     #[tokio::test]
     async fn a_missing_target_portal_is_rejected() {
-        let (api, svc) = setup("v1alpha2");
+        let (host, svc) = setup("v1alpha2");
         let err = call::<_, v1alpha2::AddTargetPortalResponse>(
             &svc,
             "/v1alpha2.Iscsi/AddTargetPortal",
@@ -240,12 +235,12 @@ mod tests {
                 .await
                 .unwrap_err();
         assert_eq!(err.code(), Code::InvalidArgument);
-        assert!(api.rec.is_empty());
+        assert_eq!(calls(&host), vec![]);
     }
 
     #[tokio::test]
     async fn portals_and_disks() {
-        let (api, svc) = setup("v1alpha1");
+        let (host, svc) = setup("v1alpha1");
         let resp: v1alpha1::ListTargetPortalsResponse = call(
             &svc,
             "/v1alpha1.Iscsi/ListTargetPortals",
@@ -254,9 +249,11 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(resp.target_portals.len(), 2);
+        assert_eq!(resp.target_portals[0].target_address, "10.0.0.1");
+        assert_eq!(resp.target_portals[0].target_port, 3260);
         assert_eq!(resp.target_portals[1].target_address, "host.example");
         assert_eq!(resp.target_portals[1].target_port, 3261);
-        api.rec.only::<iscsi::ListTargetPortalsRequest>();
+        assert_eq!(calls(&host), vec![Call::List]);
 
         let resp: v1alpha1::DiscoverTargetPortalResponse = call(
             &svc,
@@ -270,13 +267,11 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(resp.iqns.len(), 2);
         assert_eq!(
-            api.rec.only::<iscsi::DiscoverTargetPortalRequest>(),
-            iscsi::DiscoverTargetPortalRequest {
-                target_portal: portal()
-            }
+            resp.iqns,
+            vec![IQN.to_string(), "iqn.2000-01.com.example:b".into()]
         );
+        assert_eq!(calls(&host), vec![Call::Discover("10.0.0.1:3260".into())]);
 
         let resp: v1alpha1::GetTargetDisksResponse = call(
             &svc,
@@ -286,32 +281,33 @@ mod tests {
                     target_address: "10.0.0.1".into(),
                     target_port: 3260,
                 }),
-                iqn: "iqn.2000-01.com.example:a".into(),
+                iqn: IQN.into(),
             },
         )
         .await
         .unwrap();
         assert_eq!(resp.disk_i_ds, vec!["2".to_string(), "5".into()]);
         assert_eq!(
-            api.rec.only::<iscsi::GetTargetDisksRequest>().iqn,
-            "iqn.2000-01.com.example:a"
+            calls(&host),
+            vec![Call::Disks("10.0.0.1:3260".into(), IQN.into())]
         );
     }
 
     #[tokio::test]
     async fn mutual_chap_secret() {
-        let (api, svc) = setup("v1alpha2");
-        let _: v1alpha2::SetMutualChapSecretResponse = call(
-            &svc,
-            "/v1alpha2.Iscsi/SetMutualChapSecret",
-            v1alpha2::SetMutualChapSecretRequest {
-                mutual_chap_secret: "mutual-secret-2".into(),
-            },
-        )
-        .await
-        .unwrap();
-        let got = api.rec.only::<iscsi::SetMutualChapSecretRequest>();
+        let (host, svc) = setup("v1alpha2");
+        let req = v1alpha2::SetMutualChapSecretRequest {
+            mutual_chap_secret: "mutual-secret-2".into(),
+        };
+        let got: iscsi::SetMutualChapSecretRequest = req.clone().wire().unwrap();
         assert_eq!(got.mutual_chap_secret, "mutual-secret-2");
+        assert!(!format!("{got:?}").contains("mutual-secret-2"));
+        let _: v1alpha2::SetMutualChapSecretResponse =
+            call(&svc, "/v1alpha2.Iscsi/SetMutualChapSecret", req)
+                .await
+                .unwrap();
+        let got = calls(&host);
+        assert_eq!(got, vec![Call::SetMutual(Some(sha256("mutual-secret-2")))]);
         assert!(!format!("{got:?}").contains("mutual-secret-2"));
     }
 

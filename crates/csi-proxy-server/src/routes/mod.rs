@@ -65,9 +65,6 @@ pub fn service(host: &Host, version: ApiVersion, log_requests: bool) -> Versione
         .with_plain(crate::health::ROUTES)
 }
 
-/// Helpers for the tests of the group tables: calls through the real
-/// dispatcher with gRPC-framed bodies, and a recorder of the version-free
-/// requests a test implementation receives.
 /// An allowed root in the native path flavour, for tests.
 #[cfg(test)]
 pub(crate) const TEST_ROOT: &str = if cfg!(windows) {
@@ -76,6 +73,10 @@ pub(crate) const TEST_ROOT: &str = if cfg!(windows) {
     "/var/lib/kubelet"
 };
 
+/// Helpers for the tests of the group tables: calls through the real
+/// dispatcher with gRPC-framed bodies, a host over the recording fakes,
+/// and a recorder of the version-free requests a test implementation
+/// receives (the Disk tables' tests).
 #[cfg(test)]
 pub(crate) mod testing {
     use super::*;
@@ -99,6 +100,58 @@ pub(crate) mod testing {
         let (mut host, _) = Host::fake(policy);
         f(&mut host);
         service(&host, v, false)
+    }
+
+    /// A host over the recording fakes ([`Host::fake`]: the real API
+    /// layers over them), its one allowed root a fresh directory, removed
+    /// when dropped: drop the services over it first (they may hold the
+    /// root open, and Windows removes no open directory).
+    pub(crate) struct FakeHost {
+        pub(crate) host: Host,
+        pub(crate) fakes: csi_proxy_host::Fakes,
+        /// The allowed root (it exists).
+        pub(crate) root: String,
+        _dir: tempfile::TempDir,
+    }
+
+    impl FakeHost {
+        pub(crate) fn new() -> FakeHost {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path().join("kubelet");
+            std::fs::create_dir(&root).unwrap();
+            let root = root.to_str().unwrap().to_string();
+            let policy = csi_proxy_host::path::PathPolicy::new(
+                csi_proxy_host::path::Flavor::NATIVE,
+                [root.as_str()],
+            )
+            .unwrap();
+            let (host, fakes) = Host::fake(policy);
+            FakeHost {
+                host,
+                fakes,
+                root,
+                _dir: dir,
+            }
+        }
+
+        /// `rel` (`/`-separated) below the root, in the native flavour.
+        pub(crate) fn path(&self, rel: &str) -> String {
+            let sep = if cfg!(windows) { "\\" } else { "/" };
+            format!("{}{sep}{}", self.root, rel.replace('/', sep))
+        }
+
+        /// The service of `group`/`version` over this host.
+        pub(crate) fn service(&self, group: Group, version: &str) -> VersionedService {
+            let v = csi_proxy_api::find(group, version)
+                .unwrap_or_else(|| panic!("no such version {group}/{version}"));
+            service(&self.host, v, false)
+        }
+    }
+
+    /// The SHA-256 of a secret, as the recording fakes keep it.
+    pub(crate) fn sha256(secret: &str) -> Vec<u8> {
+        use sha2::Digest;
+        sha2::Sha256::digest(secret.as_bytes()).to_vec()
     }
 
     /// Call `path` on `svc` with `req` (blocking jobs run on this thread);

@@ -58,64 +58,58 @@ impl Wire<ServiceStatus> for i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::routes::testing::{call, service_for, Recorder};
+    use crate::routes::testing::{call, service_for, FakeHost};
     use csi_proxy_api::Group;
-    use std::sync::Mutex;
+    use csi_proxy_host::system::fake::{Call, FakeService};
     use tonic::Code;
 
-    /// Records every request; GetService answers with the enum values set
-    /// by the test.
-    struct TestSystem {
-        rec: Recorder,
-        service: Mutex<(StartType, ServiceStatus)>,
-    }
-
-    type R<T> = csi_proxy_host::Result<T>;
-
-    impl SystemApi for TestSystem {
-        fn get_bios_serial_number(
-            &self,
-            req: sys::GetBiosSerialNumberRequest,
-        ) -> R<sys::GetBiosSerialNumberResponse> {
-            self.rec.record(req);
-            Ok(sys::GetBiosSerialNumberResponse {
-                serial_number: "SN-123".into(),
-            })
-        }
-        fn start_service(&self, req: sys::StartServiceRequest) -> R<sys::StartServiceResponse> {
-            self.rec.record(req);
-            Ok(sys::StartServiceResponse {})
-        }
-        fn stop_service(&self, req: sys::StopServiceRequest) -> R<sys::StopServiceResponse> {
-            self.rec.record(req);
-            Ok(sys::StopServiceResponse {})
-        }
-        fn get_service(&self, req: sys::GetServiceRequest) -> R<sys::GetServiceResponse> {
-            self.rec.record(req);
-            let (start_type, status) = *self.service.lock().unwrap();
-            Ok(sys::GetServiceResponse {
-                display_name: "Display".into(),
-                start_type,
-                status,
-            })
+    /// The name the OS knows a service by (a systemd unit on Linux).
+    fn os_name(name: &str) -> String {
+        if cfg!(windows) {
+            name.to_string()
+        } else {
+            format!("{name}.service")
         }
     }
 
-    fn setup() -> (Arc<TestSystem>, crate::dispatch::VersionedService) {
-        let api = Arc::new(TestSystem {
-            rec: Recorder::default(),
-            service: Mutex::new((StartType::Manual, ServiceStatus::Unknown)),
-        });
-        let svc = service_for(Group::System, "v1alpha1", |h| h.system = api.clone());
-        (api, svc)
+    /// A host whose service manager has `svc`, `a` and `b`, and a BIOS
+    /// serial number.
+    fn setup() -> (FakeHost, crate::dispatch::VersionedService) {
+        let host = FakeHost::new();
+        let fake = &host.fakes.system;
+        *fake.serial.lock().unwrap() = Some("SN-123".into());
+        let mut services = fake.services.lock().unwrap();
+        for name in ["svc", "a", "b"] {
+            services.insert(
+                os_name(name),
+                FakeService {
+                    display_name: "Display".into(),
+                    start_type: StartType::Manual,
+                    status: ServiceStatus::Unknown,
+                    dependents: Vec::new(),
+                },
+            );
+        }
+        drop(services);
+        let svc = host.service(Group::System, "v1alpha1");
+        (host, svc)
+    }
+
+    /// The calls that reached the backend since the last look.
+    fn calls(host: &FakeHost) -> Vec<Call> {
+        std::mem::take(&mut *host.fakes.system.calls.lock().unwrap())
     }
 
     #[tokio::test]
     async fn get_service_uses_the_win32_numbering() {
-        let (api, svc) = setup();
+        let (host, svc) = setup();
         for start_type in StartType::ALL {
             for status in ServiceStatus::ALL {
-                *api.service.lock().unwrap() = (start_type, status);
+                {
+                    let mut services = host.fakes.system.services.lock().unwrap();
+                    let s = services.get_mut(&os_name("svc")).unwrap();
+                    (s.start_type, s.status) = (start_type, status);
+                }
                 let resp: v1alpha1::GetServiceResponse = call(
                     &svc,
                     "/v1alpha1.System/GetService",
@@ -141,7 +135,7 @@ mod tests {
                     start_type
                 );
                 assert_eq!(Wire::<ServiceStatus>::wire(resp.status).unwrap(), status);
-                assert_eq!(api.rec.only::<sys::GetServiceRequest>().name, "svc");
+                assert_eq!(calls(&host), vec![Call::Get(os_name("svc"))]);
             }
         }
         assert_eq!(v1alpha1::ServiceStatus::Running as i32, 4);
@@ -166,7 +160,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_other_methods() {
-        let (api, svc) = setup();
+        let (host, svc) = setup();
         let resp: v1alpha1::GetBiosSerialNumberResponse = call(
             &svc,
             "/v1alpha1.System/GetBIOSSerialNumber",
@@ -175,7 +169,7 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(resp.serial_number, "SN-123");
-        api.rec.only::<sys::GetBiosSerialNumberRequest>();
+        assert_eq!(calls(&host), vec![Call::BiosSerial]);
         let _: v1alpha1::StartServiceResponse = call(
             &svc,
             "/v1alpha1.System/StartService",
@@ -183,24 +177,20 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(api.rec.only::<sys::StartServiceRequest>().name, "a");
-        let _: v1alpha1::StopServiceResponse = call(
-            &svc,
-            "/v1alpha1.System/StopService",
-            v1alpha1::StopServiceRequest {
-                name: "b".into(),
-                force: true,
-            },
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            api.rec.only::<sys::StopServiceRequest>(),
-            sys::StopServiceRequest {
-                name: "b".into(),
-                force: true
-            }
-        );
+        assert_eq!(calls(&host), vec![Call::Start(os_name("a"))]);
+        for force in [true, false] {
+            let _: v1alpha1::StopServiceResponse = call(
+                &svc,
+                "/v1alpha1.System/StopService",
+                v1alpha1::StopServiceRequest {
+                    name: "b".into(),
+                    force,
+                },
+            )
+            .await
+            .unwrap();
+            assert_eq!(calls(&host), vec![Call::Stop(os_name("b"), force)]);
+        }
     }
 
     #[tokio::test]

@@ -67,344 +67,304 @@ response!([v1beta2, v1beta3, v1, v2alpha1] vol::WriteVolumeCacheResponse => Writ
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::routes::testing::{call, service_for, Recorder};
+    use crate::routes::testing::{call, service_for, FakeHost};
     use csi_proxy_api::Group;
+    use csi_proxy_host::storage::StorageBackend;
     use tonic::Code;
 
-    const VOL: &str = r"\\?\Volume{01234567-89ab-cdef-0123-456789abcdef}\";
-    const TARGET: &str = r"C:\var\lib\kubelet\pods\x\volumes\v";
+    /// The disk of the volume: the largest number, which the old versions'
+    /// int64 GetVolumeDiskNumber must carry whole.
+    const DISK: u32 = u32::MAX;
 
-    /// Records every request and answers with fixed responses.
-    #[derive(Default)]
-    struct TestVolume {
-        rec: Recorder,
+    /// A host with one formatted volume on disk [`DISK`], and a directory
+    /// to mount it at, served as one version.
+    struct T {
+        /// Dropped before the host: it holds the root open, and Windows
+        /// does not remove a directory that is open.
+        svc: crate::dispatch::VersionedService,
+        host: FakeHost,
+        version: &'static str,
+        /// The volume id.
+        vol: String,
+        /// A target path (an existing directory below the root).
+        target: String,
     }
 
-    type R<T> = csi_proxy_host::Result<T>;
+    impl T {
+        fn new(version: &'static str) -> T {
+            let host = FakeHost::new();
+            let fake = &host.fakes.storage;
+            fake.add_disk(DISK, 16 << 30, "page83-volume-tests");
+            fake.partition_disk(DISK).unwrap();
+            let id = fake.disk(DISK).unwrap().partitions[0].volume.clone();
+            fake.format(&id).unwrap();
+            let target = host.path("pods/x/volumes/v");
+            std::fs::create_dir_all(&target).unwrap();
+            let svc = host.service(Group::Volume, version);
+            let t = T {
+                host,
+                version,
+                svc,
+                vol: id.as_str().to_string(),
+                target,
+            };
+            t.calls();
+            t
+        }
 
-    impl VolumeApi for TestVolume {
-        fn list_volumes_on_disk(
-            &self,
-            req: vol::ListVolumesOnDiskRequest,
-        ) -> R<vol::ListVolumesOnDiskResponse> {
-            self.rec.record(req);
-            Ok(vol::ListVolumesOnDiskResponse {
-                volume_ids: vec![VOL.into(), "second".into()],
-            })
+        /// Call `method` of the version.
+        async fn call<Req, Resp>(&self, method: &str, req: Req) -> Result<Resp, tonic::Status>
+        where
+            Req: prost::Message,
+            Resp: prost::Message + Default,
+        {
+            let path = format!("/{}.Volume/{method}", self.version);
+            call(&self.svc, &path, req).await
         }
-        fn mount_volume(&self, req: vol::MountVolumeRequest) -> R<vol::MountVolumeResponse> {
-            self.rec.record(req);
-            Ok(vol::MountVolumeResponse {})
-        }
-        fn unmount_volume(&self, req: vol::UnmountVolumeRequest) -> R<vol::UnmountVolumeResponse> {
-            self.rec.record(req);
-            Ok(vol::UnmountVolumeResponse {})
-        }
-        fn is_volume_formatted(
-            &self,
-            req: vol::IsVolumeFormattedRequest,
-        ) -> R<vol::IsVolumeFormattedResponse> {
-            self.rec.record(req);
-            Ok(vol::IsVolumeFormattedResponse { formatted: true })
-        }
-        fn format_volume(&self, req: vol::FormatVolumeRequest) -> R<vol::FormatVolumeResponse> {
-            self.rec.record(req);
-            Ok(vol::FormatVolumeResponse {})
-        }
-        fn resize_volume(&self, req: vol::ResizeVolumeRequest) -> R<vol::ResizeVolumeResponse> {
-            self.rec.record(req);
-            Ok(vol::ResizeVolumeResponse {})
-        }
-        fn get_volume_stats(
-            &self,
-            req: vol::GetVolumeStatsRequest,
-        ) -> R<vol::GetVolumeStatsResponse> {
-            self.rec.record(req);
-            Ok(vol::GetVolumeStatsResponse {
-                total_bytes: 1000,
-                used_bytes: 250,
-            })
-        }
-        fn get_disk_number_from_volume_id(
-            &self,
-            req: vol::GetDiskNumberFromVolumeIdRequest,
-        ) -> R<vol::GetDiskNumberFromVolumeIdResponse> {
-            self.rec.record(req);
-            Ok(vol::GetDiskNumberFromVolumeIdResponse {
-                disk_number: u32::MAX,
-            })
-        }
-        fn get_volume_id_from_target_path(
-            &self,
-            req: vol::GetVolumeIdFromTargetPathRequest,
-        ) -> R<vol::GetVolumeIdFromTargetPathResponse> {
-            self.rec.record(req);
-            Ok(vol::GetVolumeIdFromTargetPathResponse {
-                volume_id: VOL.into(),
-            })
-        }
-        fn get_closest_volume_id_from_target_path(
-            &self,
-            req: vol::GetClosestVolumeIdFromTargetPathRequest,
-        ) -> R<vol::GetClosestVolumeIdFromTargetPathResponse> {
-            self.rec.record(req);
-            Ok(vol::GetClosestVolumeIdFromTargetPathResponse {
-                volume_id: VOL.into(),
-            })
-        }
-        fn write_volume_cache(
-            &self,
-            req: vol::WriteVolumeCacheRequest,
-        ) -> R<vol::WriteVolumeCacheResponse> {
-            self.rec.record(req);
-            Ok(vol::WriteVolumeCacheResponse {})
-        }
-    }
 
-    fn setup(version: &str) -> (Arc<TestVolume>, crate::dispatch::VersionedService) {
-        let api = Arc::new(TestVolume::default());
-        let svc = service_for(Group::Volume, version, |h| h.volume = api.clone());
-        (api, svc)
+        /// The backend calls since the last look.
+        fn calls(&self) -> Vec<String> {
+            self.host.fakes.storage.take_calls()
+        }
+
+        /// The backend calls of an operation on the volume: its disk is
+        /// looked up first, then `op` runs with `args` after the volume.
+        fn on_volume(&self, op: &str, args: &str) -> Vec<String> {
+            let vol = &self.vol;
+            vec![
+                format!("volume_disk {vol}"),
+                format!("{op} {vol}{args}").trim_end().to_string(),
+            ]
+        }
+
+        /// Total and used bytes of the volume, as the fake has them.
+        fn stats(&self) -> (i64, i64) {
+            let p = &self.host.fakes.storage.disk(DISK).unwrap().partitions[0];
+            (p.size as i64, p.used as i64)
+        }
     }
 
     #[tokio::test]
     async fn old_list_volumes_parses_the_disk_id_and_lists_all_partitions() {
         for version in ["v1alpha1", "v1beta1", "v1beta2"] {
-            let (api, svc) = setup(version);
-            let path = format!("/{version}.Volume/ListVolumesOnDisk");
-            let resp: v1beta2::ListVolumesOnDiskResponse = call(
-                &svc,
-                &path,
-                v1beta2::ListVolumesOnDiskRequest {
-                    disk_id: "7".into(),
-                },
-            )
-            .await
-            .unwrap();
-            assert_eq!(resp.volume_ids, vec![VOL.to_string(), "second".into()]);
-            assert_eq!(
-                api.rec.only::<vol::ListVolumesOnDiskRequest>(),
-                vol::ListVolumesOnDiskRequest {
-                    disk_number: 7,
-                    partition_number: 0
-                }
-            );
-            for bad in ["abc", "-1", "4294967296"] {
-                let err = call::<_, v1beta2::ListVolumesOnDiskResponse>(
-                    &svc,
-                    &path,
-                    v1beta2::ListVolumesOnDiskRequest {
-                        disk_id: bad.into(),
-                    },
-                )
+            let t = T::new(version);
+            let list = |disk_id: &str| v1beta2::ListVolumesOnDiskRequest {
+                disk_id: disk_id.into(),
+            };
+            let resp: v1beta2::ListVolumesOnDiskResponse = t
+                .call("ListVolumesOnDisk", list(&DISK.to_string()))
                 .await
-                .unwrap_err();
+                .unwrap();
+            assert_eq!(resp.volume_ids, vec![t.vol.clone()]);
+            // Disk number parsed, no partition: all of them.
+            assert_eq!(t.calls(), vec![format!("volumes_on_disk {DISK} None")]);
+            for bad in ["abc", "-1", "4294967296"] {
+                let err = t
+                    .call::<_, v1beta2::ListVolumesOnDiskResponse>("ListVolumesOnDisk", list(bad))
+                    .await
+                    .unwrap_err();
                 assert_eq!(err.code(), Code::InvalidArgument, "{bad:?}");
             }
-            assert!(api.rec.is_empty(), "the API must not be called");
+            assert_eq!(
+                t.calls(),
+                Vec::<String>::new(),
+                "the backend must not be called"
+            );
         }
     }
 
     #[tokio::test]
     async fn new_list_volumes_passes_the_partition() {
-        let (api, svc) = setup("v1");
-        let _: v1::ListVolumesOnDiskResponse = call(
-            &svc,
-            "/v1.Volume/ListVolumesOnDisk",
-            v1::ListVolumesOnDiskRequest {
-                disk_number: 2,
-                partition_number: 3,
-            },
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            api.rec.only::<vol::ListVolumesOnDiskRequest>(),
-            vol::ListVolumesOnDiskRequest {
-                disk_number: 2,
-                partition_number: 3
-            }
-        );
+        let t = T::new("v1");
+        let list = |partition_number| v1::ListVolumesOnDiskRequest {
+            disk_number: DISK,
+            partition_number,
+        };
+        let resp: v1::ListVolumesOnDiskResponse =
+            t.call("ListVolumesOnDisk", list(1)).await.unwrap();
+        assert_eq!(resp.volume_ids, vec![t.vol.clone()]);
+        assert_eq!(t.calls(), vec![format!("volumes_on_disk {DISK} Some(1)")]);
+        // A partition the disk does not have: the backend's NotFound.
+        let err = t
+            .call::<_, v1::ListVolumesOnDiskResponse>("ListVolumesOnDisk", list(3))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::NotFound, "{}", err.message());
+        assert_eq!(t.calls(), vec![format!("volumes_on_disk {DISK} Some(3)")]);
     }
 
     #[tokio::test]
     async fn old_path_and_size_fields() {
-        let (api, svc) = setup("v1alpha1");
-        let _: v1alpha1::MountVolumeResponse = call(
-            &svc,
-            "/v1alpha1.Volume/MountVolume",
-            v1alpha1::MountVolumeRequest {
-                volume_id: VOL.into(),
-                path: TARGET.into(),
-            },
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            api.rec.only::<vol::MountVolumeRequest>(),
-            vol::MountVolumeRequest {
-                volume_id: VOL.into(),
-                target_path: TARGET.into()
-            }
-        );
-        let _: v1alpha1::DismountVolumeResponse = call(
-            &svc,
-            "/v1alpha1.Volume/DismountVolume",
-            v1alpha1::DismountVolumeRequest {
-                volume_id: VOL.into(),
-                path: TARGET.into(),
-            },
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            api.rec.only::<vol::UnmountVolumeRequest>(),
-            vol::UnmountVolumeRequest {
-                volume_id: VOL.into(),
-                target_path: TARGET.into()
-            }
-        );
-        let _: v1alpha1::ResizeVolumeResponse = call(
-            &svc,
-            "/v1alpha1.Volume/ResizeVolume",
-            v1alpha1::ResizeVolumeRequest {
-                volume_id: VOL.into(),
-                size: 5 << 30,
-            },
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            api.rec.only::<vol::ResizeVolumeRequest>(),
-            vol::ResizeVolumeRequest {
-                volume_id: VOL.into(),
-                size_bytes: 5 << 30
-            }
-        );
+        let t = T::new("v1alpha1");
+        let (volume_id, path) = (t.vol.clone(), t.target.clone());
+        let _: v1alpha1::MountVolumeResponse = t
+            .call(
+                "MountVolume",
+                v1alpha1::MountVolumeRequest {
+                    volume_id: volume_id.clone(),
+                    path: path.clone(),
+                },
+            )
+            .await
+            .unwrap();
+        let target = format!(" {}", t.target);
+        assert_eq!(t.calls(), t.on_volume("mount", &target));
+        let _: v1alpha1::DismountVolumeResponse = t
+            .call(
+                "DismountVolume",
+                v1alpha1::DismountVolumeRequest {
+                    volume_id: volume_id.clone(),
+                    path,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(t.calls(), t.on_volume("unmount", &target));
+        let _: v1alpha1::ResizeVolumeResponse = t
+            .call(
+                "ResizeVolume",
+                v1alpha1::ResizeVolumeRequest {
+                    volume_id,
+                    size: 5 << 30,
+                },
+            )
+            .await
+            .unwrap();
+        let size = format!(" Bytes({})", 5u64 << 30);
+        assert_eq!(t.calls(), t.on_volume("resize", &size));
     }
 
     #[tokio::test]
     async fn old_stats_disk_number_and_mount_lookup() {
         for version in ["v1beta1", "v1beta2"] {
-            let (api, svc) = setup(version);
-            let resp: v1beta1::VolumeStatsResponse = call(
-                &svc,
-                &format!("/{version}.Volume/VolumeStats"),
-                v1beta1::VolumeStatsRequest {
-                    volume_id: VOL.into(),
-                },
-            )
-            .await
-            .unwrap();
-            assert_eq!((resp.volume_size, resp.volume_used_size), (1000, 250));
-            assert_eq!(
-                api.rec.only::<vol::GetVolumeStatsRequest>(),
-                vol::GetVolumeStatsRequest {
-                    volume_id: VOL.into()
-                }
-            );
+            let t = T::new(version);
+            let volume_id = t.vol.clone();
+            let resp: v1beta1::VolumeStatsResponse = t
+                .call(
+                    "VolumeStats",
+                    v1beta1::VolumeStatsRequest {
+                        volume_id: volume_id.clone(),
+                    },
+                )
+                .await
+                .unwrap();
+            let (total, used) = t.stats();
+            assert_ne!(total, used);
+            assert_eq!((resp.volume_size, resp.volume_used_size), (total, used));
+            assert_eq!(t.calls(), t.on_volume("volume_stats", ""));
 
-            let resp: v1beta1::VolumeDiskNumberResponse = call(
-                &svc,
-                &format!("/{version}.Volume/GetVolumeDiskNumber"),
-                v1beta1::VolumeDiskNumberRequest {
-                    volume_id: VOL.into(),
-                },
-            )
-            .await
-            .unwrap();
+            let resp: v1beta1::VolumeDiskNumberResponse = t
+                .call(
+                    "GetVolumeDiskNumber",
+                    v1beta1::VolumeDiskNumberRequest {
+                        volume_id: volume_id.clone(),
+                    },
+                )
+                .await
+                .unwrap();
             assert_eq!(resp.disk_number, i64::from(u32::MAX));
-            api.rec.only::<vol::GetDiskNumberFromVolumeIdRequest>();
+            assert_eq!(t.calls(), vec![format!("volume_disk {}", t.vol)]);
 
-            let resp: v1beta1::VolumeIdFromMountResponse = call(
-                &svc,
-                &format!("/{version}.Volume/GetVolumeIDFromMount"),
-                v1beta1::VolumeIdFromMountRequest {
-                    mount: TARGET.into(),
-                },
-            )
-            .await
-            .unwrap();
-            assert_eq!(resp.volume_id, VOL);
-            assert_eq!(
-                api.rec.only::<vol::GetVolumeIdFromTargetPathRequest>(),
-                vol::GetVolumeIdFromTargetPathRequest {
-                    target_path: TARGET.into()
-                }
-            );
+            let mount = v1beta1::MountVolumeRequest {
+                volume_id,
+                path: t.target.clone(),
+            };
+            let _: v1beta1::MountVolumeResponse = t.call("MountVolume", mount).await.unwrap();
+            t.calls();
+            let resp: v1beta1::VolumeIdFromMountResponse = t
+                .call(
+                    "GetVolumeIDFromMount",
+                    v1beta1::VolumeIdFromMountRequest {
+                        mount: t.target.clone(),
+                    },
+                )
+                .await
+                .unwrap();
+            assert_eq!(resp.volume_id, t.vol);
+            assert_eq!(t.calls(), vec![format!("volume_at {}", t.target)]);
         }
     }
 
     #[tokio::test]
     async fn new_versions() {
-        let (api, svc) = setup("v2alpha1");
-        let resp: v2alpha1::GetVolumeStatsResponse = call(
-            &svc,
-            "/v2alpha1.Volume/GetVolumeStats",
-            v2alpha1::GetVolumeStatsRequest {
-                volume_id: VOL.into(),
-            },
-        )
-        .await
-        .unwrap();
-        assert_eq!((resp.total_bytes, resp.used_bytes), (1000, 250));
-        let resp: v2alpha1::GetDiskNumberFromVolumeIdResponse = call(
-            &svc,
-            "/v2alpha1.Volume/GetDiskNumberFromVolumeID",
-            v2alpha1::GetDiskNumberFromVolumeIdRequest {
-                volume_id: VOL.into(),
-            },
-        )
-        .await
-        .unwrap();
+        let t = T::new("v2alpha1");
+        let volume_id = t.vol.clone();
+        let resp: v2alpha1::GetVolumeStatsResponse = t
+            .call(
+                "GetVolumeStats",
+                v2alpha1::GetVolumeStatsRequest {
+                    volume_id: volume_id.clone(),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!((resp.total_bytes, resp.used_bytes), t.stats());
+        assert_eq!(t.calls(), t.on_volume("volume_stats", ""));
+        let resp: v2alpha1::GetDiskNumberFromVolumeIdResponse = t
+            .call(
+                "GetDiskNumberFromVolumeID",
+                v2alpha1::GetDiskNumberFromVolumeIdRequest {
+                    volume_id: volume_id.clone(),
+                },
+            )
+            .await
+            .unwrap();
         assert_eq!(resp.disk_number, u32::MAX);
-        let resp: v2alpha1::GetClosestVolumeIdFromTargetPathResponse = call(
-            &svc,
-            "/v2alpha1.Volume/GetClosestVolumeIDFromTargetPath",
-            v2alpha1::GetClosestVolumeIdFromTargetPathRequest {
-                target_path: TARGET.into(),
-            },
-        )
-        .await
-        .unwrap();
-        assert_eq!(resp.volume_id, VOL);
-        let _: v2alpha1::ResizeVolumeResponse = call(
-            &svc,
-            "/v2alpha1.Volume/ResizeVolume",
-            v2alpha1::ResizeVolumeRequest {
-                volume_id: VOL.into(),
-                size_bytes: -1,
-            },
-        )
-        .await
-        .unwrap();
-        assert_eq!(api.rec.take().len(), 4);
+        assert_eq!(t.calls(), vec![format!("volume_disk {}", t.vol)]);
+        let mount = v2alpha1::MountVolumeRequest {
+            volume_id: volume_id.clone(),
+            target_path: t.target.clone(),
+        };
+        let _: v2alpha1::MountVolumeResponse = t.call("MountVolume", mount).await.unwrap();
+        assert_eq!(t.calls(), t.on_volume("mount", &format!(" {}", t.target)));
+        let resp: v2alpha1::GetClosestVolumeIdFromTargetPathResponse = t
+            .call(
+                "GetClosestVolumeIDFromTargetPath",
+                v2alpha1::GetClosestVolumeIdFromTargetPathRequest {
+                    target_path: t.target.clone(),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(resp.volume_id, t.vol);
+        assert_eq!(t.calls(), vec![format!("closest_volume {}", t.target)]);
+        let resize = |size_bytes| v2alpha1::ResizeVolumeRequest {
+            volume_id: volume_id.clone(),
+            size_bytes,
+        };
+        let _: v2alpha1::ResizeVolumeResponse =
+            t.call("ResizeVolume", resize(6 << 30)).await.unwrap();
+        let size = format!(" Bytes({})", 6u64 << 30);
+        assert_eq!(t.calls(), t.on_volume("resize", &size));
+        // The size travels as it is: a negative one reaches the API, which
+        // refuses it before the backend.
+        let err = t
+            .call::<_, v2alpha1::ResizeVolumeResponse>("ResizeVolume", resize(-1))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument);
+        assert!(err.message().contains("size_bytes -1"), "{}", err.message());
+        assert_eq!(t.calls(), Vec::<String>::new());
         // v1beta3 shares v1's shapes.
-        let (api, svc) = setup("v1beta3");
-        let _: v1beta3::UnmountVolumeResponse = call(
-            &svc,
-            "/v1beta3.Volume/UnmountVolume",
-            v1beta3::UnmountVolumeRequest {
-                volume_id: VOL.into(),
-                target_path: TARGET.into(),
-            },
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            api.rec.only::<vol::UnmountVolumeRequest>().target_path,
-            TARGET
-        );
+        let t = T::new("v1beta3");
+        let unmount = v1beta3::UnmountVolumeRequest {
+            volume_id: t.vol.clone(),
+            target_path: t.target.clone(),
+        };
+        let _: v1beta3::UnmountVolumeResponse = t.call("UnmountVolume", unmount).await.unwrap();
+        assert_eq!(t.calls(), t.on_volume("unmount", &format!(" {}", t.target)));
     }
 
     #[tokio::test]
     async fn no_backend_answers_unimplemented() {
-        let svc = service_for(Group::Volume, "v1beta1", |_| {});
+        let svc = service_for(Group::Volume, "v1beta1", |h| {
+            h.volume = Arc::new(csi_proxy_host::volume::NoVolumeBackend)
+        });
         let err = call::<_, v1beta1::VolumeStatsResponse>(
             &svc,
             "/v1beta1.Volume/VolumeStats",
             v1beta1::VolumeStatsRequest {
-                volume_id: VOL.into(),
+                volume_id: r"\\?\Volume{01234567-89ab-cdef-0123-456789abcdef}\".into(),
             },
         )
         .await

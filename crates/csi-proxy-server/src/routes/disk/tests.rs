@@ -486,7 +486,9 @@ async fn renamed_methods_and_fields() {
 
 #[tokio::test]
 async fn no_backend_answers_unimplemented() {
-    let svc = service_for(Group::Disk, "v1", |_| {});
+    let none =
+        |h: &mut csi_proxy_host::Host| h.disk = Arc::new(csi_proxy_host::disk::NoDiskBackend);
+    let svc = service_for(Group::Disk, "v1", none);
     let err = call::<_, v1::RescanResponse>(&svc, "/v1.Disk/Rescan", v1::RescanRequest {})
         .await
         .unwrap_err();
@@ -496,7 +498,7 @@ async fn no_backend_answers_unimplemented() {
         "{}",
         err.message()
     );
-    let svc = service_for(Group::Disk, "v1beta2", |_| {});
+    let svc = service_for(Group::Disk, "v1beta2", none);
     let err = call::<_, v1beta2::GetAttachStateResponse>(
         &svc,
         "/v1beta2.Disk/GetAttachState",
