@@ -492,7 +492,10 @@ impl HangFs {
         let mnt = root.join("hangfs");
         std::fs::create_dir_all(&mnt).unwrap();
         let marker = root.join("hang");
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/storage/hangfs.py");
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../csi-proxy/tests/storage/hangfs.py"
+        );
         let server = Command::new("/usr/bin/python3")
             .arg(script)
             .args([&back, &marker, &mnt])

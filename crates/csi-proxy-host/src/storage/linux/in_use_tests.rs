@@ -333,3 +333,130 @@ fn a_target_is_logged_out_only_under_the_claim_and_never_from_under_a_loop_devic
     r.unwrap();
     assert!(!mounted, "a mount got in between the check and the logout");
 }
+
+/// Nothing of the devices cached: reads reach them.
+fn sync_drop_caches() {
+    let _ = std::fs::write("/proc/sys/vm/drop_caches", "3");
+}
+
+/// Whether FUSE and the hang helper's Python module are here.
+fn can_hang() -> bool {
+    fixture::can_hang()
+}
+
+/// Claims disk `dev` and lets go: what uses it, and how long it took.
+fn uses(dev: &str) -> (Option<String>, std::time::Duration) {
+    let t = std::time::Instant::now();
+    let name = dev.trim_start_matches("/dev/");
+    let r = in_use::disk_in_use(Path::new("/sys"), Path::new("/dev"), name).unwrap();
+    (r.map(|(_, u)| u), t.elapsed())
+}
+
+/// Wedges hung loop device `dev` so that opening its node waits too: a
+/// direct read stuck in it, then a `LOOP_SET_DIRECT_IO` that waits for
+/// that read with the device's lock held. The two processes end when the
+/// device answers again.
+fn wedge(dev: &str) -> Vec<Child> {
+    let read = Command::new("dd")
+        .args([
+            &format!("if={dev}"),
+            "of=/dev/null",
+            "bs=4096",
+            "count=1",
+            "skip=300",
+            "iflag=direct",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let lock = Command::new("losetup")
+        .args(["--direct-io=on", dev])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    vec![read, lock]
+}
+
+/// A loop device whose I/O hangs, wedged so that its node's open waits,
+/// holds up no other disk's in-use check: a device seen before answers
+/// from what was read of its instance; one never seen costs one probe of
+/// at most a second, is named as a possible use, and a probe still out is
+/// not started again.
+#[test]
+fn a_hung_loop_device_holds_up_no_other_disks_check() {
+    assert!(is_root(), "needs root (loop devices, FUSE)");
+    if !can_hang() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run this test: needs /dev/fuse and python3-fusepy"
+        );
+        eprintln!("skipping: needs /dev/fuse and python3-fusepy");
+        return;
+    }
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t = tempfile::tempdir().unwrap();
+    let mut undo = Undo::default();
+    let (dev, _part) = partitioned(t.path(), &mut undo);
+    std::fs::create_dir(t.path().join("seen")).unwrap();
+    std::fs::create_dir(t.path().join("new")).unwrap();
+    let seen_fs = fixture::HangFs::new(&t.path().join("seen"), 8 << 20);
+    // With partition scanning: a re-read then reads the device.
+    let (seen, _) = fixture::attach(&seen_fs.file(), false);
+    // Released (and the stuck re-reads let go) before the devices detach.
+    struct Release<'a>(&'a fixture::HangFs, Vec<Child>);
+    impl Drop for Release<'_> {
+        fn drop(&mut self) {
+            self.0.release();
+            for c in &mut self.1 {
+                let _ = c.wait();
+            }
+        }
+    }
+    undo.loops.push(seen.clone());
+    // Seen once, answering.
+    let (u, _) = uses(&dev);
+    assert_eq!(u, None);
+    sync_drop_caches();
+    seen_fs.hang();
+    let mut stuck = Release(&seen_fs, Vec::new());
+    stuck.1.extend(wedge(&seen));
+    let (u, took) = uses(&dev);
+    assert_eq!(
+        u, None,
+        "the hung device was read before: its answer is kept"
+    );
+    assert!(took < std::time::Duration::from_secs(1), "{took:?}");
+
+    // Never seen before it hung: named, within the probe's budget.
+    let new_fs = fixture::HangFs::new(&t.path().join("new"), 8 << 20);
+    let (new, _) = fixture::attach(&new_fs.file(), false);
+    undo.loops.push(new.clone());
+    sync_drop_caches();
+    new_fs.hang();
+    let mut stuck_new = Release(&new_fs, Vec::new());
+    stuck_new.1.extend(wedge(&new));
+    let new_name = new.trim_start_matches("/dev/");
+    for round in 0..2 {
+        let (u, took) = uses(&dev);
+        let u = u.expect("a device never read that does not answer is a possible use");
+        assert!(
+            u.contains(&format!("loop device {new_name} ")) && u.contains("does not answer"),
+            "{u}"
+        );
+        assert!(
+            !u.contains(seen.trim_start_matches("/dev/")),
+            "the device read before is not named: {u}"
+        );
+        // The first probe waits its budget; the second finds it still out.
+        let bound = if round == 0 {
+            in_use::LOOP_PROBE_BUDGET + std::time::Duration::from_millis(700)
+        } else {
+            std::time::Duration::from_millis(700)
+        };
+        assert!(took < bound, "round {round}: {took:?}");
+    }
+    drop(stuck_new);
+    drop(stuck);
+}
