@@ -16,7 +16,10 @@
 //!   operation that finishes after the deadline of its caller, or of a
 //!   caller that joined it, keeps its result for [`KEEP`]: the first
 //!   identical call collects it instead of running the operation (and its
-//!   tools) a second time; any other call on the target discards it.
+//!   tools) a second time; any other call on the target discards it. Only
+//!   a caller that missed the result (by [`crate::on_behalf`] key) may
+//!   collect or discard it: another caller's call on the target is
+//!   answered [`Error::Aborted`] while it is kept.
 //! * Kept results belong to their target and are charged to the caller
 //!   that ran the operation ([`crate::on_behalf`]): at most
 //!   [`MAX_KEPT_PER_CALLER`] per caller and [`MAX_KEPT`] in all. Past
@@ -158,8 +161,9 @@ struct Entry {
     cell: Arc<Cell>,
     /// Set when the run finished and a caller missed its result: when.
     kept_since: Option<Instant>,
-    /// A caller that joined the run gave up at its deadline.
-    gave_up: bool,
+    /// The callers (keys of [`crate::on_behalf`]) whose deadline passed
+    /// before the result: only they may collect or discard a kept result.
+    missed: Vec<Option<Arc<str>>>,
     /// Who ran it (whose budget a kept result is charged to).
     owner: Option<Arc<str>>,
 }
@@ -259,7 +263,23 @@ impl Operations {
             let mut t = self.table();
             let now = Instant::now();
             t.expire(now);
+            let me = crate::on_behalf::current();
             match t.entries.get(&target) {
+                // A kept result is its missing callers' own: another
+                // caller neither collects it (the retry would run the
+                // operation again) nor discards it.
+                Some(e) if e.kept_since.is_some() && !e.missed.contains(&me) => {
+                    let msg = format!(
+                        "{target}: the result of {} is kept for the retry of the caller that missed it (for up to {:.0} s more); retry later",
+                        e.op,
+                        e.kept_since
+                            .map_or(KEEP, |k| KEEP.saturating_sub(now.duration_since(k)))
+                            .as_secs_f64()
+                    );
+                    drop(t);
+                    self.count(|c| c.aborted += 1);
+                    return Err(Error::Aborted(msg));
+                }
                 Some(e) if e.kept_since.is_some() && e.op == op => {
                     let r = e.cell.wait(None).unwrap_or(Ok(()));
                     t.entries.remove(&target);
@@ -296,14 +316,22 @@ impl Operations {
                 tracing::debug!(%target, %op, "joining the same operation in progress");
                 match cell.wait(deadline::current()) {
                     Some(r) => {
-                        // Received: a kept result is not kept any more.
-                        self.table().remove_run(&target, id);
+                        // Received: not kept for this caller any more (nor
+                        // at all, unless another caller missed it).
+                        let me = crate::on_behalf::current();
+                        let mut t = self.table();
+                        if let Some(e) = t.entries.get_mut(&target).filter(|e| e.id == id) {
+                            e.missed.retain(|m| *m != me);
+                            if e.missed.is_empty() {
+                                t.entries.remove(&target);
+                            }
+                        }
                         r
                     }
                     None => {
                         if let Some(e) = self.table().entries.get_mut(&target) {
                             if e.id == id {
-                                e.gave_up = true;
+                                e.missed.push(crate::on_behalf::current());
                             }
                         }
                         Err(Error::DeadlineExceeded(format!(
@@ -339,7 +367,7 @@ impl Operations {
                 started: now,
                 cell: cell.clone(),
                 kept_since: None,
-                gave_up: false,
+                missed: Vec::new(),
                 owner: crate::on_behalf::current(),
             },
         );
@@ -363,11 +391,16 @@ impl RunGuard<'_> {
         let mut t = this.ops.table();
         this.cell.finish(r);
         let passed = deadline::passed();
+        if passed {
+            if let Some(e) = t.entries.get_mut(this.target).filter(|e| e.id == this.id) {
+                e.missed.push(e.owner.clone());
+            }
+        }
         let missed = t
             .entries
             .get(this.target)
             .filter(|e| e.id == this.id)
-            .map(|e| (passed || e.gave_up, e.owner.clone()));
+            .map(|e| (!e.missed.is_empty(), e.owner.clone()));
         if let Some((true, owner)) = missed {
             let now = Instant::now();
             let keep = t.may_keep(&owner, now);

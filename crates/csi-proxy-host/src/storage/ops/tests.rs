@@ -352,3 +352,80 @@ fn a_result_a_joiner_missed_is_kept_for_its_retry() {
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     assert_eq!(ops.counters().collected, 1);
 }
+
+#[test]
+fn a_kept_result_is_neither_collected_nor_discarded_by_another_caller() {
+    // Red team 39caller E: another uid's identical FormatVolume collected
+    // the result kept for the driver's retry, and another's ResizeVolume
+    // discarded it; either way the retry ran mkfs again.
+    let ops = Operations::new();
+    let runs = AtomicU32::new(0);
+    let driver: Option<Arc<str>> = Some(Arc::from("uid=0 pod=driver"));
+    let other: Option<Arc<str>> = Some(Arc::from("uid=1000 pod=other"));
+    let format = || Operation::new("FormatVolume");
+    crate::on_behalf::run(driver.clone(), || {
+        deadline::run(Some(Instant::now()), || {
+            ops.run(vol(9), format(), || {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+        })
+    })
+    .unwrap();
+    for op in [format(), Operation::with_args("ResizeVolume", "size 1")] {
+        let e =
+            crate::on_behalf::run(other.clone(), || ops.run(vol(9), op, never_runs)).unwrap_err();
+        assert!(
+            matches!(&e, Error::Aborted(m) if m.contains("kept for the retry of the caller that missed it")),
+            "{e:?}"
+        );
+    }
+    // The driver's retry collects it: mkfs ran once.
+    crate::on_behalf::run(driver.clone(), || ops.run(vol(9), format(), never_runs)).unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(ops.counters().collected, 1);
+    // Collected: the other caller's call runs now.
+    crate::on_behalf::run(other.clone(), || {
+        ops.run(vol(9), format(), || {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+    })
+    .unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn a_retry_that_joins_and_receives_ends_what_was_kept_for_its_caller() {
+    let ops = Operations::new();
+    let runs = AtomicU32::new(0);
+    let (started_tx, started) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel();
+    thread::scope(|s| {
+        // The first call's deadline passes while it runs.
+        let first = s.spawn(|| {
+            deadline::run(Some(Instant::now() + Duration::from_millis(50)), || {
+                ops.run(
+                    vol(10),
+                    Operation::new("FormatVolume"),
+                    gated(started_tx, release_rx, &runs),
+                )
+            })
+        });
+        started.recv().unwrap();
+        // The same caller's retry joins and receives the result.
+        let retry = s.spawn(|| ops.run(vol(10), Operation::new("FormatVolume"), never_runs));
+        until_joined(&ops, 1);
+        thread::sleep(Duration::from_millis(80));
+        release.send(Ok(())).unwrap();
+        let _ = first.join().unwrap();
+        retry.join().unwrap().unwrap();
+    });
+    // Nothing kept: the next call runs.
+    ops.run(vol(10), Operation::new("FormatVolume"), || {
+        runs.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
