@@ -460,3 +460,36 @@ fn a_hung_loop_device_holds_up_no_other_disks_check() {
     drop(stuck_new);
     drop(stuck);
 }
+
+/// Rescan waits for a disk another operation holds no longer than its
+/// call's deadline (red team 39disk finding 2: a disk held by a call stuck
+/// in its writes made every Rescan wait 60 s, one busy disk after another).
+#[test]
+fn rescan_waits_for_a_held_disk_no_longer_than_its_call() {
+    assert!(is_root(), "needs root (loop devices)");
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t = tempfile::tempdir().unwrap();
+    let mut undo = Undo::default();
+    let (dev, _part) = partitioned(t.path(), &mut undo);
+    let storage = LinuxStorage::default();
+    let n = seq(&dev);
+    for _ in 0..250 {
+        if storage.disk_size(n).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let name = dev.trim_start_matches("/dev/");
+    let (ma, mi) = std::fs::read_to_string(format!("/sys/block/{name}/dev"))
+        .unwrap()
+        .trim()
+        .split_once(':')
+        .map(|(a, b)| (a.parse().unwrap(), b.parse().unwrap()))
+        .unwrap();
+    // Another operation holds the disk (as a format stuck in its writes).
+    let _held = storage.try_lock_dev((ma, mi)).expect("the disk is free");
+    let start = std::time::Instant::now();
+    let budget = std::time::Duration::from_secs(3);
+    crate::deadline::run(Some(start + budget), || storage.rescan()).unwrap();
+    assert!(start.elapsed() < budget, "{:?}", start.elapsed());
+}

@@ -11,8 +11,9 @@
 //! Rescan still answers OK for the others (a driver calls Rescan before it
 //! looks for its new disk), with a warning in the log naming the disk; a
 //! later call on that disk gets `Unavailable` naming it. A refresh left
-//! behind goes on without the disk's lock (it cannot be cancelled). A disk
-//! another operation holds is waited for at most [`BUSY_WAIT`].
+//! behind goes on without the disk's lock (it cannot be cancelled). The
+//! disks other operations hold are waited for together, at most
+//! [`BUSY_WAIT`] in all and never past the call's deadline.
 
 use super::sys::{self, Access};
 use super::sysfs::{BlockDisk, Sysfs};
@@ -31,6 +32,20 @@ use std::time::{Duration, Instant};
 /// that disk is skipped with a warning. The holder refreshes what it
 /// changed itself.
 pub(super) const BUSY_WAIT: Duration = Duration::from_secs(60);
+
+/// How long Rescan waits for the disks other operations hold: until
+/// [`BUSY_WAIT`] from `now`, or a little before the call's `deadline`, so
+/// that it answers (OK for the disks it refreshed) in time.
+fn busy_deadline(now: Instant, deadline: Option<Instant>) -> Instant {
+    let own = now + BUSY_WAIT;
+    match deadline {
+        Some(d) => {
+            let margin = d.saturating_duration_since(now) / 10;
+            own.min(d.checked_sub(margin).unwrap_or(d)).max(now)
+        }
+        None => own,
+    }
+}
 
 /// The host scans in flight, per sysfs file (a hung host holds at most
 /// `DISK_THREADS` threads).
@@ -99,17 +114,19 @@ impl LinuxStorage {
         for (name, r) in done {
             warn_failed(&name, r);
         }
+        // One deadline for all the busy disks (not one each, one after
+        // another: a few disks held by calls stuck in their I/O once made
+        // Rescan wait a minute per disk), and never past the call's own.
+        let until = busy_deadline(Instant::now(), crate::deadline::current());
         for d in busy {
             if let Err(e) = self.inventory.responsive(&d.name, d.number) {
                 warn_failed(&d.name, Err(e));
                 continue;
             }
-            let Some(_g) = self.lock_dev_until((d.major, d.minor), Instant::now() + BUSY_WAIT)
-            else {
+            let Some(_g) = self.lock_dev_until((d.major, d.minor), until) else {
                 tracing::warn!(
                     disk = d.name,
-                    "rescan skipped a disk another operation has held for {} s",
-                    BUSY_WAIT.as_secs()
+                    "rescan skipped a disk another operation holds (it refreshes what it changes itself)"
                 );
                 continue;
             };
@@ -165,5 +182,26 @@ impl Refresh {
                 _ => Ok(()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_disks_are_waited_for_until_one_deadline_within_the_calls() {
+        let now = Instant::now();
+        assert_eq!(busy_deadline(now, None), now + BUSY_WAIT);
+        // A call with 5 s left: Rescan stops waiting 0.5 s before.
+        let d = now + Duration::from_secs(5);
+        assert_eq!(busy_deadline(now, Some(d)), d - Duration::from_millis(500));
+        // A long deadline: BUSY_WAIT.
+        assert_eq!(
+            busy_deadline(now, Some(now + Duration::from_secs(3600))),
+            now + BUSY_WAIT
+        );
+        // Passed: no wait.
+        assert_eq!(busy_deadline(now, Some(now)), now);
     }
 }
