@@ -4,6 +4,9 @@ whose reads and writes wait while a marker file exists: the backing file
 of a loop device whose I/O hangs (as on a LUN queueing without a path), or
 an executable on a file system that stops answering (mode 0755).
 
+While MARKER.trickle exists, each read instead returns one byte after
+0.9 s (a file system that answers, too slowly to be of use).
+
 usage: hangfs.py BACKING MARKER MOUNTPOINT   (runs in the foreground)
 """
 import errno
@@ -45,6 +48,9 @@ class HangFs(Operations):
 
     def read(self, path, size, offset, fh):
         self.wait()
+        if os.path.exists(self.marker + ".trickle"):
+            time.sleep(0.9)
+            return os.pread(self.fd, 1, offset)
         return os.pread(self.fd, size, offset)
 
     def write(self, path, data, offset, fh):
