@@ -588,7 +588,7 @@ impl csi_proxy_http2::Service for CallerService {
             .service
             .call_as_by(path, message, &self.caller, deadline)
         {
-            Outcome::Blocking(job) => match self.jobs.take() {
+            Outcome::Blocking(job) => match self.jobs.take(deadline) {
                 // Held until the job ends, even after the client gave up.
                 Ok(slot) => {
                     let owner = self.owner.clone();

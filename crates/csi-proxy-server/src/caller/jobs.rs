@@ -16,6 +16,13 @@
 //! the shared one): a set of callers drains it only with one identity per
 //! slot, not [`FEW`] each.
 //!
+//! A job still running past its call's deadline (its client gave up: a
+//! hung disk or mount, most often) stops counting against the caller's
+//! [`PER_CALLER`] and counts against [`STUCK_PER_CALLER`] instead: calls
+//! stuck on a few hung disks (each within its own per-disk bound) cannot
+//! lock their caller out of its healthy disks and other groups, and the
+//! threads one caller holds stay bounded by the sum.
+//!
 //! A caller is its uid and pod (Linux) or its user SID (Windows): kernel
 //! identities, taken when the connection is accepted. A caller with
 //! neither (a Windows pipe client without a guard) is its pid.
@@ -24,10 +31,15 @@ use super::Caller;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Blocking jobs one caller may hold at a time.
 pub const PER_CALLER: usize = 64;
+
+/// Jobs of one caller still running past their call's deadline, at most
+/// (on top of its [`PER_CALLER`] live ones).
+pub const STUCK_PER_CALLER: usize = 64;
 
 /// Threads of tokio's blocking pool (its default `max_blocking_threads`,
 /// which `csi-proxy` keeps).
@@ -54,6 +66,10 @@ const _: () = assert!(ADMIT_FEW + super::pending::AT_ONCE < POOL);
 pub const CALLER_FULL: &str =
     "this caller has 64 operations in progress; retry when some have finished";
 const _: () = assert!(PER_CALLER == 64);
+
+/// Why a job was not admitted.
+pub const STUCK_FULL: &str = "this caller has 64 operations still running past their deadline (on a disk or mount that does not answer?); retry when some have finished";
+const _: () = assert!(STUCK_PER_CALLER == 64);
 
 /// Why a job was not admitted.
 pub const PROCESS_FULL: &str =
@@ -90,11 +106,46 @@ impl Drop for Admitted {
 
 static ADMITTED: Admission = Admission(AtomicUsize::new(0));
 
+/// One caller's jobs in progress: each one's call deadline.
+#[derive(Debug, Default)]
+struct Own {
+    jobs: HashMap<u64, Option<Instant>>,
+    next: u64,
+}
+
+impl Own {
+    /// Jobs (live, stuck) at `now`: stuck ones have passed their deadline.
+    fn counts(&self, now: Instant) -> (usize, usize) {
+        let stuck = self
+            .jobs
+            .values()
+            .filter(|d| d.is_some_and(|d| d <= now))
+            .count();
+        (self.jobs.len() - stuck, stuck)
+    }
+}
+
+type Owned = Arc<Mutex<Own>>;
+
+fn lock(o: &Owned) -> std::sync::MutexGuard<'_, Own> {
+    o.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A job's place among its caller's; given back when dropped.
+#[derive(Debug)]
+struct OwnJob(Owned, u64);
+
+impl Drop for OwnJob {
+    fn drop(&mut self) {
+        lock(&self.0).jobs.remove(&self.1);
+    }
+}
+
 /// A blocking job's slot: the caller's own and the process's, held until
 /// the job ends.
 #[derive(Debug)]
 pub struct Slot {
-    _own: OwnedSemaphorePermit,
+    _own: OwnJob,
     _all: Admitted,
     /// The caller's reserve slot, when this job took one.
     _reserve: Option<OwnedSemaphorePermit>,
@@ -139,9 +190,9 @@ pub fn owner(c: &Caller) -> std::sync::Arc<str> {
 /// One caller's slots: its own ([`PER_CALLER`]), its share of the reserve
 /// ([`RESERVE_PER_CALLER`]), the process's.
 #[derive(Clone, Debug)]
-pub struct Jobs(Arc<Semaphore>, Arc<Semaphore>, &'static Admission);
+pub struct Jobs(Owned, Arc<Semaphore>, &'static Admission);
 
-type Budget = (Arc<Semaphore>, Arc<Semaphore>);
+type Budget = (Owned, Arc<Semaphore>);
 
 impl Jobs {
     /// The slots of `caller` (shared by all its connections).
@@ -153,24 +204,29 @@ impl Jobs {
             // Budgets no connection holds any more.
             map.retain(|_, (s, _)| Arc::strong_count(s) > 1);
         }
-        let (own, reserve) = map.entry(key(caller)).or_insert_with(|| {
-            (
-                Arc::new(Semaphore::new(PER_CALLER)),
-                Arc::new(Semaphore::new(RESERVE_PER_CALLER)),
-            )
-        });
+        let (own, reserve) = map
+            .entry(key(caller))
+            .or_insert_with(|| (Arc::default(), Arc::new(Semaphore::new(RESERVE_PER_CALLER))));
         Jobs(own.clone(), reserve.clone(), &ADMITTED)
     }
 
-    /// A slot for one blocking job, held until the job ends; `Err` (why)
-    /// when the caller holds all of its own, or the process admits no more.
-    pub fn take(&self) -> Result<Slot, &'static str> {
-        let own = self
-            .0
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| CALLER_FULL)?;
-        let held = PER_CALLER - self.0.available_permits();
+    /// A slot for one blocking job whose call gives up at `deadline`, held
+    /// until the job ends; `Err` (why) when the caller holds all of its
+    /// own live or stuck ones, or the process admits no more.
+    pub fn take(&self, deadline: Option<Instant>) -> Result<Slot, &'static str> {
+        let (own, held) = {
+            let mut o = lock(&self.0);
+            let (live, stuck) = o.counts(Instant::now());
+            // Stuck ones past their own budget count as live.
+            let over = stuck.saturating_sub(STUCK_PER_CALLER);
+            if live + over >= PER_CALLER {
+                return Err(if over > 0 { STUCK_FULL } else { CALLER_FULL });
+            }
+            o.next += 1;
+            let id = o.next;
+            o.jobs.insert(id, deadline);
+            (OwnJob(self.0.clone(), id), live + over + 1)
+        };
         // The caller's own share of the reserve first, then the shared
         // count; a share taken but not needed goes back at once.
         let mut reserve = (held <= FEW)
@@ -204,12 +260,12 @@ mod tests {
             ..Caller::default()
         };
         let held: Vec<_> = (0..PER_CALLER)
-            .map(|_| Jobs::of(&a).take().unwrap())
+            .map(|_| Jobs::of(&a).take(None).unwrap())
             .collect();
-        assert!(Jobs::of(&a).take().is_err());
-        assert!(Jobs::of(&b).take().is_ok());
+        assert!(Jobs::of(&a).take(None).is_err());
+        assert!(Jobs::of(&b).take(None).is_ok());
         drop(held);
-        assert!(Jobs::of(&a).take().is_ok());
+        assert!(Jobs::of(&a).take(None).is_ok());
     }
 
     #[test]
@@ -229,16 +285,16 @@ mod tests {
         let mut held = Vec::new();
         for uid in 0..9 {
             let j = jobs(7_000 + uid);
-            held.extend((0..PER_CALLER).filter_map(|_| j.take().ok()));
+            held.extend((0..PER_CALLER).filter_map(|_| j.take(None).ok()));
         }
         assert!(held.len() <= ADMIT_FEW, "{} admitted", held.len());
         assert!(held.len() + super::super::pending::AT_ONCE < POOL);
         // A caller with few jobs in progress still gets threads.
         let newcomer = jobs(7_100);
         let few: Vec<_> = (0..RESERVE_PER_CALLER)
-            .map(|_| newcomer.take().unwrap())
+            .map(|_| newcomer.take(None).unwrap())
             .collect();
-        assert_eq!(newcomer.take().err(), Some(PROCESS_FULL));
+        assert_eq!(newcomer.take(None).err(), Some(PROCESS_FULL));
         drop(few);
         drop(held);
         assert_eq!(all.0.load(Ordering::Acquire), 0);
@@ -260,7 +316,7 @@ mod tests {
         let mut held = Vec::new();
         for uid in 0..6 {
             let j = jobs(8_000 + uid);
-            held.extend((0..PER_CALLER).filter_map(|_| j.take().ok()));
+            held.extend((0..PER_CALLER).filter_map(|_| j.take(None).ok()));
         }
         assert_eq!(held.len(), ADMIT_ALL);
         // Then 20 more callers each try FEW jobs: FEW each would take
@@ -269,7 +325,7 @@ mod tests {
         for uid in 0..20 {
             let j = jobs(8_100 + uid);
             for _ in 0..FEW {
-                match j.take() {
+                match j.take(None) {
                     Ok(s) => held.push(s),
                     Err(why) => {
                         assert_eq!(why, PROCESS_FULL);
@@ -282,13 +338,45 @@ mod tests {
         assert_eq!(refused, 20 * (FEW - RESERVE_PER_CALLER));
         // A new caller is still served; its second job is not.
         let newcomer = jobs(8_200);
-        let one = newcomer.take().unwrap();
-        assert_eq!(newcomer.take().err(), Some(PROCESS_FULL));
+        let one = newcomer.take(None).unwrap();
+        assert_eq!(newcomer.take(None).err(), Some(PROCESS_FULL));
         // Its reserve slot is back when the job ends.
         drop(one);
-        let again = newcomer.take().unwrap();
+        let again = newcomer.take(None).unwrap();
         drop(again);
         drop(held);
         assert_eq!(all.0.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn jobs_past_their_deadline_leave_the_caller_its_live_budget() {
+        // Red team 39disk F3: 8 hung disks x 8 calls each (every disk
+        // within its own bound) held all 64 of the caller's slots, and it
+        // was refused on its healthy disks and in other groups.
+        let c = Caller {
+            uid: Some(1001),
+            pod_uid: Some("stuck-test".into()),
+            ..Caller::default()
+        };
+        let j = Jobs::of(&c);
+        let now = Instant::now();
+        let past = Some(now - std::time::Duration::from_millis(1));
+        let later = Some(now + std::time::Duration::from_secs(3600));
+        let stuck: Vec<_> = (0..STUCK_PER_CALLER)
+            .map(|_| j.take(past).unwrap())
+            .collect();
+        // Its live budget is whole.
+        let live: Vec<_> = (0..PER_CALLER).map(|_| j.take(later).unwrap()).collect();
+        assert_eq!(j.take(later).err(), Some(CALLER_FULL));
+        drop(live);
+        // Stuck ones past the stuck budget count as live again.
+        let more: Vec<_> = (0..PER_CALLER - 1).map(|_| j.take(past).unwrap()).collect();
+        assert!(j.take(later).is_ok());
+        let _last = j.take(past).unwrap();
+        assert_eq!(j.take(past).err(), Some(STUCK_FULL));
+        assert_eq!(j.take(later).err(), Some(STUCK_FULL));
+        drop(more);
+        drop(stuck);
+        assert!(j.take(None).is_ok());
     }
 }
