@@ -61,7 +61,11 @@ impl FilesystemBackend for Confined {
                 // A destination inside the roots must exist (as upstream
                 // asks of every link); it is looked up beneath its root, and
                 // one that cannot be looked at there counts as existing.
-                Some(d) => Ok(Confined::exists(self, &d).unwrap_or(true)),
+                // (An inline attempt that would block says so: run again.)
+                Some(d) => match Confined::exists(self, &d) {
+                    Err(e) if crate::inline::is_would_block(&e) => Err(e),
+                    r => Ok(r.unwrap_or(true)),
+                },
                 // Anywhere else: a link, without looking at where it leads.
                 None => Ok(true),
             },
