@@ -310,14 +310,17 @@ impl<A: ?Sized, AReq, AResp> Answer<A, AReq, AResp> {
             }
         }
         // Computed after the token: at least as new as what it names.
-        let result = match timer {
-            Some(t) => t.time(|| (self.call)(&self.api, areq)),
-            None => (self.call)(&self.api, areq),
-        };
+        let start = std::time::Instant::now();
+        let result = (self.call)(&self.api, areq);
         if let Err(e) = &result {
+            // Not an operation: it runs again (and is timed) where it may
+            // block.
             if blocked(e) {
                 return None;
             }
+        }
+        if let Some(t) = timer {
+            t.observe_since(start);
         }
         let reply = finish::<Resp, AResp>(result);
         if let (Some(t), Code::Ok) = (now, reply.code) {

@@ -11,7 +11,7 @@ mod common;
 mod storage;
 
 use common::Proxy;
-use csi_proxy_api::{disk, volume::v1 as vol};
+use csi_proxy_api::volume::v1 as vol;
 use csi_proxy_host::compat;
 use std::path::Path;
 use std::process::Command;
@@ -78,32 +78,12 @@ async fn a_chain_of_links_to_a_mounted_volume_answers_the_volume() {
         return;
     }
     let (proxy, mut v) = start().await;
-    let mut d = proxy.client().connect_disk_v1().await.unwrap();
     let k = &proxy.kubelet;
 
     // A mounted loop volume, and a chain of two links to it (published ->
     // b -> staging): upstream follows the links to the volume.
     let loopd = LoopDisk::new(proxy.root.path(), 64 * MIB);
-    d.partition_disk(disk::v1::PartitionDiskRequest {
-        disk_number: loopd.number,
-    })
-    .await
-    .unwrap();
-    let id = v
-        .list_volumes_on_disk(vol::ListVolumesOnDiskRequest {
-            disk_number: loopd.number,
-            partition_number: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .volume_ids
-        .remove(0);
-    v.format_volume(vol::FormatVolumeRequest {
-        volume_id: id.clone(),
-    })
-    .await
-    .unwrap();
+    let id = common::partition_and_format(&proxy.client(), loopd.number).await;
     let staging = k.join("plugins/ebs/globalmount");
     std::fs::create_dir_all(staging.parent().unwrap()).unwrap();
     v.mount_volume(vol::MountVolumeRequest {

@@ -17,16 +17,11 @@ use common::{partition_and_format, Proxy};
 use csi_proxy_api::{disk::v1 as dk, filesystem::v1 as fs, volume::v1 as vl};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use storage::{can_hang, can_run, HangFs, LoopDisk, MIB};
+use storage::{hang_tests_run, HangFs, LoopDisk, MIB};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookups_in_a_hung_volume_stall_no_other_call() {
-    if !can_run() || !can_hang() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run this test: needs root, loop devices, /dev/fuse and python3-fusepy"
-        );
-        eprintln!("skipping: needs root, loop devices, /dev/fuse and python3-fusepy");
+    if !hang_tests_run() {
         return;
     }
     let p = Proxy::start(&[]);
@@ -134,12 +129,7 @@ async fn lookups_in_a_hung_volume_stall_no_other_call() {
 /// another caller's PathExists still answers at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_on_a_hung_mount_stall_no_other_caller() {
-    if !nix::unistd::geteuid().is_root() || !std::path::Path::new("/dev/fuse").exists() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run this test: needs root and /dev/fuse"
-        );
-        eprintln!("skipping: needs root and /dev/fuse");
+    if !fuse_tests_run() {
         return;
     }
     let p = Proxy::start(&[]);
@@ -187,6 +177,20 @@ async fn calls_on_a_hung_mount_stall_no_other_caller() {
     );
 }
 
+/// Whether the tests with a hung FUSE mount run here (root, /dev/fuse); in
+/// CI they must.
+fn fuse_tests_run() -> bool {
+    if nix::unistd::geteuid().is_root() && std::path::Path::new("/dev/fuse").exists() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must run this test: needs root and /dev/fuse"
+    );
+    eprintln!("skipping: needs root and /dev/fuse");
+    false
+}
+
 /// A FUSE mount at `at` whose daemon never answers (this process holds
 /// /dev/fuse and never reads it): every request under it waits. Dropped:
 /// the connection is aborted (waiting calls fail) and the mount detached.
@@ -230,12 +234,7 @@ impl Drop for HungMount {
 /// within its disk's bound, locked their caller out everywhere).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_stuck_past_their_deadline_leave_the_caller_its_budget() {
-    if !nix::unistd::geteuid().is_root() || !std::path::Path::new("/dev/fuse").exists() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run this test: needs root and /dev/fuse"
-        );
-        eprintln!("skipping: needs root and /dev/fuse");
+    if !fuse_tests_run() {
         return;
     }
     let p = Proxy::start(&[]);

@@ -22,7 +22,7 @@ use common::{partition_and_format, Proxy};
 use csi_proxy_api::{disk::v1 as dk, filesystem::v1 as fs, volume::v1 as vl};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use storage::{can_hang, can_run, HangFs, LoopDisk, MIB};
+use storage::{hang_tests_run, HangFs, LoopDisk, MIB};
 use tonic::Code;
 
 /// How long the disk stays hung.
@@ -200,13 +200,7 @@ fn random_id() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disk_whose_reads_hang_stalls_no_other_call() {
-    if !can_run() || !can_hang() {
-        // CI installs python3-fusepy (scripts/setup.sh): there this runs.
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run this test: needs root, loop devices, /dev/fuse and python3-fusepy"
-        );
-        eprintln!("skipping: needs root, loop devices, /dev/fuse and python3-fusepy");
+    if !hang_tests_run() {
         return;
     }
     let p = Proxy::start(&[]);
@@ -412,12 +406,7 @@ async fn a_disk_whose_reads_hang_stalls_no_other_call() {
 /// and the hung disk's own calls then answer `Unavailable` naming it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rescan_while_a_disk_hangs_refreshes_the_others() {
-    if !can_run() || !can_hang() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run this test: needs root, loop devices, /dev/fuse and python3-fusepy"
-        );
-        eprintln!("skipping: needs root, loop devices, /dev/fuse and python3-fusepy");
+    if !hang_tests_run() {
         return;
     }
     let p = Proxy::start(&[]);
@@ -487,12 +476,7 @@ async fn a_rescan_while_a_disk_hangs_refreshes_the_others() {
 /// disk answers so at once, instead of each waiting its own deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_read_of_a_hung_disk_marks_it_within_the_read_timeout() {
-    if !can_run() || !can_hang() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run this test: needs root, loop devices, /dev/fuse and python3-fusepy"
-        );
-        eprintln!("skipping: needs root, loop devices, /dev/fuse and python3-fusepy");
+    if !hang_tests_run() {
         return;
     }
     let read_timeout = csi_proxy_host::storage::inventory::READ_TIMEOUT;

@@ -329,8 +329,13 @@ impl HostTimer {
     pub fn time<T>(&self, f: impl FnOnce() -> T) -> T {
         let start = Instant::now();
         let out = f();
-        self.0.observe(start.elapsed().as_secs_f64());
+        self.observe_since(start);
         out
+    }
+
+    /// Record an operation that started at `start` and has just ended.
+    pub fn observe_since(&self, start: Instant) {
+        self.0.observe(start.elapsed().as_secs_f64());
     }
 }
 

@@ -477,6 +477,21 @@ pub fn fs_total(path: &Path) -> u64 {
     st.blocks() as u64 * st.fragment_size() as u64
 }
 
+/// Whether a test that hangs disks runs here (root, loop devices,
+/// /dev/fuse, python3-fusepy); CI installs them (scripts/setup.sh), so
+/// there it must.
+pub fn hang_tests_run() -> bool {
+    if can_run() && can_hang() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must run this test: needs root, loop devices, /dev/fuse and python3-fusepy"
+    );
+    eprintln!("skipping: needs root, loop devices, /dev/fuse and python3-fusepy");
+    false
+}
+
 /// A FUSE file system (`storage/hangfs.py`) serving one file whose reads
 /// and writes wait while a marker file exists.
 pub struct HangFs {
