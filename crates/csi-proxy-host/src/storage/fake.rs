@@ -525,3 +525,43 @@ impl StorageBackend for std::sync::Arc<FakeStorage> {
         (**self).closest_volume(fs, target)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_attempts_are_counted_and_blocked_only_when_switched_on() {
+        let f = FakeStorage::new();
+        f.add_disk(1, 1 << 30, "p");
+        assert_eq!(crate::inline::run(|| f.disk_size(1)).unwrap(), 1 << 30);
+        assert_eq!(f.disk_size(1).unwrap(), 1 << 30);
+        assert_eq!(f.inline_calls(), 1, "only the inline one");
+        f.set_block_inline(true);
+        let e = crate::inline::run(|| f.set_disk_online(1, false)).unwrap_err();
+        assert!(crate::inline::is_would_block(&e), "{e}");
+        assert!(f.disk(1).unwrap().online, "a blocked call does nothing");
+        assert_eq!(f.inline_calls(), 2);
+        // Outside an inline attempt the switch changes nothing.
+        f.set_disk_online(1, false).unwrap();
+        assert!(!f.disk(1).unwrap().online);
+        assert_eq!(
+            f.take_calls(),
+            ["disk_size 1", "disk_size 1", "set_disk_online 1 false"]
+        );
+    }
+
+    #[test]
+    fn the_inventory_generation_is_scripted() {
+        let f = FakeStorage::new();
+        assert_eq!(f.inventory_generation().unwrap(), None);
+        f.set_inventory_generation(Some(3));
+        assert_eq!(f.inventory_generation().unwrap(), Some(3));
+        f.fail_inventory_generation("scripted");
+        let e = f.inventory_generation().unwrap_err();
+        assert!(matches!(&e, Error::Internal(m) if m == "scripted"), "{e}");
+        f.set_inventory_generation(Some(4));
+        assert_eq!(f.inventory_generation().unwrap(), Some(4));
+        assert_eq!(f.take_calls(), ["inventory_generation"; 4]);
+    }
+}
