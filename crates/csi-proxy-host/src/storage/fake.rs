@@ -41,6 +41,13 @@ struct State {
     mounts: BTreeMap<String, VolumeId>,
     calls: Vec<String>,
     next_guid: u64,
+    /// What `inventory_generation` answers: `Err` fails it (internal).
+    generation: Option<u64>,
+    generation_error: Option<String>,
+    /// Every call made in an inline attempt answers "would block".
+    block_inline: bool,
+    /// Calls made in an inline attempt ([`crate::inline::active`]).
+    inline_calls: usize,
 }
 
 /// The fake storage host.
@@ -114,6 +121,39 @@ impl FakeStorage {
         );
     }
 
+    /// Adds (or replaces) disk `number` as given.
+    pub fn insert_disk(&self, number: u32, disk: FakeDisk) {
+        self.lock().disks.insert(number, disk);
+    }
+
+    /// What `inventory_generation` answers from now on: `Some` a
+    /// generation (the layer above may reuse answers while it stays the
+    /// same), `None` no inventory (the default).
+    pub fn set_inventory_generation(&self, generation: Option<u64>) {
+        let mut s = self.lock();
+        s.generation = generation;
+        s.generation_error = None;
+    }
+
+    /// `inventory_generation` fails with [`Error::Internal`]`(message)`
+    /// until [`FakeStorage::set_inventory_generation`].
+    pub fn fail_inventory_generation(&self, message: &str) {
+        self.lock().generation_error = Some(message.to_string());
+    }
+
+    /// While `on`, every call made in an inline attempt
+    /// ([`crate::inline::active`]) answers [`crate::inline::would_block`]
+    /// and does nothing (it is not recorded), as the real inventory does
+    /// when it would have to read a device first.
+    pub fn set_block_inline(&self, on: bool) {
+        self.lock().block_inline = on;
+    }
+
+    /// How many calls were made in an inline attempt (blocked or not).
+    pub fn inline_calls(&self) -> usize {
+        self.lock().inline_calls
+    }
+
     /// Grows a disk (as a resized cloud disk would).
     pub fn set_disk_size(&self, number: u32, size: u64) {
         if let Some(d) = self.lock().disks.get_mut(&number) {
@@ -146,10 +186,18 @@ impl FakeStorage {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn record(&self, call: String) -> std::sync::MutexGuard<'_, State> {
+    /// Records `call` (or, in an inline attempt while blocked, answers
+    /// "would block").
+    fn record(&self, call: String) -> Result<std::sync::MutexGuard<'_, State>> {
         let mut s = self.lock();
+        if crate::inline::active() {
+            s.inline_calls += 1;
+            if s.block_inline {
+                return Err(crate::inline::would_block("the fake storage blocks inline"));
+            }
+        }
         s.calls.push(call);
-        s
+        Ok(s)
     }
 }
 
@@ -177,7 +225,7 @@ impl FakeStorage {
     /// initialised first when `initialize` (PartitionDisk), refused
     /// otherwise (CreateBasicPartition).
     fn partition(&self, call: String, disk: u32, initialize: bool) -> Result<()> {
-        let mut s = self.record(call);
+        let mut s = self.record(call)?;
         s.next_guid += 1;
         let guid = crate::storage::parse::guid::Guid::from_u128(
             0x0000_0000_0000_4000_8000_0000_0000_0000 | u128::from(s.next_guid),
@@ -206,32 +254,39 @@ impl FakeStorage {
 
 impl StorageBackend for FakeStorage {
     fn disk_locations(&self) -> Result<BTreeMap<u32, DiskLocation>> {
-        let s = self.record("disk_locations".into());
+        let s = self.record("disk_locations".into())?;
         Ok(s.disks
             .iter()
             .filter_map(|(n, d)| d.location.clone().map(|l| (*n, l)))
             .collect())
     }
     fn disk_ids(&self) -> Result<BTreeMap<u32, DiskIds>> {
-        let s = self.record("disk_ids".into());
+        let s = self.record("disk_ids".into())?;
         Ok(s.disks.iter().map(|(n, d)| (*n, d.ids.clone())).collect())
     }
+    fn inventory_generation(&self) -> Result<Option<u64>> {
+        let s = self.record("inventory_generation".into())?;
+        match &s.generation_error {
+            Some(m) => Err(Error::Internal(m.clone())),
+            None => Ok(s.generation),
+        }
+    }
     fn disk_size(&self, disk: u32) -> Result<u64> {
-        let s = self.record(format!("disk_size {disk}"));
+        let s = self.record(format!("disk_size {disk}"))?;
         s.disks
             .get(&disk)
             .map(|d| d.size)
             .ok_or_else(|| no_disk(disk))
     }
     fn disk_online(&self, disk: u32) -> Result<bool> {
-        let s = self.record(format!("disk_online {disk}"));
+        let s = self.record(format!("disk_online {disk}"))?;
         s.disks
             .get(&disk)
             .map(|d| d.online)
             .ok_or_else(|| no_disk(disk))
     }
     fn set_disk_online(&self, disk: u32, online: bool) -> Result<()> {
-        let mut s = self.record(format!("set_disk_online {disk} {online}"));
+        let mut s = self.record(format!("set_disk_online {disk} {online}"))?;
         s.disks.get_mut(&disk).ok_or_else(|| no_disk(disk))?.online = online;
         Ok(())
     }
@@ -239,7 +294,7 @@ impl StorageBackend for FakeStorage {
         self.partition(format!("partition_disk {disk}"), disk, true)
     }
     fn disk_layout(&self, disk: u32) -> Result<DiskLayout> {
-        let s = self.record(format!("disk_layout {disk}"));
+        let s = self.record(format!("disk_layout {disk}"))?;
         let d = s.disks.get(&disk).ok_or_else(|| no_disk(disk))?;
         Ok(DiskLayout {
             initialized: d.initialized,
@@ -247,7 +302,7 @@ impl StorageBackend for FakeStorage {
         })
     }
     fn initialize_disk(&self, disk: u32) -> Result<()> {
-        let mut s = self.record(format!("initialize_disk {disk}"));
+        let mut s = self.record(format!("initialize_disk {disk}"))?;
         let d = s.disks.get_mut(&disk).ok_or_else(|| no_disk(disk))?;
         if !d.online {
             return Err(Error::FailedPrecondition(format!("disk {disk} is offline")));
@@ -259,11 +314,11 @@ impl StorageBackend for FakeStorage {
         self.partition(format!("create_basic_partition {disk}"), disk, false)
     }
     fn rescan(&self) -> Result<()> {
-        drop(self.record("rescan".into()));
+        drop(self.record("rescan".into())?);
         Ok(())
     }
     fn volumes_on_disk(&self, disk: u32, partition: Option<u32>) -> Result<Vec<VolumeId>> {
-        let s = self.record(format!("volumes_on_disk {disk} {partition:?}"));
+        let s = self.record(format!("volumes_on_disk {disk} {partition:?}"))?;
         let d = s.disks.get(&disk).ok_or_else(|| no_disk(disk))?;
         let out: Vec<VolumeId> = d
             .partitions
@@ -277,15 +332,15 @@ impl StorageBackend for FakeStorage {
         Ok(out)
     }
     fn volume_disk(&self, volume: &VolumeId) -> Result<u32> {
-        let mut s = self.record(format!("volume_disk {volume}"));
+        let mut s = self.record(format!("volume_disk {volume}"))?;
         Ok(s.part(volume)?.0)
     }
     fn is_formatted(&self, volume: &VolumeId) -> Result<bool> {
-        let mut s = self.record(format!("is_formatted {volume}"));
+        let mut s = self.record(format!("is_formatted {volume}"))?;
         Ok(s.part(volume)?.1.formatted)
     }
     fn format(&self, volume: &VolumeId) -> Result<()> {
-        let mut s = self.record(format!("format {volume}"));
+        let mut s = self.record(format!("format {volume}"))?;
         if s.mounts.values().any(|m| m == volume) {
             return Err(Error::FailedPrecondition(format!(
                 "volume {volume} is mounted"
@@ -297,7 +352,7 @@ impl StorageBackend for FakeStorage {
         Ok(())
     }
     fn volume_stats(&self, volume: &VolumeId) -> Result<VolumeStats> {
-        let mut s = self.record(format!("volume_stats {volume}"));
+        let mut s = self.record(format!("volume_stats {volume}"))?;
         let p = s.part(volume)?.1;
         if !p.formatted {
             return Err(Error::FailedPrecondition(format!(
@@ -310,7 +365,7 @@ impl StorageBackend for FakeStorage {
         })
     }
     fn resize(&self, volume: &VolumeId, target: ResizeTarget) -> Result<()> {
-        let mut s = self.record(format!("resize {volume} {target:?}"));
+        let mut s = self.record(format!("resize {volume} {target:?}"))?;
         let (disk, _) = s.part(volume)?;
         let max = s.disks[&disk].size.saturating_sub(2 << 20);
         let p = s.part(volume)?.1;
@@ -321,7 +376,7 @@ impl StorageBackend for FakeStorage {
         Ok(())
     }
     fn flush(&self, volume: &VolumeId) -> Result<()> {
-        let mut s = self.record(format!("flush {volume}"));
+        let mut s = self.record(format!("flush {volume}"))?;
         s.part(volume).map(|_| ())
     }
     fn mount(&self, volume: &VolumeId, fs: &Confined, target: &Located) -> Result<()> {
@@ -329,7 +384,7 @@ impl StorageBackend for FakeStorage {
         // filesystem first (a link in its chain is refused there).
         fs.kind(target)?;
         let target = target.path();
-        let mut s = self.record(format!("mount {volume} {target}"));
+        let mut s = self.record(format!("mount {volume} {target}"))?;
         s.part(volume)?;
         match s.mounts.get(target) {
             Some(m) if m == volume => Ok(()),
@@ -345,7 +400,7 @@ impl StorageBackend for FakeStorage {
         // filesystem first (a link in its chain is refused there).
         fs.kind(target)?;
         let target = target.path();
-        let mut s = self.record(format!("unmount {volume} {target}"));
+        let mut s = self.record(format!("unmount {volume} {target}"))?;
         s.part(volume)?;
         match s.mounts.get(target) {
             None => Ok(()),
@@ -364,7 +419,7 @@ impl StorageBackend for FakeStorage {
         // directory tree proves.
         let kind = fs.kind(target)?;
         let path = target.path();
-        let s = self.record(format!("volume_at {path}"));
+        let s = self.record(format!("volume_at {path}"))?;
         if kind == Some(Kind::Link) {
             return Err(Error::FailedPrecondition(format!(
                 "path {} is a link, not a directory",
@@ -384,7 +439,7 @@ impl StorageBackend for FakeStorage {
     fn closest_volume(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
         fs.kind(target)?;
         let target = target.path();
-        let s = self.record(format!("closest_volume {target}"));
+        let s = self.record(format!("closest_volume {target}"))?;
         s.mounts
             .iter()
             .filter(|(m, _)| {
@@ -468,5 +523,45 @@ impl StorageBackend for std::sync::Arc<FakeStorage> {
     }
     fn closest_volume(&self, fs: &Confined, target: &Located) -> Result<VolumeId> {
         (**self).closest_volume(fs, target)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_attempts_are_counted_and_blocked_only_when_switched_on() {
+        let f = FakeStorage::new();
+        f.add_disk(1, 1 << 30, "p");
+        assert_eq!(crate::inline::run(|| f.disk_size(1)).unwrap(), 1 << 30);
+        assert_eq!(f.disk_size(1).unwrap(), 1 << 30);
+        assert_eq!(f.inline_calls(), 1, "only the inline one");
+        f.set_block_inline(true);
+        let e = crate::inline::run(|| f.set_disk_online(1, false)).unwrap_err();
+        assert!(crate::inline::is_would_block(&e), "{e}");
+        assert!(f.disk(1).unwrap().online, "a blocked call does nothing");
+        assert_eq!(f.inline_calls(), 2);
+        // Outside an inline attempt the switch changes nothing.
+        f.set_disk_online(1, false).unwrap();
+        assert!(!f.disk(1).unwrap().online);
+        assert_eq!(
+            f.take_calls(),
+            ["disk_size 1", "disk_size 1", "set_disk_online 1 false"]
+        );
+    }
+
+    #[test]
+    fn the_inventory_generation_is_scripted() {
+        let f = FakeStorage::new();
+        assert_eq!(f.inventory_generation().unwrap(), None);
+        f.set_inventory_generation(Some(3));
+        assert_eq!(f.inventory_generation().unwrap(), Some(3));
+        f.fail_inventory_generation("scripted");
+        let e = f.inventory_generation().unwrap_err();
+        assert!(matches!(&e, Error::Internal(m) if m == "scripted"), "{e}");
+        f.set_inventory_generation(Some(4));
+        assert_eq!(f.inventory_generation().unwrap(), Some(4));
+        assert_eq!(f.take_calls(), ["inventory_generation"; 4]);
     }
 }

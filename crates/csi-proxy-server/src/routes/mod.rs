@@ -74,14 +74,10 @@ pub(crate) const TEST_ROOT: &str = if cfg!(windows) {
 };
 
 /// Helpers for the tests of the group tables: calls through the real
-/// dispatcher with gRPC-framed bodies, a host over the recording fakes,
-/// and a recorder of the version-free requests a test implementation
-/// receives (the Disk tables' tests).
+/// dispatcher with gRPC-framed bodies, and a host over the recording fakes.
 #[cfg(test)]
 pub(crate) mod testing {
     use super::*;
-    use std::any::Any;
-    use std::sync::Mutex;
     use tonic::{Code, Status};
 
     /// A host over fakes, changed by `f`, serving `group`/`version`.
@@ -170,38 +166,6 @@ pub(crate) mod testing {
             return Err(Status::new(reply.code, reply.message));
         }
         Ok(Resp::decode(&reply.body[..]).expect("response decodes"))
-    }
-
-    /// The version-free requests a test implementation received, in order.
-    #[derive(Default)]
-    pub(crate) struct Recorder {
-        calls: Mutex<Vec<Box<dyn Any + Send>>>,
-    }
-
-    impl Recorder {
-        pub(crate) fn record<T: Any + Send>(&self, req: T) {
-            self.calls.lock().unwrap().push(Box::new(req));
-        }
-
-        /// Take every recorded request.
-        pub(crate) fn take(&self) -> Vec<Box<dyn Any + Send>> {
-            std::mem::take(&mut *self.calls.lock().unwrap())
-        }
-
-        /// Take the one recorded request, which must be a `T`.
-        pub(crate) fn only<T: Any>(&self) -> T {
-            let mut calls = self.take();
-            assert_eq!(calls.len(), 1, "expected exactly one call");
-            *calls
-                .pop()
-                .unwrap()
-                .downcast::<T>()
-                .unwrap_or_else(|_| panic!("the call was not a {}", std::any::type_name::<T>()))
-        }
-
-        pub(crate) fn is_empty(&self) -> bool {
-            self.calls.lock().unwrap().is_empty()
-        }
     }
 }
 

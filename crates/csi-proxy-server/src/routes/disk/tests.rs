@@ -1,138 +1,85 @@
+//! The Disk tables over `Host::fake`: the real `Storage` layer over the
+//! host's `FakeStorage`. What each version converts is asserted as what
+//! reaches the fake backend (its recorded calls) or what it answers.
+
 use super::*;
-use crate::routes::testing::{call, service_for, Recorder};
+use crate::routes::testing::{call, service_for, FakeHost};
 use csi_proxy_api::Group;
+use csi_proxy_host::storage::fake::FakeDisk;
+use std::collections::BTreeMap;
 use tonic::Code;
 
-/// Records every request and answers with fixed responses.
-#[derive(Default)]
-struct TestDisk {
-    rec: Recorder,
-    /// What `inventory_generation` answers (Err: an error).
-    generation: std::sync::Mutex<Option<Result<u64, ()>>>,
-    /// How often `inventory_generation` was asked.
-    asked: std::sync::atomic::AtomicUsize,
-    /// GetDiskStats answers "would block" in inline attempts.
-    block_inline: std::sync::atomic::AtomicBool,
-    /// Inline attempts seen by GetDiskStats.
-    inline_attempts: std::sync::atomic::AtomicUsize,
+/// The disks of the fixture: every number a test names, the largest u32
+/// (a valid disk number) among them.
+const DISKS: [u32; 9] = [1, 3, 4, 5, 7, 9, 12, 42, u32::MAX];
+
+/// The one disk with a location (the others have none, as a disk without
+/// a SCSI address): every field distinct.
+const LOCATED: u32 = 7;
+
+/// The one disk that starts offline.
+const OFFLINE: u32 = 5;
+
+fn location() -> disk::DiskLocation {
+    disk::DiskLocation {
+        adapter: "a".into(),
+        bus: "b".into(),
+        target: "t".into(),
+        lun_id: "l".into(),
+    }
 }
 
-impl DiskApi for TestDisk {
-    fn list_disk_locations(
-        &self,
-        req: disk::ListDiskLocationsRequest,
-    ) -> csi_proxy_host::Result<disk::ListDiskLocationsResponse> {
-        self.rec.record(req);
-        Ok(disk::ListDiskLocationsResponse {
-            disk_locations: HashMap::from([(
-                7,
-                disk::DiskLocation {
-                    adapter: "a".into(),
-                    bus: "b".into(),
-                    target: "t".into(),
-                    lun_id: "l".into(),
+/// Page-0x83 id and serial of disk `n`.
+fn ids(n: u32) -> disk::DiskIds {
+    disk::DiskIds {
+        page83: format!("p83-{n}"),
+        serial_number: format!("sn-{n}"),
+    }
+}
+
+/// The size of disk `n`: past 32 bits, and its own.
+fn size(n: u32) -> u64 {
+    (1 << 40) + u64::from(n)
+}
+
+/// The fixture's disks as ListDiskIDs answers them.
+fn all_ids() -> BTreeMap<u32, disk::DiskIds> {
+    DISKS.iter().map(|&n| (n, ids(n))).collect()
+}
+
+/// A host over the fake storage holding [`DISKS`], served as one version.
+struct T {
+    /// Dropped before the host (it may hold the root open).
+    svc: crate::dispatch::VersionedService,
+    host: FakeHost,
+}
+
+impl T {
+    fn new(version: &str) -> T {
+        let host = FakeHost::new();
+        for n in DISKS {
+            host.fakes.storage.insert_disk(
+                n,
+                FakeDisk {
+                    size: size(n),
+                    online: n != OFFLINE,
+                    location: (n == LOCATED).then(location),
+                    ids: ids(n),
+                    ..FakeDisk::default()
                 },
-            )]),
-        })
-    }
-    fn partition_disk(
-        &self,
-        req: disk::PartitionDiskRequest,
-    ) -> csi_proxy_host::Result<disk::PartitionDiskResponse> {
-        self.rec.record(req);
-        Ok(disk::PartitionDiskResponse {})
-    }
-    fn is_disk_initialized(
-        &self,
-        req: disk::IsDiskInitializedRequest,
-    ) -> csi_proxy_host::Result<disk::IsDiskInitializedResponse> {
-        self.rec.record(req);
-        Ok(disk::IsDiskInitializedResponse { initialized: true })
-    }
-    fn initialize_disk(
-        &self,
-        req: disk::InitializeDiskRequest,
-    ) -> csi_proxy_host::Result<disk::InitializeDiskResponse> {
-        self.rec.record(req);
-        Ok(disk::InitializeDiskResponse {})
-    }
-    fn basic_partitions_exist(
-        &self,
-        req: disk::BasicPartitionsExistRequest,
-    ) -> csi_proxy_host::Result<disk::BasicPartitionsExistResponse> {
-        self.rec.record(req);
-        Ok(disk::BasicPartitionsExistResponse { exist: true })
-    }
-    fn create_basic_partition(
-        &self,
-        req: disk::CreateBasicPartitionRequest,
-    ) -> csi_proxy_host::Result<disk::CreateBasicPartitionResponse> {
-        self.rec.record(req);
-        Ok(disk::CreateBasicPartitionResponse {})
-    }
-    fn rescan(&self, req: disk::RescanRequest) -> csi_proxy_host::Result<disk::RescanResponse> {
-        self.rec.record(req);
-        Ok(disk::RescanResponse {})
-    }
-    fn list_disk_ids(
-        &self,
-        req: disk::ListDiskIdsRequest,
-    ) -> csi_proxy_host::Result<disk::ListDiskIdsResponse> {
-        self.rec.record(req);
-        Ok(disk::ListDiskIdsResponse {
-            disk_ids: HashMap::from([(
-                3,
-                disk::DiskIds {
-                    page83: "p83".into(),
-                    serial_number: "sn".into(),
-                },
-            )]),
-        })
-    }
-    fn get_disk_stats(
-        &self,
-        req: disk::GetDiskStatsRequest,
-    ) -> csi_proxy_host::Result<disk::GetDiskStatsResponse> {
-        use std::sync::atomic::Ordering::SeqCst;
-        if csi_proxy_host::inline::active() {
-            self.inline_attempts.fetch_add(1, SeqCst);
-            if self.block_inline.load(SeqCst) {
-                return Err(csi_proxy_host::inline::would_block("test"));
-            }
+            );
         }
-        self.rec.record(req);
-        Ok(disk::GetDiskStatsResponse {
-            total_bytes: 1 << 40,
-        })
+        let svc = host.service(Group::Disk, version);
+        T { svc, host }
     }
-    fn set_disk_state(
-        &self,
-        req: disk::SetDiskStateRequest,
-    ) -> csi_proxy_host::Result<disk::SetDiskStateResponse> {
-        self.rec.record(req);
-        Ok(disk::SetDiskStateResponse {})
+
+    fn fake(&self) -> &csi_proxy_host::storage::fake::FakeStorage {
+        &self.host.fakes.storage
     }
-    fn get_disk_state(
-        &self,
-        req: disk::GetDiskStateRequest,
-    ) -> csi_proxy_host::Result<disk::GetDiskStateResponse> {
-        self.rec.record(req);
-        Ok(disk::GetDiskStateResponse { is_online: true })
-    }
-    fn get_disk_number_by_name(
-        &self,
-        req: disk::GetDiskNumberByNameRequest,
-    ) -> csi_proxy_host::Result<disk::GetDiskNumberByNameResponse> {
-        self.rec.record(req);
-        Ok(disk::GetDiskNumberByNameResponse { disk_number: 42 })
-    }
-    fn inventory_generation(&self) -> csi_proxy_host::Result<Option<u64>> {
-        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        match *self.generation.lock().unwrap() {
-            None => Ok(None),
-            Some(Ok(g)) => Ok(Some(g)),
-            Some(Err(())) => Err(csi_proxy_host::Error::Internal("scripted".into())),
-        }
+
+    /// The backend calls since the last look.
+    fn calls(&self) -> Vec<String> {
+        self.fake().take_calls()
     }
 }
 
@@ -143,37 +90,35 @@ impl DiskApi for TestDisk {
 async fn inline_attempts_fall_back_to_the_blocking_pool() {
     use crate::dispatch::Outcome;
     use prost::Message;
-    use std::sync::atomic::Ordering::SeqCst;
-    let (api, svc) = setup("v1");
+    let t = T::new("v1");
     let req = v1::GetDiskStatsRequest { disk_number: 3 }.encode_to_vec();
-    match svc.call("/v1.Disk/GetDiskStats", &req) {
+    match t.svc.call("/v1.Disk/GetDiskStats", &req) {
         Outcome::Done(r) => assert_eq!(r.code, Code::Ok),
         Outcome::Blocking(_) => panic!("answered inline"),
     }
-    assert_eq!(api.inline_attempts.load(SeqCst), 1);
-    assert_eq!(api.rec.take().len(), 1);
-    api.block_inline.store(true, SeqCst);
-    let job = match svc.call("/v1.Disk/GetDiskStats", &req) {
+    assert_eq!(t.fake().inline_calls(), 1);
+    assert_eq!(t.calls(), ["disk_size 3"]);
+    t.fake().set_block_inline(true);
+    let job = match t.svc.call("/v1.Disk/GetDiskStats", &req) {
         Outcome::Blocking(job) => job,
         Outcome::Done(r) => panic!("no fallback: {r:?}"),
     };
-    assert_eq!(api.inline_attempts.load(SeqCst), 2);
+    assert_eq!(t.fake().inline_calls(), 2);
+    assert!(t.calls().is_empty(), "the blocked attempt did nothing");
     assert!(!csi_proxy_host::inline::active());
     let reply = job();
     assert_eq!(reply.code, Code::Ok, "{reply:?}");
     let resp = v1::GetDiskStatsResponse::decode(&reply.body[..]).unwrap();
-    assert_eq!(resp.total_bytes, 1 << 40);
-    assert_eq!(api.inline_attempts.load(SeqCst), 2, "the job is not inline");
-    assert_eq!(
-        api.rec.only::<disk::GetDiskStatsRequest>(),
-        disk::GetDiskStatsRequest { disk_number: 3 }
-    );
+    assert_eq!(resp.total_bytes, size(3) as i64);
+    assert_eq!(t.fake().inline_calls(), 2, "the job is not inline");
+    assert_eq!(t.calls(), ["disk_size 3"]);
     // Mutating operations never run inline.
     let req = v1::PartitionDiskRequest { disk_number: 3 }.encode_to_vec();
     assert!(matches!(
-        svc.call("/v1.Disk/PartitionDisk", &req),
+        t.svc.call("/v1.Disk/PartitionDisk", &req),
         Outcome::Blocking(_)
     ));
+    assert_eq!(t.fake().inline_calls(), 2);
 }
 
 /// ListDiskLocations and ListDiskIDs send their last encoded answer
@@ -182,75 +127,88 @@ async fn inline_attempts_fall_back_to_the_blocking_pool() {
 /// asks the API.
 #[tokio::test]
 async fn list_answers_are_reused_within_one_inventory_generation() {
-    let (api, svc) = setup("v1");
-    let ids = |svc: &crate::dispatch::VersionedService| {
-        let svc = svc.clone();
-        async move {
-            call::<_, v1::ListDiskIDsResponse>(
-                &svc,
-                "/v1.Disk/ListDiskIDs",
-                v1::ListDiskIDsRequest {},
-            )
-            .await
-        }
+    let t = T::new("v1");
+    let ids = || async {
+        call::<_, v1::ListDiskIDsResponse>(
+            &t.svc,
+            "/v1.Disk/ListDiskIDs",
+            v1::ListDiskIDsRequest {},
+        )
+        .await
     };
-    let calls = |api: &TestDisk| api.rec.take().len();
+    let listed = |r: v1::ListDiskIDsResponse| -> BTreeMap<u32, disk::DiskIds> {
+        r.disk_i_ds
+            .into_iter()
+            .map(|(n, i)| {
+                let i = disk::DiskIds {
+                    page83: i.page83,
+                    serial_number: i.serial_number,
+                };
+                (n, i)
+            })
+            .collect()
+    };
+    const GEN: &str = "inventory_generation";
+    const IDS: &str = "disk_ids";
     // No generation: every call asks the API.
     for _ in 0..3 {
-        assert_eq!(ids(&svc).await.unwrap().disk_i_ds.len(), 1);
+        assert_eq!(listed(ids().await.unwrap()), all_ids());
     }
-    assert_eq!(calls(&api), 3);
-    *api.generation.lock().unwrap() = Some(Ok(5));
-    let first = ids(&svc).await.unwrap();
+    assert_eq!(t.calls(), [GEN, IDS, GEN, IDS, GEN, IDS]);
+    t.fake().set_inventory_generation(Some(5));
+    let first = ids().await.unwrap();
+    // A disk the fake gains without a new generation is not seen: the
+    // answer is the one kept.
+    t.fake().insert_disk(2, FakeDisk::default());
     for _ in 0..4 {
-        assert_eq!(ids(&svc).await.unwrap(), first);
+        assert_eq!(ids().await.unwrap(), first);
     }
-    assert_eq!(calls(&api), 1, "one answer for generation 5");
+    assert_eq!(
+        t.calls(),
+        [GEN, IDS, GEN, GEN, GEN, GEN],
+        "one answer for generation 5"
+    );
     // Locations have their own answer.
     for _ in 0..2 {
         let _: v1::ListDiskLocationsResponse = call(
-            &svc,
+            &t.svc,
             "/v1.Disk/ListDiskLocations",
             v1::ListDiskLocationsRequest {},
         )
         .await
         .unwrap();
     }
-    assert_eq!(calls(&api), 1);
-    *api.generation.lock().unwrap() = Some(Ok(6));
-    ids(&svc).await.unwrap();
-    ids(&svc).await.unwrap();
-    assert_eq!(calls(&api), 1, "one answer for generation 6");
+    assert_eq!(t.calls(), [GEN, "disk_locations", GEN]);
+    t.fake().set_inventory_generation(Some(6));
+    let sixth = ids().await.unwrap();
+    assert_eq!(ids().await.unwrap(), sixth);
+    assert_eq!(t.calls(), [GEN, IDS, GEN], "one answer for generation 6");
+    let mut want = all_ids();
+    want.insert(2, disk::DiskIds::default());
+    assert_eq!(listed(sixth), want, "generation 6 sees the new disk");
     // A failing generation fails the call without asking the API.
-    *api.generation.lock().unwrap() = Some(Err(()));
-    assert_eq!(ids(&svc).await.unwrap_err().code(), Code::Internal);
-    assert_eq!(calls(&api), 0);
+    t.fake().fail_inventory_generation("scripted");
+    assert_eq!(ids().await.unwrap_err().code(), Code::Internal);
+    assert_eq!(t.calls(), [GEN]);
     // Calls that are not cached never ask for the generation.
-    let asked = api.asked.load(std::sync::atomic::Ordering::SeqCst);
     let _: v1::GetDiskStatsResponse = call(
-        &svc,
+        &t.svc,
         "/v1.Disk/GetDiskStats",
         v1::GetDiskStatsRequest { disk_number: 1 },
     )
     .await
     .unwrap();
-    assert_eq!(api.asked.load(std::sync::atomic::Ordering::SeqCst), asked);
-}
-
-fn setup(version: &str) -> (Arc<TestDisk>, crate::dispatch::VersionedService) {
-    let api = Arc::new(TestDisk::default());
-    let svc = service_for(Group::Disk, version, |h| h.disk = api.clone());
-    (api, svc)
+    assert_eq!(t.calls(), ["disk_size 1"]);
 }
 
 #[tokio::test]
 async fn old_string_disk_ids_parse_to_numbers() {
     for version in ["v1alpha1", "v1beta1", "v1beta2"] {
-        let (api, svc) = setup(version);
+        let t = T::new(version);
         let path = format!("/{version}.Disk/PartitionDisk");
         // The three versions share the message shape; encode v1beta2's.
         let _: v1beta2::PartitionDiskResponse = call(
-            &svc,
+            &t.svc,
             &path,
             v1beta2::PartitionDiskRequest {
                 disk_id: "7".into(),
@@ -258,19 +216,16 @@ async fn old_string_disk_ids_parse_to_numbers() {
         )
         .await
         .unwrap();
-        assert_eq!(
-            api.rec.only::<disk::PartitionDiskRequest>(),
-            disk::PartitionDiskRequest { disk_number: 7 }
-        );
+        assert_eq!(t.calls(), ["partition_disk 7"], "{version}");
     }
 }
 
 #[tokio::test]
 async fn bad_string_disk_ids_are_rejected_before_the_api() {
-    let (api, svc) = setup("v1beta2");
+    let t = T::new("v1beta2");
     for bad in ["abc", "-1", "4294967296", "", " 7", "7 "] {
         let err = call::<_, v1beta2::PartitionDiskResponse>(
-            &svc,
+            &t.svc,
             "/v1beta2.Disk/PartitionDisk",
             v1beta2::PartitionDiskRequest {
                 disk_id: bad.into(),
@@ -280,7 +235,7 @@ async fn bad_string_disk_ids_are_rejected_before_the_api() {
         .unwrap_err();
         assert_eq!(err.code(), Code::InvalidArgument, "{bad:?}: {err:?}");
         let err = call::<_, v1beta2::DiskStatsResponse>(
-            &svc,
+            &t.svc,
             "/v1beta2.Disk/DiskStats",
             v1beta2::DiskStatsRequest {
                 disk_id: bad.into(),
@@ -290,7 +245,7 @@ async fn bad_string_disk_ids_are_rejected_before_the_api() {
         .unwrap_err();
         assert_eq!(err.code(), Code::InvalidArgument, "{bad:?}");
         let err = call::<_, v1beta2::SetAttachStateResponse>(
-            &svc,
+            &t.svc,
             "/v1beta2.Disk/SetAttachState",
             v1beta2::SetAttachStateRequest {
                 disk_id: bad.into(),
@@ -301,7 +256,7 @@ async fn bad_string_disk_ids_are_rejected_before_the_api() {
         .unwrap_err();
         assert_eq!(err.code(), Code::InvalidArgument, "{bad:?}");
         let err = call::<_, v1beta2::GetAttachStateResponse>(
-            &svc,
+            &t.svc,
             "/v1beta2.Disk/GetAttachState",
             v1beta2::GetAttachStateRequest {
                 disk_id: bad.into(),
@@ -311,10 +266,10 @@ async fn bad_string_disk_ids_are_rejected_before_the_api() {
         .unwrap_err();
         assert_eq!(err.code(), Code::InvalidArgument, "{bad:?}");
     }
-    assert!(api.rec.is_empty(), "the API must not be called");
+    assert!(t.calls().is_empty(), "the API must not be called");
     // The largest u32 is a valid disk number.
     let _: v1beta2::PartitionDiskResponse = call(
-        &svc,
+        &t.svc,
         "/v1beta2.Disk/PartitionDisk",
         v1beta2::PartitionDiskRequest {
             disk_id: "4294967295".into(),
@@ -322,17 +277,14 @@ async fn bad_string_disk_ids_are_rejected_before_the_api() {
     )
     .await
     .unwrap();
-    assert_eq!(
-        api.rec.only::<disk::PartitionDiskRequest>().disk_number,
-        u32::MAX
-    );
+    assert_eq!(t.calls(), [format!("partition_disk {}", u32::MAX)]);
 }
 
 #[tokio::test]
 async fn old_versions_get_string_map_keys() {
-    let (_, svc) = setup("v1alpha1");
+    let t = T::new("v1alpha1");
     let resp: v1alpha1::ListDiskLocationsResponse = call(
-        &svc,
+        &t.svc,
         "/v1alpha1.Disk/ListDiskLocations",
         v1alpha1::ListDiskLocationsRequest {},
     )
@@ -351,9 +303,9 @@ async fn old_versions_get_string_map_keys() {
         )])
     );
 
-    let (_, svc) = setup("v1beta1");
+    let t = T::new("v1beta1");
     let resp: v1beta1::ListDiskIDsResponse = call(
-        &svc,
+        &t.svc,
         "/v1beta1.Disk/ListDiskIDs",
         v1beta1::ListDiskIDsRequest {},
     )
@@ -361,17 +313,22 @@ async fn old_versions_get_string_map_keys() {
     .unwrap();
     let ids = &resp.disk_i_ds["3"];
     assert_eq!(ids.identifiers.len(), 2);
-    assert_eq!(ids.identifiers["page83"], "p83");
-    assert_eq!(ids.identifiers["serialNumber"], "sn");
+    assert_eq!(ids.identifiers["page83"], "p83-3");
+    assert_eq!(ids.identifiers["serialNumber"], "sn-3");
+    // Every disk, keyed by its number in decimal.
+    let mut keys: Vec<&str> = resp.disk_i_ds.keys().map(String::as_str).collect();
+    keys.sort_by_key(|k| k.parse::<u32>().unwrap());
+    let want: Vec<String> = DISKS.iter().map(u32::to_string).collect();
+    assert_eq!(keys, want);
 }
 
 #[tokio::test]
 async fn new_versions_use_numbers() {
     for version in ["v1beta3", "v1"] {
-        let (api, svc) = setup(version);
+        let t = T::new(version);
         // v1beta3 and v1 share the message shapes; encode v1's.
         let resp: v1::ListDiskLocationsResponse = call(
-            &svc,
+            &t.svc,
             &format!("/{version}.Disk/ListDiskLocations"),
             v1::ListDiskLocationsRequest {},
         )
@@ -379,7 +336,7 @@ async fn new_versions_use_numbers() {
         .unwrap();
         assert_eq!(resp.disk_locations[&7].lunid, "l");
         let resp: v1::ListDiskIDsResponse = call(
-            &svc,
+            &t.svc,
             &format!("/{version}.Disk/ListDiskIDs"),
             v1::ListDiskIDsRequest {},
         )
@@ -388,20 +345,20 @@ async fn new_versions_use_numbers() {
         assert_eq!(
             resp.disk_i_ds[&3],
             v1::DiskIDs {
-                page83: "p83".into(),
-                serial_number: "sn".into()
+                page83: "p83-3".into(),
+                serial_number: "sn-3".into()
             }
         );
         let resp: v1::GetDiskStatsResponse = call(
-            &svc,
+            &t.svc,
             &format!("/{version}.Disk/GetDiskStats"),
             v1::GetDiskStatsRequest { disk_number: 9 },
         )
         .await
         .unwrap();
-        assert_eq!(resp.total_bytes, 1 << 40);
+        assert_eq!(resp.total_bytes, size(9) as i64);
         let _: v1::SetDiskStateResponse = call(
-            &svc,
+            &t.svc,
             &format!("/{version}.Disk/SetDiskState"),
             v1::SetDiskStateRequest {
                 disk_number: 5,
@@ -410,15 +367,28 @@ async fn new_versions_use_numbers() {
         )
         .await
         .unwrap();
-        assert_eq!(api.rec.take().len(), 4);
+        assert!(t.fake().disk(5).unwrap().online);
+        let mut calls = t.calls();
+        // The lists ask the inventory generation first (none here).
+        calls.retain(|c| c != "inventory_generation");
+        assert_eq!(
+            calls,
+            [
+                "disk_locations",
+                "disk_ids",
+                "disk_size 9",
+                "set_disk_online 5 true"
+            ],
+            "{version}"
+        );
     }
 }
 
 #[tokio::test]
 async fn renamed_methods_and_fields() {
-    let (api, svc) = setup("v1beta2");
+    let t = T::new("v1beta2");
     let resp: v1beta2::DiskStatsResponse = call(
-        &svc,
+        &t.svc,
         "/v1beta2.Disk/DiskStats",
         v1beta2::DiskStatsRequest {
             disk_id: "12".into(),
@@ -426,14 +396,11 @@ async fn renamed_methods_and_fields() {
     )
     .await
     .unwrap();
-    assert_eq!(resp.disk_size, 1 << 40);
-    assert_eq!(
-        api.rec.only::<disk::GetDiskStatsRequest>(),
-        disk::GetDiskStatsRequest { disk_number: 12 }
-    );
+    assert_eq!(resp.disk_size, size(12) as i64);
+    assert_eq!(t.calls(), ["disk_size 12"]);
 
     let _: v1beta2::SetAttachStateResponse = call(
-        &svc,
+        &t.svc,
         "/v1beta2.Disk/SetAttachState",
         v1beta2::SetAttachStateRequest {
             disk_id: "3".into(),
@@ -442,16 +409,10 @@ async fn renamed_methods_and_fields() {
     )
     .await
     .unwrap();
-    assert_eq!(
-        api.rec.only::<disk::SetDiskStateRequest>(),
-        disk::SetDiskStateRequest {
-            disk_number: 3,
-            is_online: true
-        }
-    );
+    assert_eq!(t.calls(), ["set_disk_online 3 true"]);
 
     let resp: v1beta2::GetAttachStateResponse = call(
-        &svc,
+        &t.svc,
         "/v1beta2.Disk/GetAttachState",
         v1beta2::GetAttachStateRequest {
             disk_id: "4".into(),
@@ -460,28 +421,33 @@ async fn renamed_methods_and_fields() {
     .await
     .unwrap();
     assert!(resp.is_online);
-    assert_eq!(
-        api.rec.only::<disk::GetDiskStateRequest>(),
-        disk::GetDiskStateRequest { disk_number: 4 }
-    );
+    assert_eq!(t.calls(), ["disk_online 4"]);
 
-    let (api, svc) = setup("v1alpha1");
+    let t = T::new("v1alpha1");
     let resp: v1alpha1::GetDiskNumberByNameResponse = call(
-        &svc,
+        &t.svc,
         "/v1alpha1.Disk/GetDiskNumberByName",
         v1alpha1::GetDiskNumberByNameRequest {
-            disk_name: "page83-id".into(),
+            disk_name: "p83-42".into(),
         },
     )
     .await
     .unwrap();
     assert_eq!(resp.disk_number, "42");
-    assert_eq!(
-        api.rec.only::<disk::GetDiskNumberByNameRequest>(),
-        disk::GetDiskNumberByNameRequest {
-            disk_name: "page83-id".into()
-        }
-    );
+    // The name reached the backend's look-up (by page-0x83 id: over the
+    // ids of every disk).
+    assert_eq!(t.calls(), ["disk_ids"]);
+    let err = call::<_, v1alpha1::GetDiskNumberByNameResponse>(
+        &t.svc,
+        "/v1alpha1.Disk/GetDiskNumberByName",
+        v1alpha1::GetDiskNumberByNameRequest {
+            disk_name: "p83-43".into(),
+        },
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    assert!(err.message().contains("\"p83-43\""), "{}", err.message());
 }
 
 #[tokio::test]
