@@ -86,16 +86,32 @@ impl Proxy {
             .find_map(|a| a.strip_prefix("-pipe-prefix="))
             .unwrap_or(csi_proxy_client::DEFAULT_PIPE_PREFIX)
             .to_string();
-        let child = Command::new(env!("CARGO_BIN_EXE_csi-proxy"))
-            .arg(format!("-kubelet-path={}", kubelet_flag.display()))
-            .arg(format!("-api-groups={api_groups}"))
-            .arg("-v=2")
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start csi-proxy.exe");
+        // Wine's CreateProcess once failed with ERROR_INTERNAL_ERROR (1359)
+        // in CI, the binary and its arguments unchanged (the same test passed
+        // before and after; the cause inside wine is not known): retried a
+        // few times, any other error at once.
+        let spawn = || {
+            Command::new(env!("CARGO_BIN_EXE_csi-proxy"))
+                .arg(format!("-kubelet-path={}", kubelet_flag.display()))
+                .arg(format!("-api-groups={api_groups}"))
+                .arg("-v=2")
+                .args(extra)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+        };
+        let mut tries = 0;
+        let child = loop {
+            match spawn() {
+                Err(e) if e.raw_os_error() == Some(1359) && tries < 5 => {
+                    tries += 1;
+                    eprintln!("start csi-proxy.exe: {e}; retrying ({tries})");
+                    std::thread::sleep(Duration::from_millis(200 * tries));
+                }
+                r => break r.expect("start csi-proxy.exe"),
+            }
+        };
         let mut proxy = Proxy {
             child,
             root,
