@@ -18,8 +18,9 @@
 //!   identical call collects it instead of running the operation (and its
 //!   tools) a second time; any other call on the target discards it. Only
 //!   a caller that missed the result (by [`crate::on_behalf`] key) may
-//!   collect or discard it: another caller's call on the target is
-//!   answered [`Error::Aborted`] while it is kept.
+//!   collect or discard it: another caller's identical call gets the
+//!   result and leaves it kept, a different one is answered
+//!   [`Error::Aborted`] while it is kept.
 //! * Kept results belong to their target and are charged to the caller
 //!   that ran the operation ([`crate::on_behalf`]): at most
 //!   [`MAX_KEPT_PER_CALLER`] per caller and [`MAX_KEPT`] in all. Past
@@ -266,8 +267,13 @@ impl Operations {
             let me = crate::on_behalf::current();
             match t.entries.get(&target) {
                 // A kept result is its missing callers' own: another
-                // caller neither collects it (the retry would run the
-                // operation again) nor discards it.
+                // caller's identical call is answered with it (as if it had
+                // joined) and leaves it kept; another caller's different
+                // call neither discards it nor runs (the retry would run
+                // the operation again).
+                Some(e) if e.kept_since.is_some() && !e.missed.contains(&me) && e.op == op => {
+                    Step::Collected(e.cell.wait(None).unwrap_or(Ok(())))
+                }
                 Some(e) if e.kept_since.is_some() && !e.missed.contains(&me) => {
                     let msg = format!(
                         "{target}: the result of {} is kept for the retry of the caller that missed it (for up to {:.0} s more); retry later",
