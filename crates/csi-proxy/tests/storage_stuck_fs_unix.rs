@@ -278,6 +278,103 @@ async fn calls_stuck_past_their_deadline_leave_the_caller_its_budget() {
     r.expect("the caller's fresh call is served");
 }
 
+/// IsSymlink of a link whose file system answers look-ups from its cache
+/// but never returns the link's text (red team 39r2): the calls wait on
+/// the blocking pool, another caller's PathExists answers at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_whose_text_never_comes_stalls_no_other_call() {
+    if !fuse_tests_run() || !storage::can_hang() {
+        return;
+    }
+    let p = Proxy::start(&[]);
+    let mnt = p.kubelet.join("pods").join("lf");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let marker = tmp.path().join("hang");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/storage/linkfs.py");
+    let target = mnt.join("d").display().to_string();
+    let fuse = Command::new("/usr/bin/python3")
+        .arg(script)
+        .arg(&marker)
+        .arg(&mnt)
+        .arg(&target)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Down(std::path::PathBuf, std::path::PathBuf, std::process::Child);
+    impl Drop for Down {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+            std::thread::sleep(Duration::from_millis(300));
+            let _ = Command::new("umount")
+                .arg("-l")
+                .arg(&self.1)
+                .stderr(Stdio::null())
+                .status();
+            let _ = self.2.kill();
+            let _ = self.2.wait();
+        }
+    }
+    let _down = Down(marker.clone(), mnt.clone(), fuse);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !mnt.join("d").exists() {
+        assert!(Instant::now() < deadline, "the FUSE server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let lnk = mnt.join("lnk").display().to_string();
+    let mut f = fs::filesystem_client::FilesystemClient::new(p.channel("filesystem-v1").await);
+    // Looked at twice while it answers: every look-up is cached.
+    for _ in 0..2 {
+        let r = f
+            .is_symlink(fs::IsSymlinkRequest { path: lnk.clone() })
+            .await
+            .unwrap();
+        assert!(r.into_inner().is_symlink);
+    }
+    let kubelet = p.kubelet.display().to_string();
+    let victim = || {
+        let (p, path) = (&p, kubelet.clone());
+        async move {
+            let mut c =
+                fs::filesystem_client::FilesystemClient::new(p.channel("filesystem-v1").await);
+            let t = Instant::now();
+            let mut req = tonic::Request::new(fs::PathExistsRequest { path });
+            req.set_timeout(Duration::from_secs(5));
+            let r = c.path_exists(req).await.map(|_| ());
+            (t.elapsed(), r)
+        }
+    };
+    let (quiet, r) = victim().await;
+    r.expect("quiet PathExists");
+    std::fs::write(&marker, b"").unwrap();
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut stuck = Vec::new();
+    for _ in 0..workers + 1 {
+        let ch = p.channel("filesystem-v1").await;
+        let path = lnk.clone();
+        stuck.push(tokio::spawn(async move {
+            let mut c = fs::filesystem_client::FilesystemClient::new(ch);
+            let mut req = tonic::Request::new(fs::IsSymlinkRequest { path });
+            req.set_timeout(Duration::from_secs(30));
+            let _ = c.is_symlink(req).await;
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (took, r) = victim().await;
+    eprintln!(
+        "victim PathExists: quiet {quiet:?}, beside IsSymlink calls on a hung link {took:?}: {r:?}"
+    );
+    let _ = std::fs::remove_file(&marker);
+    for s in stuck {
+        let _ = s.await;
+    }
+    assert!(
+        r.is_ok() && took < Duration::from_secs(1),
+        "another caller's PathExists stalled ({took:?}, {r:?}) behind IsSymlink of a hung link"
+    );
+}
+
 /// GetDiskStats of the healthy disk, then PathExists of the kubelet dir
 /// on a fresh connection, each within 5 s: the longer of the two.
 async fn probe(

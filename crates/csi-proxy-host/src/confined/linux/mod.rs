@@ -272,6 +272,13 @@ pub fn read_link(root: &RootHandle, p: &Located) -> Result<Option<String>> {
     let Some(fd) = open_entry(root, p)? else {
         return Ok(None);
     };
+    // Reading a link is not answered from a cache the kernel can be asked
+    // to keep to (a network or FUSE file system is asked; a long link on a
+    // disk is a block read): never in an inline attempt (red team 39r2:
+    // IsSymlink of a link whose server hung froze the async workers).
+    if crate::inline::active() {
+        return Err(crate::inline::would_block("reading a link"));
+    }
     let st = statx_empty_path(fd.as_fd()).map_err(|e| io_err("stat", p, e))?;
     if kind_of(st.stx_mode.into()) != Kind::Link {
         return Ok(None);
