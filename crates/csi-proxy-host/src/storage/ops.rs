@@ -16,7 +16,8 @@
 //!   operation that finishes after the deadline of its caller, or of a
 //!   caller that joined it, keeps its result for [`KEEP`]: the first
 //!   identical call collects it instead of running the operation (and its
-//!   tools) a second time; any other call on the target discards it. Only
+//!   tools) a second time; any other call on the target discards it. A
+//!   host-wide Rescan is never kept (a later one asks for the state now). Only
 //!   a caller that missed the result (by [`crate::on_behalf`] key) may
 //!   collect or discard it: another caller's identical call gets the
 //!   result and leaves it kept, a different one is answered
@@ -402,10 +403,14 @@ impl RunGuard<'_> {
                 e.missed.push(e.owner.clone());
             }
         }
+        // A host-wide Rescan is never kept: a later Rescan asks for the
+        // state now, not for what an earlier one saw (red team 39r2: a
+        // Rescan kept for one caller answered another's after a disk grew,
+        // and the growth was not seen).
         let missed = t
             .entries
             .get(this.target)
-            .filter(|e| e.id == this.id)
+            .filter(|e| e.id == this.id && *this.target != Target::Host)
             .map(|e| (!e.missed.is_empty(), e.owner.clone()));
         if let Some((true, owner)) = missed {
             let now = Instant::now();

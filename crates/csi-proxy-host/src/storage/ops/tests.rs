@@ -433,3 +433,22 @@ fn a_retry_that_joins_and_receives_ends_what_was_kept_for_its_caller() {
     .unwrap();
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
+
+#[test]
+fn a_rescan_is_never_kept() {
+    // Red team 39r2: a Rescan kept for one caller answered another's after
+    // a disk grew, and the growth was not seen.
+    let ops = Operations::new();
+    let runs = AtomicU32::new(0);
+    let rescan = || {
+        ops.run(Target::Host, Operation::new("Rescan"), || {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+    };
+    deadline::run(Some(Instant::now()), rescan).unwrap();
+    assert!(ops.table().entries.is_empty(), "nothing kept");
+    rescan().unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(ops.counters().collected, 0);
+}
