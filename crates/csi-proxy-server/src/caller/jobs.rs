@@ -225,7 +225,9 @@ impl Jobs {
             o.next += 1;
             let id = o.next;
             o.jobs.insert(id, deadline);
-            (OwnJob(self.0.clone(), id), live + over + 1)
+            // Every thread it holds counts for the reserve, stuck ones too
+            // (red team 39r2: 64 stuck and none live took a reserve slot).
+            (OwnJob(self.0.clone(), id), live + stuck + 1)
         };
         // The caller's own share of the reserve first, then the shared
         // count; a share taken but not needed goes back at once.
@@ -378,5 +380,42 @@ mod tests {
         drop(more);
         drop(stuck);
         assert!(j.take(None).is_ok());
+    }
+
+    #[test]
+    fn stuck_jobs_count_for_the_reserve() {
+        let all: &'static Admission = Box::leak(Box::default());
+        let jobs = |uid: u32| {
+            let c = Caller {
+                uid: Some(uid),
+                pod_uid: Some("stuck-reserve-test".into()),
+                ..Caller::default()
+            };
+            let j = Jobs::of(&c);
+            Jobs(j.0, j.1, all)
+        };
+        // A caller holding 64 threads, all past their deadline...
+        let past = Some(Instant::now() - std::time::Duration::from_millis(1));
+        let all_stuck = jobs(9_100);
+        let mine: Vec<_> = (0..STUCK_PER_CALLER)
+            .map(|_| all_stuck.take(past).unwrap())
+            .collect();
+        // ...then others fill what all callers share.
+        let mut held = Vec::new();
+        for uid in 0..6 {
+            let j = jobs(9_000 + uid);
+            held.extend((0..PER_CALLER).filter_map(|_| j.take(None).ok()));
+        }
+        // (The last of them, holding few, took its reserve slot.)
+        assert_eq!(held.len() + mine.len(), ADMIT_ALL + RESERVE_PER_CALLER);
+        // It is no caller with few jobs: no reserve slot for it, while a
+        // newcomer still gets one.
+        assert_eq!(all_stuck.take(None).err(), Some(PROCESS_FULL));
+        let newcomer = jobs(9_200);
+        let one = newcomer.take(None).unwrap();
+        drop(one);
+        drop(mine);
+        drop(held);
+        assert_eq!(all.0.load(Ordering::Acquire), 0);
     }
 }
