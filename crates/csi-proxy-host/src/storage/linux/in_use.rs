@@ -25,10 +25,12 @@
 use super::sys::{self, Access};
 use super::sysfs::{BlockDisk, Sysfs};
 use super::{devices, from_io, usage};
+use crate::storage::inventory::reader::{Read, Readers};
 use crate::{Error, Result};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::OwnedFd;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long the scan for non-exclusive uses may take; past it the disk
@@ -131,27 +133,30 @@ fn unclaimed_uses(dev_dir: &Path, disk: &str, devs: BTreeSet<u64>) -> Result<Vec
 /// stuck on it).
 pub const LOOP_PROBE_BUDGET: Duration = Duration::from_secs(1);
 
-/// A loop device's instance: name, kernel `diskseq` (new on every attach)
-/// and backing file as sysfs shows it (changed by `LOOP_CHANGE_FD`).
+/// A loop device's instance: name, kernel `diskseq` (new on every attach,
+/// and on `LOOP_CHANGE_FD`) and backing file as sysfs shows it.
 type LoopKey = (String, u64, String);
 
-/// What is known of the loop devices, shared by every scan: the backing
-/// identity (`st_dev` of the backing file, its `st_rdev`) of each instance
-/// read once (it does not change while the instance lives), and the
-/// devices whose probe has not returned (one probe at a time per device:
-/// a hung device holds one thread, whoever asks).
-#[derive(Default)]
-struct Loops {
-    known: std::collections::BTreeMap<LoopKey, (u64, u64)>,
-    out: BTreeSet<String>,
-}
-
-fn loops() -> std::sync::MutexGuard<'static, Loops> {
-    static LOOPS: std::sync::OnceLock<std::sync::Mutex<Loops>> = std::sync::OnceLock::new();
-    LOOPS
+/// The backing identity (`st_dev` of the backing file, its `st_rdev`) of
+/// each loop instance read once: it does not change while the instance
+/// lives.
+fn known() -> std::sync::MutexGuard<'static, BTreeMap<LoopKey, (u64, u64)>> {
+    static KNOWN: std::sync::OnceLock<std::sync::Mutex<BTreeMap<LoopKey, (u64, u64)>>> =
+        std::sync::OnceLock::new();
+    KNOWN
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|p| p.into_inner())
+}
+
+/// The probes of loop devices, by name and device number: the inventory's
+/// bounded readers (a device whose probe was given up on is not probed
+/// again until it returns; a hung one holds at most its readers' threads,
+/// whoever asks).
+fn probes() -> &'static Arc<Readers<(String, u32, u32)>> {
+    static PROBES: std::sync::OnceLock<Arc<Readers<(String, u32, u32)>>> =
+        std::sync::OnceLock::new();
+    PROBES.get_or_init(|| Arc::new(Readers::default()))
 }
 
 /// What one loop device's probe gave.
@@ -164,70 +169,20 @@ enum Probe {
     Silent,
 }
 
-type ProbeAnswer = Result<std::io::Result<(u64, u64)>>;
-
-/// A probe started (or not needed).
-enum Started {
-    Done(Probe),
-    Waiting(std::sync::mpsc::Receiver<ProbeAnswer>),
-}
-
-/// Starts reading the backing identity of loop device `key.0` (instance
-/// `key`, node `major:minor`) on a thread of its own, unless it is known
-/// for this instance or a probe of the device is still out.
-fn start_probe(dev_dir: &Path, key: &LoopKey, major: u32, minor: u32) -> Started {
-    {
-        let mut l = loops();
-        if let Some(b) = l.known.get(key) {
-            return Started::Done(Probe::Backing(Ok(*b)));
-        }
-        if !l.out.insert(key.0.clone()) {
-            return Started::Done(Probe::Silent);
-        }
+/// Reads the backing identity of loop device `name` through its node.
+fn read_backing(
+    dev_dir: &Path,
+    name: &str,
+    major: u32,
+    minor: u32,
+) -> Result<std::io::Result<(u64, u64)>> {
+    let p = devices::node(dev_dir, name, major, minor)?;
+    let fd = sys::open_block(&p, Access::Read)
+        .map_err(|e| from_io("open", &p.display().to_string(), e))?;
+    if sys::block_rdev(&fd).ok() != Some(libc::makedev(major, minor)) {
+        return Err(Error::Internal(format!("{} is stale", p.display())));
     }
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (dev_dir, k) = (dev_dir.to_path_buf(), key.clone());
-    let spawned = std::thread::Builder::new()
-        .name("loop-probe".into())
-        .spawn(move || {
-            let r = devices::node(&dev_dir, &k.0, major, minor).and_then(|p| {
-                let fd = sys::open_block(&p, Access::Read)
-                    .map_err(|e| from_io("open", &p.display().to_string(), e))?;
-                if sys::block_rdev(&fd).ok() != Some(libc::makedev(major, minor)) {
-                    return Err(Error::Internal(format!("{} is stale", p.display())));
-                }
-                Ok(sys::loop_backing(&fd))
-            });
-            let mut l = loops();
-            l.out.remove(&k.0);
-            if let Ok(Ok(b)) = &r {
-                l.known.insert(k, *b);
-            }
-            drop(l);
-            let _ = tx.send(r);
-        });
-    match spawned {
-        Ok(_) => Started::Waiting(rx),
-        Err(e) => {
-            loops().out.remove(&key.0);
-            Started::Done(Probe::Failed(Error::io("spawn", "loop device probe", e)))
-        }
-    }
-}
-
-/// A started probe's answer, waited for until `deadline`.
-fn finish(p: Started, deadline: std::time::Instant) -> Probe {
-    match p {
-        Started::Done(p) => p,
-        Started::Waiting(rx) => {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(Ok(b)) => Probe::Backing(b),
-                Ok(Err(e)) => Probe::Failed(e),
-                Err(_) => Probe::Silent,
-            }
-        }
-    }
+    Ok(sys::loop_backing(&fd))
 }
 
 /// The loop devices whose backing file is one of `devs`, or a file on a
@@ -248,8 +203,8 @@ fn loops_backed_by(dev_dir: &Path, devs: &BTreeSet<u64>) -> Vec<String> {
         .filter(|n| n.starts_with("loop"))
         .collect();
     names.sort();
-    // Every device's probe at once, then one deadline for all.
-    let mut started = Vec::new();
+    // The devices not known yet probed all at once, one deadline for all.
+    let mut listed = Vec::new();
     for name in names {
         // Only bound loop devices have a backing file.
         let Ok(file) = std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file"))
@@ -269,18 +224,41 @@ fn loops_backed_by(dev_dir: &Path, devs: &BTreeSet<u64>) -> Vec<String> {
         let seq = std::fs::read_to_string(format!("/sys/block/{name}/diskseq"))
             .ok()
             .and_then(|s| s.trim().parse::<u64>().ok());
-        let key = (name.clone(), seq.unwrap_or(0), file.clone());
-        let probe = start_probe(dev_dir, &key, ma, mi);
-        started.push((key, seq.is_some(), file, probe));
+        listed.push(((name, seq.unwrap_or(0), file), seq.is_some(), ma, mi));
     }
-    let deadline = std::time::Instant::now() + LOOP_PROBE_BUDGET;
-    let mut seen = BTreeSet::new();
-    for (key, keep, file, probe) in started {
-        let backing = finish(probe, deadline);
-        if !keep {
-            loops().known.remove(&key);
+    let mut answers: BTreeMap<String, Probe> = BTreeMap::new();
+    let mut unknown = Vec::new();
+    {
+        let known = known();
+        for (key, _, ma, mi) in &listed {
+            match known.get(key) {
+                Some(b) => {
+                    answers.insert(key.0.clone(), Probe::Backing(Ok(*b)));
+                }
+                None => unknown.push((key.0.clone(), *ma, *mi)),
+            }
         }
-        let name = key.0.clone();
+    }
+    let dir = dev_dir.to_path_buf();
+    for ((name, _, _), r) in probes().run_all(unknown, LOOP_PROBE_BUDGET, move |(n, ma, mi)| {
+        read_backing(&dir, n, *ma, *mi)
+    }) {
+        let probe = match r {
+            Read::Done(Ok(b)) => Probe::Backing(b),
+            Read::Done(Err(e)) => Probe::Failed(e),
+            Read::Unresponsive => Probe::Silent,
+        };
+        answers.insert(name, probe);
+    }
+    let mut seen = BTreeSet::new();
+    for (key, keep, _, _) in listed {
+        let Some(backing) = answers.remove(&key.0) else {
+            continue;
+        };
+        if let (true, Probe::Backing(Ok(b))) = (keep, &backing) {
+            known().insert(key.clone(), *b);
+        }
+        let (name, file) = (key.0.clone(), key.2.clone());
         seen.insert(key);
         match backing {
             Probe::Backing(Ok((_, rdev))) if devs.contains(&rdev) => out.push(format!(
@@ -313,7 +291,7 @@ fn loops_backed_by(dev_dir: &Path, devs: &BTreeSet<u64>) -> Vec<String> {
         }
     }
     // Instances gone: forgotten.
-    loops().known.retain(|k, _| seen.contains(k));
+    known().retain(|k, _| seen.contains(k));
     out
 }
 
