@@ -425,6 +425,9 @@ async fn the_file_rotates_keeping_max_backups() {
         c.mkdir(MkdirRequest { path }).await.unwrap();
     }
     assert!(p.terminate().success());
+    // A gap below would be lines dropped: say why.
+    let stderr = std::fs::read_to_string(&p.stderr_path).unwrap_or_default();
+    assert!(!stderr.contains("lines dropped"), "{stderr}");
     let b1 = dir.path().join("audit.log.1");
     let b2 = dir.path().join("audit.log.2");
     assert!(b1.exists() && b2.exists(), "no rotation");

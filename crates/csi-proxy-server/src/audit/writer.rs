@@ -10,8 +10,12 @@
 //!   batch instead of per call), so a line reaches the file at most
 //!   `LINGER` after its call was answered;
 //! - best-effort mode: the file is synced (`fdatasync`/`FlushFileBuffers`)
-//!   at most once a second while lines arrive, before each rotation and at
-//!   shutdown;
+//!   at most once a second while lines arrive (with it the files rotated
+//!   out since the last sync) and at shutdown, by a thread of its own
+//!   ([`Syncer`]): a sync that waits seconds for a slow disk or a busy
+//!   journal never stops the writer, so lines go on reaching the page
+//!   cache and none is dropped for it (seen in CI after a large build;
+//!   `audit_slow_disk_unix`);
 //! - blocking mode: each batch is synced before the calls in it are
 //!   answered (group commit: calls that arrive together share one sync);
 //! - standard error (`-audit-log=-`) is never synced.
@@ -27,7 +31,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -54,6 +58,8 @@ pub(super) struct RotatingFile {
     /// `None` after a failed reopen; retried on the next write.
     file: Option<File>,
     size: u64,
+    /// Files rotated out, not yet synced: the writer hands them on.
+    retired: Vec<File>,
 }
 
 fn open_append(path: &Path) -> io::Result<File> {
@@ -80,6 +86,7 @@ impl Output {
                     max_backups: *max_backups,
                     file: Some(file),
                     size,
+                    retired: Vec::new(),
                 }))
             }
         }
@@ -95,7 +102,25 @@ impl Output {
     fn sync(&mut self) -> io::Result<()> {
         match self {
             Output::Stderr => Ok(()),
-            Output::File(f) => f.file.as_ref().map_or(Ok(()), File::sync_data),
+            Output::File(f) => {
+                for r in f.retired.drain(..) {
+                    r.sync_data()?;
+                }
+                f.file.as_ref().map_or(Ok(()), File::sync_data)
+            }
+        }
+    }
+
+    /// What a sync has to sync, for another thread: the files rotated out
+    /// since the last call, then (a second handle of) the current file.
+    fn files_to_sync(&mut self) -> Vec<File> {
+        match self {
+            Output::Stderr => Vec::new(),
+            Output::File(f) => {
+                let mut v: Vec<File> = f.retired.drain(..).collect();
+                v.extend(f.file.as_ref().and_then(|f| f.try_clone().ok()));
+                v
+            }
         }
     }
 }
@@ -137,9 +162,9 @@ impl RotatingFile {
     /// `<file>` becomes `<file>.1`, `.1` becomes `.2`, ... the oldest past
     /// `max_backups` is replaced (with no backups the file is removed).
     fn rotate(&mut self) -> io::Result<()> {
-        if let Some(f) = self.file.take() {
-            let _ = f.sync_data();
-        }
+        // Synced by the writer's next sync, which in best-effort mode runs
+        // on the syncer's thread.
+        self.retired.extend(self.file.take());
         if self.max_backups == 0 {
             fs::remove_file(&self.path)?;
         } else {
@@ -169,6 +194,12 @@ pub(super) struct Writer {
 
 impl Writer {
     pub(super) fn run(mut self, rx: Receiver<Msg>) {
+        // Best-effort mode into a file syncs on its own thread; blocking
+        // mode syncs each batch before its calls are answered, here.
+        let syncer = match (&self.out, self.sync_each_batch) {
+            (Output::File(_), false) => Syncer::start(self.healthy.clone()),
+            _ => None,
+        };
         let mut schemas = Schemas::default();
         let mut buf = String::with_capacity(64 << 10);
         let mut unsynced = false;
@@ -214,8 +245,10 @@ impl Writer {
             }
             if lines == 0 && flushes.is_empty() {
                 // Idle: sync what the last batches left.
-                if unsynced && last_sync.elapsed() >= SYNC_EVERY {
-                    let _ = self.out.sync();
+                if unsynced
+                    && last_sync.elapsed() >= SYNC_EVERY
+                    && self.sync_by(syncer.as_ref(), None).is_some()
+                {
                     unsynced = false;
                     last_sync = Instant::now();
                 }
@@ -229,15 +262,21 @@ impl Writer {
             if result.is_ok() && lines > 0 {
                 unsynced = true;
                 if self.sync_each_batch || last_sync.elapsed() >= SYNC_EVERY {
-                    result = self.out.sync();
+                    if let Some(r) = self.sync_by(syncer.as_ref(), None) {
+                        result = r;
+                        unsynced = false;
+                        last_sync = Instant::now();
+                    }
+                }
+            }
+            let flushed = !flushes.is_empty();
+            for ack in flushes {
+                // Answered once what it waits for is synced (in best-effort
+                // mode by the syncer, which answers it).
+                if self.sync_by(syncer.as_ref(), Some(ack)).is_some() {
                     unsynced = false;
                     last_sync = Instant::now();
                 }
-            }
-            if !flushes.is_empty() && unsynced {
-                let _ = self.out.sync();
-                unsynced = false;
-                last_sync = Instant::now();
             }
             match &result {
                 Ok(()) => {
@@ -258,15 +297,109 @@ impl Writer {
             for ack in acks {
                 let _ = ack.send(answer.clone());
             }
-            let flushed = !flushes.is_empty();
-            for ack in flushes {
-                let _ = ack.send(());
-            }
             if !self.sync_each_batch && !flushed {
                 std::thread::sleep(LINGER);
             }
         }
-        let _ = self.out.sync();
+        match syncer {
+            Some(s) => s.finish(self.out.files_to_sync()),
+            None => {
+                let _ = self.out.sync();
+            }
+        }
+    }
+
+    /// Sync what was written: here, or by `syncer` when there is one (its
+    /// answer is then `Ok`; `None`: it is still busy with the last sync,
+    /// and this one waits for a later call, unless `ack` asks for it).
+    /// `ack` is answered once synced.
+    fn sync_by(
+        &mut self,
+        syncer: Option<&Syncer>,
+        ack: Option<SyncSender<()>>,
+    ) -> Option<io::Result<()>> {
+        match syncer {
+            None => {
+                let r = self.out.sync();
+                if let Some(a) = ack {
+                    let _ = a.send(());
+                }
+                Some(r)
+            }
+            Some(s) => {
+                if ack.is_none() && s.busy.swap(true, Ordering::AcqRel) {
+                    return None;
+                }
+                s.busy.store(true, Ordering::Release);
+                s.send(self.out.files_to_sync(), ack);
+                Some(Ok(()))
+            }
+        }
+    }
+}
+
+/// Best-effort mode's sync thread: syncs the files it is handed, in order,
+/// and answers a flush once its files are synced.
+struct Syncer {
+    tx: Sender<SyncJob>,
+    /// A sync is queued or running.
+    busy: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+type SyncJob = (Vec<File>, Option<SyncSender<()>>);
+
+impl Syncer {
+    fn start(healthy: Arc<AtomicBool>) -> Option<Syncer> {
+        let (tx, rx) = mpsc::channel::<SyncJob>();
+        let busy = Arc::new(AtomicBool::new(false));
+        let b = busy.clone();
+        let thread = std::thread::Builder::new()
+            .name("csi-proxy-audit-sync".into())
+            .spawn(move || {
+                let mut last_warn: Option<Instant> = None;
+                for (files, ack) in rx {
+                    for f in files {
+                        if let Err(e) = f.sync_data() {
+                            healthy.store(false, Ordering::Relaxed);
+                            if last_warn.is_none_or(|t| t.elapsed() >= WARN_EVERY) {
+                                last_warn = Some(Instant::now());
+                                tracing::warn!(error = %e, "cannot sync the audit log");
+                            }
+                        }
+                    }
+                    b.store(false, Ordering::Release);
+                    if let Some(a) = ack {
+                        let _ = a.send(());
+                    }
+                }
+            });
+        match thread {
+            Ok(thread) => Some(Syncer { tx, busy, thread }),
+            Err(e) => {
+                tracing::warn!(error = %e, "no audit sync thread: the writer syncs itself");
+                None
+            }
+        }
+    }
+
+    fn send(&self, files: Vec<File>, ack: Option<SyncSender<()>>) {
+        if let Err(mpsc::SendError((files, ack))) = self.tx.send((files, ack)) {
+            // The thread is gone (it cannot be while we hold `tx`): sync here.
+            for f in files {
+                let _ = f.sync_data();
+            }
+            if let Some(a) = ack {
+                let _ = a.send(());
+            }
+        }
+    }
+
+    /// The last sync, then the thread's end.
+    fn finish(self, files: Vec<File>) {
+        self.send(files, None);
+        drop(self.tx);
+        let _ = self.thread.join();
     }
 }
 
