@@ -14,20 +14,24 @@
 //! * The caller's deadline ([`crate::deadline`]) bounds a joiner's wait:
 //!   it answers [`Error::DeadlineExceeded`] while the operation goes on. An
 //!   operation that finishes after the deadline of its caller, or of a
-//!   caller that joined it, keeps its result for [`KEEP`]: the first
-//!   identical call collects it instead of running the operation (and its
-//!   tools) a second time; any other call on the target discards it. A
-//!   host-wide Rescan is never kept (a later one asks for the state now). Only
-//!   a caller that missed the result (by [`crate::on_behalf`] key) may
-//!   collect or discard it: another caller's identical call gets the
-//!   result and leaves it kept, a different one is answered
-//!   [`Error::Aborted`] while it is kept.
-//! * Kept results belong to their target and are charged to the caller
-//!   that ran the operation ([`crate::on_behalf`]): at most
-//!   [`MAX_KEPT_PER_CALLER`] per caller and [`MAX_KEPT`] in all. Past
+//!   caller that joined it, keeps its result for [`KEEP`]: the retry of a
+//!   caller that missed it (by [`crate::on_behalf`] key) collects it, once,
+//!   instead of running the operation (and its tools) a second time.
+//! * A kept result never holds its target: any other call runs as usual
+//!   (red team 39r2: a kept result that answered every different call
+//!   `Aborted` let a caller hold another's disk for minutes). Once another
+//!   operation has run on the target, the kept result no longer describes
+//!   it: a caller that missed it is answered [`Error::Aborted`] once,
+//!   naming the result and what ran since, and is never answered by
+//!   running the operation a second time on that retry; another caller's
+//!   identical call is answered with the result only while nothing has run
+//!   on the target since. A host-wide Rescan is never kept (a later one
+//!   asks for the state now).
+//! * Kept results are charged to the caller that ran the operation: at
+//!   most [`MAX_KEPT_PER_CALLER`] per caller and [`MAX_KEPT`] in all. Past
 //!   either bound a new result is not kept; a kept result is never pushed
-//!   out by calls on other targets or from other callers (only its
-//!   target's next call, or [`KEEP`], ends it).
+//!   out by calls on other targets or from other callers (only [`KEEP`]
+//!   ends it, or its collection).
 //!
 //! Read-only calls are not registered and never wait. Operations on
 //! different targets run at the same time; what a backend shares between
@@ -156,41 +160,60 @@ impl Cell {
     }
 }
 
+/// Whose call it is: the [`crate::on_behalf`] key.
+type Key = Option<Arc<str>>;
+
+/// An operation running on its target.
 struct Entry {
     id: u64,
     op: Operation,
     started: Instant,
     cell: Arc<Cell>,
-    /// Set when the run finished and a caller missed its result: when.
-    kept_since: Option<Instant>,
-    /// The callers (keys of [`crate::on_behalf`]) whose deadline passed
-    /// before the result: only they may collect or discard a kept result.
-    missed: Vec<Option<Arc<str>>>,
+    /// The callers whose deadline passed before the result.
+    missed: Vec<Key>,
     /// Who ran it (whose budget a kept result is charged to).
-    owner: Option<Arc<str>>,
+    owner: Key,
+}
+
+/// The result of a finished run that callers missed, kept for their
+/// retries. It does not hold its target: other operations run there.
+struct Kept {
+    op: Operation,
+    result: Result<()>,
+    since: Instant,
+    /// Only these callers may collect it (each once).
+    missed: Vec<Key>,
+    owner: Key,
+    /// The operation that ran on the target after this one, if any: then
+    /// the result no longer says what the target is like. The callers
+    /// that missed it are told so (once) instead of getting it, and nobody
+    /// else gets it.
+    changed_by: Option<Operation>,
 }
 
 #[derive(Default)]
 struct Table {
     next_id: u64,
     entries: HashMap<Target, Entry>,
+    kept: HashMap<Target, Vec<Kept>>,
 }
 
 impl Table {
     /// Drops results kept too long.
     fn expire(&mut self, now: Instant) {
-        self.entries
-            .retain(|_, e| e.kept_since.is_none_or(|t| now.duration_since(t) < KEEP));
+        self.kept.retain(|_, v| {
+            v.retain(|k| now.duration_since(k.since) < KEEP);
+            !v.is_empty()
+        });
     }
 
     /// Whether one more result of `owner` may be kept.
-    fn may_keep(&mut self, owner: &Option<Arc<str>>, now: Instant) -> bool {
+    fn may_keep(&mut self, owner: &Key, now: Instant) -> bool {
         self.expire(now);
-        let kept = self.entries.values().filter(|e| e.kept_since.is_some());
         let (mut all, mut own) = (0, 0);
-        for e in kept {
+        for k in self.kept.values().flatten() {
             all += 1;
-            own += usize::from(e.owner == *owner);
+            own += usize::from(k.owner == *owner);
         }
         all < MAX_KEPT && own < MAX_KEPT_PER_CALLER
     }
@@ -199,6 +222,59 @@ impl Table {
     fn remove_run(&mut self, target: &Target, id: u64) {
         if self.entries.get(target).is_some_and(|e| e.id == id) {
             self.entries.remove(target);
+        }
+    }
+
+    /// What a call of `me` gets from the results kept on `target` (`None`:
+    /// nothing; it runs).
+    fn from_kept(&mut self, target: &Target, op: &Operation, me: &Key) -> Option<Step> {
+        let list = self.kept.get_mut(target)?;
+        let step = if let Some(i) = list
+            .iter()
+            .position(|k| k.op == *op && k.missed.contains(me))
+        {
+            // The retry of a caller that missed it: once.
+            let k = &mut list[i];
+            k.missed.retain(|m| m != me);
+            let step = match &k.changed_by {
+                None => Step::Collected(k.result.clone()),
+                Some(other) => Step::Changed(format!(
+                    "{target}: {op} finished ({}) after this caller's deadline, and {other} has run on the target since; its result is not given for a target that changed: check the target's state (the next call runs {op} again)",
+                    match &k.result {
+                        Ok(()) => "OK".to_string(),
+                        Err(e) => format!("failed: {e}"),
+                    }
+                )),
+            };
+            if k.missed.is_empty() {
+                list.remove(i);
+            }
+            Some(step)
+        } else {
+            // Another caller's identical call, while nothing has changed the
+            // target since: answered with the result, which stays kept.
+            list.iter()
+                .find(|k| k.op == *op && k.changed_by.is_none())
+                .map(|k| Step::Collected(k.result.clone()))
+        };
+        if list.is_empty() {
+            self.kept.remove(target);
+        }
+        step
+    }
+
+    /// `op` of `me` runs on `target`: the results kept there no longer
+    /// describe it (`me`'s own are ended: it changes the target itself).
+    fn changing(&mut self, target: &Target, op: &Operation, me: &Key) {
+        if let Some(list) = self.kept.get_mut(target) {
+            for k in list.iter_mut() {
+                k.missed.retain(|m| m != me);
+                k.changed_by.get_or_insert_with(|| op.clone());
+            }
+            list.retain(|k| !k.missed.is_empty());
+            if list.is_empty() {
+                self.kept.remove(target);
+            }
         }
     }
 }
@@ -228,6 +304,8 @@ enum Step {
     Run(u64, Arc<Cell>),
     Join(u64, Arc<Cell>, Operation),
     Collected(Result<()>),
+    /// A kept result of this caller's, whose target changed since.
+    Changed(String),
 }
 
 impl Operations {
@@ -250,11 +328,7 @@ impl Operations {
 
     /// The operation running on `target`, if any.
     pub fn running(&self, target: &Target) -> Option<Operation> {
-        self.table()
-            .entries
-            .get(target)
-            .filter(|e| e.kept_since.is_none())
-            .map(|e| e.op.clone())
+        self.table().entries.get(target).map(|e| e.op.clone())
     }
 
     /// Runs `f` as `op` on `target`, or joins the identical operation
@@ -267,37 +341,6 @@ impl Operations {
             t.expire(now);
             let me = crate::on_behalf::current();
             match t.entries.get(&target) {
-                // A kept result is its missing callers' own: another
-                // caller's identical call is answered with it (as if it had
-                // joined) and leaves it kept; another caller's different
-                // call neither discards it nor runs (the retry would run
-                // the operation again).
-                Some(e) if e.kept_since.is_some() && !e.missed.contains(&me) && e.op == op => {
-                    Step::Collected(e.cell.wait(None).unwrap_or(Ok(())))
-                }
-                Some(e) if e.kept_since.is_some() && !e.missed.contains(&me) => {
-                    let msg = format!(
-                        "{target}: the result of {} is kept for the retry of the caller that missed it (for up to {:.0} s more); retry later",
-                        e.op,
-                        e.kept_since
-                            .map_or(KEEP, |k| KEEP.saturating_sub(now.duration_since(k)))
-                            .as_secs_f64()
-                    );
-                    drop(t);
-                    self.count(|c| c.aborted += 1);
-                    return Err(Error::Aborted(msg));
-                }
-                Some(e) if e.kept_since.is_some() && e.op == op => {
-                    let r = e.cell.wait(None).unwrap_or(Ok(()));
-                    t.entries.remove(&target);
-                    Step::Collected(r)
-                }
-                // A kept result of another operation: that caller gave up,
-                // and this call changes the target again.
-                Some(e) if e.kept_since.is_some() => {
-                    t.entries.remove(&target);
-                    self.start(&mut t, &target, op.clone(), now)
-                }
                 Some(e) if e.op == op => Step::Join(e.id, e.cell.clone(), e.op.clone()),
                 Some(e) => {
                     let msg = format!(
@@ -309,10 +352,22 @@ impl Operations {
                     self.count(|c| c.aborted += 1);
                     return Err(Error::Aborted(msg));
                 }
-                None => self.start(&mut t, &target, op.clone(), now),
+                // Nothing runs there: a kept result answers the call, or
+                // the call runs (which a kept result never holds up).
+                None => match t.from_kept(&target, &op, &me) {
+                    Some(step) => step,
+                    None => {
+                        t.changing(&target, &op, &me);
+                        self.start(&mut t, &target, op.clone(), now)
+                    }
+                },
             }
         };
         match step {
+            Step::Changed(msg) => {
+                self.count(|c| c.aborted += 1);
+                Err(Error::Aborted(msg))
+            }
             Step::Collected(r) => {
                 self.count(|c| c.collected += 1);
                 tracing::info!(%target, %op, "answered with the result of the same operation, which finished after its caller's deadline");
@@ -329,8 +384,14 @@ impl Operations {
                         let mut t = self.table();
                         if let Some(e) = t.entries.get_mut(&target).filter(|e| e.id == id) {
                             e.missed.retain(|m| *m != me);
-                            if e.missed.is_empty() {
-                                t.entries.remove(&target);
+                        }
+                        if let Some(list) = t.kept.get_mut(&target) {
+                            for k in list.iter_mut().filter(|k| k.op == op) {
+                                k.missed.retain(|m| *m != me);
+                            }
+                            list.retain(|k| !k.missed.is_empty());
+                            if list.is_empty() {
+                                t.kept.remove(&target);
                             }
                         }
                         r
@@ -373,7 +434,6 @@ impl Operations {
                 op,
                 started: now,
                 cell: cell.clone(),
-                kept_since: None,
                 missed: Vec::new(),
                 owner: crate::on_behalf::current(),
             },
@@ -396,35 +456,37 @@ impl RunGuard<'_> {
     fn finish(self, r: Result<()>) {
         let this = std::mem::ManuallyDrop::new(self);
         let mut t = this.ops.table();
-        this.cell.finish(r);
-        let passed = deadline::passed();
-        if passed {
-            if let Some(e) = t.entries.get_mut(this.target).filter(|e| e.id == this.id) {
-                e.missed.push(e.owner.clone());
-            }
+        this.cell.finish(r.clone());
+        if !t.entries.get(this.target).is_some_and(|e| e.id == this.id) {
+            return;
+        }
+        let Some(mut e) = t.entries.remove(this.target) else {
+            return;
+        };
+        if deadline::passed() {
+            e.missed.push(e.owner.clone());
         }
         // A host-wide Rescan is never kept: a later Rescan asks for the
         // state now, not for what an earlier one saw (red team 39r2: a
         // Rescan kept for one caller answered another's after a disk grew,
         // and the growth was not seen).
-        let missed = t
-            .entries
-            .get(this.target)
-            .filter(|e| e.id == this.id && *this.target != Target::Host)
-            .map(|e| (!e.missed.is_empty(), e.owner.clone()));
-        if let Some((true, owner)) = missed {
-            let now = Instant::now();
-            let keep = t.may_keep(&owner, now);
-            if let Some(e) = t.entries.get_mut(this.target).filter(|e| e.id == this.id) {
-                if keep {
-                    e.kept_since = Some(now);
-                    tracing::info!(target = %this.target, op = %e.op, "finished after a caller's deadline; the result is kept for a retry");
-                    return;
-                }
-                tracing::warn!(target = %this.target, op = %e.op, caller = owner.as_deref().unwrap_or("unknown"), "finished after a caller's deadline; not kept: this caller has as many kept results as it may");
-            }
+        if e.missed.is_empty() || *this.target == Target::Host {
+            return;
         }
-        t.remove_run(this.target, this.id);
+        let now = Instant::now();
+        if !t.may_keep(&e.owner, now) {
+            tracing::warn!(target = %this.target, op = %e.op, caller = e.owner.as_deref().unwrap_or("unknown"), "finished after a caller's deadline; not kept: this caller has as many kept results as it may");
+            return;
+        }
+        tracing::info!(target = %this.target, op = %e.op, "finished after a caller's deadline; the result is kept for a retry");
+        t.kept.entry(this.target.clone()).or_default().push(Kept {
+            op: e.op,
+            result: r,
+            since: now,
+            missed: e.missed,
+            owner: e.owner,
+            changed_by: None,
+        });
     }
 }
 

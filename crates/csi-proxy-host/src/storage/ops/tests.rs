@@ -264,9 +264,10 @@ fn kept_results_are_bounded_per_caller_and_never_pushed_out() {
     }
     let kept = |who: &Option<Arc<str>>| {
         ops.table()
-            .entries
+            .kept
             .values()
-            .filter(|e| e.kept_since.is_some() && e.owner == *who)
+            .flatten()
+            .filter(|k| k.owner == *who)
             .count()
     };
     assert_eq!(kept(&other), MAX_KEPT_PER_CALLER);
@@ -354,41 +355,52 @@ fn a_result_a_joiner_missed_is_kept_for_its_retry() {
 }
 
 #[test]
-fn a_kept_result_is_neither_collected_nor_discarded_by_another_caller() {
+fn a_kept_result_holds_nothing_and_is_never_run_again_by_its_retry() {
     // Red team 39caller E: another uid's identical FormatVolume collected
     // the result kept for the driver's retry, and another's ResizeVolume
-    // discarded it; either way the retry ran mkfs again.
+    // discarded it; either way the retry ran mkfs again. Red team 39r2 F3:
+    // answering every other call `Aborted` while a result was kept let a
+    // caller hold another's target for minutes (renewable).
     let ops = Operations::new();
     let runs = AtomicU32::new(0);
     let driver: Option<Arc<str>> = Some(Arc::from("uid=0 pod=driver"));
     let other: Option<Arc<str>> = Some(Arc::from("uid=1000 pod=other"));
     let format = || Operation::new("FormatVolume");
-    crate::on_behalf::run(driver.clone(), || {
-        deadline::run(Some(Instant::now()), || {
-            ops.run(vol(9), format(), || {
-                runs.fetch_add(1, Ordering::SeqCst);
-                Ok(())
+    let keep_one = || {
+        crate::on_behalf::run(driver.clone(), || {
+            deadline::run(Some(Instant::now()), || {
+                ops.run(vol(9), format(), || {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    Ok(())
+                })
             })
         })
-    })
-    .unwrap();
+        .unwrap()
+    };
+    keep_one();
     // The same operation from another caller: answered with the result,
-    // which stays kept (a Rescan kept for one driver never holds up the
-    // others' Rescans).
+    // which stays kept.
     crate::on_behalf::run(other.clone(), || ops.run(vol(9), format(), never_runs)).unwrap();
-    // Another operation from another caller: neither runs nor discards it.
-    let resize = Operation::with_args("ResizeVolume", "size 1");
-    let e =
-        crate::on_behalf::run(other.clone(), || ops.run(vol(9), resize, never_runs)).unwrap_err();
-    assert!(
-        matches!(&e, Error::Aborted(m) if m.contains("kept for the retry of the caller that missed it")),
-        "{e:?}"
-    );
     // The driver's retry collects it: mkfs ran once.
     crate::on_behalf::run(driver.clone(), || ops.run(vol(9), format(), never_runs)).unwrap();
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     assert_eq!(ops.counters().collected, 2);
-    // Collected: the other caller's call runs now.
+
+    // Kept again; another caller's different call runs at once: nothing
+    // is held.
+    keep_one();
+    let resized = AtomicU32::new(0);
+    let resize = || Operation::with_args("ResizeVolume", "size 1");
+    crate::on_behalf::run(other.clone(), || {
+        ops.run(vol(9), resize(), || {
+            resized.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+    })
+    .unwrap();
+    assert_eq!(resized.load(Ordering::SeqCst), 1);
+    // The target changed: another caller's identical call runs (no stale
+    // answer) ...
     crate::on_behalf::run(other.clone(), || {
         ops.run(vol(9), format(), || {
             runs.fetch_add(1, Ordering::SeqCst);
@@ -396,7 +408,57 @@ fn a_kept_result_is_neither_collected_nor_discarded_by_another_caller() {
         })
     })
     .unwrap();
-    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    // ... and the driver's retry is told so, without running mkfs.
+    let e = crate::on_behalf::run(driver.clone(), || ops.run(vol(9), format(), never_runs))
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::Aborted(m) if m.contains("finished (OK) after this caller's deadline, and ResizeVolume (size 1) has run on the target since")),
+        "{e:?}"
+    );
+    // Told once: its next call runs.
+    crate::on_behalf::run(driver.clone(), || {
+        ops.run(vol(9), format(), || {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+    })
+    .unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 4);
+    assert!(ops.table().kept.is_empty());
+}
+
+#[test]
+fn a_caller_that_renews_its_kept_result_holds_no_target() {
+    // Red team 39r2 F3's renewal: the attacker collects and at once leaves
+    // another result kept, again and again; the victim's calls always run.
+    let ops = Operations::new();
+    let attacker: Option<Arc<str>> = Some(Arc::from("uid=3001"));
+    let victim: Option<Arc<str>> = Some(Arc::from("uid=0"));
+    let partition = || Operation::new("PartitionDisk");
+    for _ in 0..3 {
+        // (Its retry of a result the victim's calls changed is told so.)
+        let _ = crate::on_behalf::run(attacker.clone(), || {
+            deadline::run(Some(Instant::now()), || {
+                ops.run(Target::Disk(7), partition(), || Ok(()))
+            })
+        });
+        for state in ["offline", "online"] {
+            let ran = AtomicU32::new(0);
+            crate::on_behalf::run(victim.clone(), || {
+                ops.run(
+                    Target::Disk(7),
+                    Operation::with_args("SetDiskState", state),
+                    || {
+                        ran.fetch_add(1, Ordering::SeqCst);
+                        Ok(())
+                    },
+                )
+            })
+            .unwrap();
+            assert_eq!(ran.load(Ordering::SeqCst), 1);
+        }
+    }
 }
 
 #[test]
@@ -447,7 +509,8 @@ fn a_rescan_is_never_kept() {
         })
     };
     deadline::run(Some(Instant::now()), rescan).unwrap();
-    assert!(ops.table().entries.is_empty(), "nothing kept");
+    assert!(ops.table().entries.is_empty(), "nothing running");
+    assert!(ops.table().kept.is_empty(), "nothing kept");
     rescan().unwrap();
     assert_eq!(runs.load(Ordering::SeqCst), 2);
     assert_eq!(ops.counters().collected, 0);
