@@ -227,7 +227,7 @@ impl Table {
 
     /// What a call of `me` gets from the results kept on `target` (`None`:
     /// nothing; it runs).
-    fn from_kept(&mut self, target: &Target, op: &Operation, me: &Key) -> Option<Step> {
+    fn answer_from_kept(&mut self, target: &Target, op: &Operation, me: &Key) -> Option<Step> {
         let list = self.kept.get_mut(target)?;
         let step = if let Some(i) = list
             .iter()
@@ -354,7 +354,7 @@ impl Operations {
                 }
                 // Nothing runs there: a kept result answers the call, or
                 // the call runs (which a kept result never holds up).
-                None => match t.from_kept(&target, &op, &me) {
+                None => match t.answer_from_kept(&target, &op, &me) {
                     Some(step) => step,
                     None => {
                         t.changing(&target, &op, &me);
@@ -457,7 +457,7 @@ impl RunGuard<'_> {
         let this = std::mem::ManuallyDrop::new(self);
         let mut t = this.ops.table();
         this.cell.finish(r.clone());
-        if !t.entries.get(this.target).is_some_and(|e| e.id == this.id) {
+        if t.entries.get(this.target).is_none_or(|e| e.id != this.id) {
             return;
         }
         let Some(mut e) = t.entries.remove(this.target) else {

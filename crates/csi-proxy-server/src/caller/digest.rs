@@ -13,8 +13,11 @@
 //!   (left out: a rule on `exe_sha256` refuses it, and the audit line says
 //!   why, [`super::Caller::incomplete`]); every other caller's budget is
 //!   untouched. The cache is kept per spender ([`Kept`]): filling it
-//!   evicts only the filler's own digests. At most [`HASHING_AT_ONCE`]
-//!   files are hashed at a time by the whole process, and one per spender.
+//!   evicts only the filler's own digests. One file is hashed at a time
+//!   per spender, and at most [`HASHING_AT_ONCE`] buffers at a time by the
+//!   whole process: a hash holds a place only while it hashes a buffer,
+//!   never while it reads one, and waits for it in line, first come first
+//!   served ([`Budget::acquire`]), so a file read slowly holds no place.
 //! - The file is opened, looked up and read on a thread of its own, one
 //!   per spender and [`HASH_THREADS`] in all: an executable on a hung file
 //!   system (an open or read that never returns) keeps only that thread
@@ -106,14 +109,31 @@ struct Bucket {
     at: Instant,
     /// When this spender's hash last made progress (`None`: not hashing).
     hashing: Option<Instant>,
+    /// When its hash took the hashing place this turn (`None`: it holds
+    /// none: not hashing, or waiting in line for its next turn).
+    turn: Option<Instant>,
+    /// Bytes paid for a hash that has not had a turn yet: given back if it
+    /// gives up waiting.
+    unhashed: u64,
 }
 
-/// Every spender's bucket.
+/// What a spender's hash may do now ([`Budget::acquire`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Turn {
+    /// It holds a hashing place: read and hash.
+    Go,
+    /// It is in line for a place: wait (for [`HASH_ENDED`]) and ask again.
+    Wait,
+}
+
+/// Every spender's bucket, and the line for the hashing places.
 #[derive(Debug)]
 pub struct Budget {
     buckets: HashMap<Spender, Bucket>,
     /// Hashes at once for the whole process ([`hashing_at_once`]).
     at_once: usize,
+    /// Spenders waiting for a place, first come first served.
+    line: std::collections::VecDeque<Spender>,
 }
 
 impl Default for Budget {
@@ -131,12 +151,28 @@ impl Budget {
         Budget {
             buckets: HashMap::new(),
             at_once,
+            line: std::collections::VecDeque::new(),
         }
     }
 
-    /// Take `bytes` from `who`'s bucket at `now` and start a hash; the
-    /// caller must call [`Budget::done`] with the same `who` afterwards.
+    /// Take `bytes` from `who`'s bucket at `now` for a hash, and a place
+    /// now if one is free ([`Refused::Busy`] if not: tests).
     pub fn spend(&mut self, who: &Spender, bytes: u64, now: Instant) -> Result<(), Refused> {
+        self.start(who, bytes, now)?;
+        match self.acquire(who, now) {
+            Turn::Go => Ok(()),
+            Turn::Wait => {
+                self.done(who);
+                Err(Refused::Busy)
+            }
+        }
+    }
+
+    /// Take `bytes` from `who`'s bucket at `now` for a hash (one at a time
+    /// per spender); the caller must call [`Budget::done`] with the same
+    /// `who` afterwards. The hash then takes a place for each buffer it
+    /// hashes ([`Budget::acquire`], [`Budget::release`]).
+    pub fn start(&mut self, who: &Spender, bytes: u64, now: Instant) -> Result<(), Refused> {
         if self.buckets.len() >= MAX_SPENDERS {
             self.buckets
                 .retain(|_, b| b.hashing.is_some() || refilled(b, now) < BUDGET_BYTES);
@@ -145,6 +181,8 @@ impl Budget {
             bytes: BUDGET_BYTES,
             at: now,
             hashing: None,
+            turn: None,
+            unhashed: 0,
         });
         b.bytes = refilled(b, now);
         b.at = now;
@@ -156,22 +194,60 @@ impl Budget {
         if b.hashing.is_some() {
             return Err(Refused::Busy);
         }
-        if self.hashing(now) >= self.at_once {
-            return Err(Refused::Busy);
-        }
-        let b = self.buckets.get_mut(who).expect("inserted above");
         b.bytes -= bytes;
+        b.unhashed = bytes;
         b.hashing = Some(now);
         Ok(())
     }
 
+    /// A place for `who` to hash one buffer: taken if one is free and
+    /// nobody waits ahead of it, else `who` is (or stays) in line. Places
+    /// are held only while hashing, never while reading: a file read
+    /// slowly holds none (red team 39r2 F5: executables served just fast
+    /// enough to count as progress held the only place, and a victim that
+    /// needed a hash waited past its deadline), and spenders hashing at
+    /// once take buffers in turns.
+    pub fn acquire(&mut self, who: &Spender, now: Instant) -> Turn {
+        if !self.line.contains(who) {
+            self.line.push_back(who.clone());
+        }
+        let first = self.line.iter().take(self.at_once.max(1)).any(|w| w == who);
+        if let Some(b) = self.buckets.get_mut(who) {
+            // Waiting in line is progress of its own.
+            b.hashing = Some(now);
+        }
+        if !first || self.hashing(now) >= self.at_once {
+            return Turn::Wait;
+        }
+        self.line.retain(|w| w != who);
+        if let Some(b) = self.buckets.get_mut(who) {
+            b.turn = Some(now);
+            b.unhashed = 0;
+        }
+        Turn::Go
+    }
+
+    /// `who` gives up waiting for a place.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    fn done_waiting(&mut self, who: &Spender) {
+        self.line.retain(|w| w != who);
+    }
+
+    /// `who` has hashed its buffer: the place is free.
+    pub fn release(&mut self, who: &Spender) {
+        if let Some(b) = self.buckets.get_mut(who) {
+            b.turn = None;
+        }
+    }
+
     /// Hashes that count against [`HASHING_AT_ONCE`] at `now`: those that
-    /// made progress less than [`STALL`] ago. A stuck hash (an executable
-    /// on a hung file system, a read that never returns) keeps only its
-    /// own spender busy.
+    /// hold a place and made progress less than [`STALL`] ago. A stuck
+    /// hash (an executable on a hung file system, a read that never
+    /// returns) keeps only its own spender busy.
     fn hashing(&self, now: Instant) -> usize {
         self.buckets
             .values()
+            .filter(|b| b.turn.is_some())
             .filter_map(|b| b.hashing)
             .filter(|at| now.saturating_duration_since(*at) < STALL)
             .count()
@@ -186,11 +262,14 @@ impl Budget {
         }
     }
 
-    /// The hash `who` started is over.
+    /// The hash `who` started is over (or gave up waiting).
     pub fn done(&mut self, who: &Spender) {
         if let Some(b) = self.buckets.get_mut(who) {
             b.hashing = None;
+            b.turn = None;
+            b.bytes = b.bytes.saturating_add(std::mem::take(&mut b.unhashed));
         }
+        self.line.retain(|w| w != who);
     }
 }
 
@@ -203,7 +282,8 @@ fn refilled(b: &Bucket, now: Instant) -> u64 {
 
 /// The process's hashing budget, and a wake-up when a hash ends.
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-static BUDGET: Mutex<Option<Budget>> = Mutex::new(None);
+static BUDGET: std::sync::LazyLock<Mutex<Budget>> =
+    std::sync::LazyLock::new(|| Mutex::new(Budget::default()));
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 static HASH_ENDED: std::sync::Condvar = std::sync::Condvar::new();
 
@@ -300,11 +380,7 @@ fn progress(who: &Spender) {
     if let Some(at) = out().get_or_insert_with(HashMap::new).get_mut(who) {
         *at = now;
     }
-    BUDGET
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get_or_insert_with(Budget::default)
-        .progress(who, now);
+    budget().progress(who, now);
 }
 
 /// SHA-256 of the file the process's `/proc/<pid>/exe` names (a link the
@@ -385,6 +461,46 @@ pub fn exe_digest(
     }
 }
 
+#[cfg(target_os = "linux")]
+fn budget() -> std::sync::MutexGuard<'static, Budget> {
+    BUDGET.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Waits, in line, for `who`'s turn at a hashing place until `until`:
+/// `Ok(true)` when it has one; `Ok(false)` when `found` finds the digest
+/// meanwhile (another spender hashed the same file). Past `until` it
+/// leaves the line, [`Refused::Busy`].
+#[cfg(target_os = "linux")]
+fn wait_turn(
+    who: &Spender,
+    until: Instant,
+    found: Option<&dyn Fn() -> Option<String>>,
+) -> Result<bool, Refused> {
+    let mut g = budget();
+    loop {
+        let now = Instant::now();
+        if g.acquire(who, now) == Turn::Go {
+            return Ok(true);
+        }
+        if now >= until {
+            g.done_waiting(who);
+            return Err(Refused::Busy);
+        }
+        // (`acquire` counted the wait as progress of the budget's; the
+        // identification's stall watch is told too.)
+        drop(g);
+        progress(who);
+        if found.is_some_and(|f| f().is_some()) {
+            return Ok(false);
+        }
+        g = budget();
+        g = HASH_ENDED
+            .wait_timeout(g, (until - now).min(STALL / 4))
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+    }
+}
+
 /// The hash itself, on its thread (see [`exe_digest`]).
 #[cfg(target_os = "linux")]
 fn hash_file(
@@ -424,36 +540,14 @@ fn hash_file(
             .as_ref()
             .and_then(|c| c.find(&key))
     };
-    let mut g = BUDGET.lock().unwrap_or_else(|p| p.into_inner());
-    loop {
-        if let Some(d) = kept() {
-            return Ok(Some(d));
-        }
-        let now = Instant::now();
-        match g
-            .get_or_insert_with(Budget::default)
-            .spend(who, m.len(), now)
-        {
-            Ok(()) => break,
-            Err(Refused::Busy) if now < until => {
-                // Waiting for others' hashes is progress of ours.
-                drop(g);
-                progress(who);
-                g = BUDGET.lock().unwrap_or_else(|p| p.into_inner());
-                g = HASH_ENDED
-                    .wait_timeout(g, (until - now).min(STALL / 4))
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
-            }
-            Err(e) => return Err(e),
-        }
+    if let Some(d) = kept() {
+        return Ok(Some(d));
     }
-    drop(g);
+    budget().start(who, m.len(), Instant::now())?;
     struct Done<'a>(&'a Spender);
     impl Drop for Done<'_> {
         fn drop(&mut self) {
-            let mut g = BUDGET.lock().unwrap_or_else(|p| p.into_inner());
-            g.get_or_insert_with(Budget::default).done(self.0);
+            budget().done(self.0);
             HASH_ENDED.notify_all();
         }
     }
@@ -463,10 +557,13 @@ fn hash_file(
     let mut total = 0u64;
     let mut unmarked = 0usize;
     let started = Instant::now();
+    let mut first = true;
     loop {
         if started.elapsed() >= HASH_WITHIN {
             return Ok(None);
         }
+        // Read without a place: a slow file system keeps nobody else from
+        // hashing.
         let Ok(n) = f.read(&mut buf) else {
             return Ok(None);
         };
@@ -485,7 +582,21 @@ fn hash_file(
         if total > MAX_HASHED {
             return Ok(None);
         }
+        // A place to hash this buffer, in line. The first wait ends at the
+        // identification's deadline (or when another spender's hash of
+        // this very file is kept); later ones at the hash's own.
+        let (until, found): (Instant, Option<&dyn Fn() -> Option<String>>) = if first {
+            (until, Some(&kept))
+        } else {
+            (started + HASH_WITHIN, None)
+        };
+        first = false;
+        if !wait_turn(who, until, found)? {
+            return Ok(kept());
+        }
         h.update(&buf[..n]);
+        budget().release(who);
+        HASH_ENDED.notify_all();
     }
     // Changed while read: no digest rather than one of a mixture.
     if f.metadata().ok().map(|a| stamp(&a)) != Some(stamp(&m)) {
@@ -592,6 +703,59 @@ mod tests {
         b.done(&who(2));
         b.done(&who(3));
         assert_eq!(b.hashing(t), 0);
+    }
+
+    #[test]
+    fn places_are_held_only_to_hash_a_buffer_first_come_first_served() {
+        // Red team 39r2 F5: two spenders whose executables are read just
+        // fast enough to count as progress held the places; a victim that
+        // needed a hash waited past its deadline.
+        let mut b = Budget::with_at_once(1);
+        let t = Instant::now();
+        for n in [1, 2, 0] {
+            b.start(&who(n), 1, t).unwrap();
+        }
+        // 1 and 2 are reading (slowly): they hold no place, so the victim
+        // takes it at once.
+        assert_eq!(b.acquire(&who(0), t), Turn::Go);
+        // While it hashes a buffer, the others wait in line, in order.
+        assert_eq!(b.acquire(&who(2), t), Turn::Wait);
+        assert_eq!(b.acquire(&who(1), t), Turn::Wait);
+        b.release(&who(0));
+        // The victim's next buffer goes behind them.
+        assert_eq!(b.acquire(&who(0), t), Turn::Wait);
+        assert_eq!(b.acquire(&who(1), t), Turn::Wait, "2 came first");
+        assert_eq!(b.acquire(&who(2), t), Turn::Go);
+        b.release(&who(2));
+        assert_eq!(b.acquire(&who(1), t), Turn::Go);
+        b.release(&who(1));
+        assert_eq!(b.acquire(&who(0), t), Turn::Go);
+        b.release(&who(0));
+        for n in [0, 1, 2] {
+            b.done(&who(n));
+        }
+        assert_eq!(b.hashing(t), 0);
+        assert!(b.line.is_empty());
+    }
+
+    #[test]
+    fn a_hash_that_gives_up_waiting_is_paid_back() {
+        let mut b = Budget::with_at_once(1);
+        let t = Instant::now();
+        b.start(&who(1), 1, t).unwrap();
+        assert_eq!(b.acquire(&who(1), t), Turn::Go);
+        b.start(&who(0), 1 << 20, t).unwrap();
+        assert_eq!(b.acquire(&who(0), t), Turn::Wait);
+        b.done_waiting(&who(0));
+        b.done(&who(0));
+        assert_eq!(b.buckets[&who(0)].bytes, BUDGET_BYTES);
+        assert!(!b.line.contains(&who(0)));
+        // Once it has hashed a buffer, what it read is paid for.
+        b.release(&who(1));
+        b.start(&who(0), 1 << 20, t).unwrap();
+        assert_eq!(b.acquire(&who(0), t), Turn::Go);
+        b.done(&who(0));
+        assert_eq!(b.buckets[&who(0)].bytes, BUDGET_BYTES - (1 << 20));
     }
 
     #[test]

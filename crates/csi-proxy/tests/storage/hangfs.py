@@ -5,7 +5,9 @@ of a loop device whose I/O hangs (as on a LUN queueing without a path), or
 an executable on a file system that stops answering (mode 0755).
 
 While MARKER.trickle exists, each read instead returns one byte after
-0.9 s (a file system that answers, too slowly to be of use).
+0.9 s (a file system that answers, too slowly to be of use). While
+MARKER.slow exists, each read returns all it asked for after 0.45 s: with
+FUSE's 128 KiB requests, 256 KiB per 0.9 s (slow, but progress).
 
 usage: hangfs.py BACKING MARKER MOUNTPOINT   (runs in the foreground)
 """
@@ -51,6 +53,8 @@ class HangFs(Operations):
         if os.path.exists(self.marker + ".trickle"):
             time.sleep(0.9)
             return os.pread(self.fd, 1, offset)
+        if os.path.exists(self.marker + ".slow"):
+            time.sleep(0.45)
         return os.pread(self.fd, size, offset)
 
     def write(self, path, data, offset, fh):
