@@ -38,6 +38,7 @@ use std::sync::OnceLock;
 
 #[cfg(target_os = "linux")]
 mod linux;
+pub mod stuck;
 #[cfg(target_os = "linux")]
 use linux as os;
 #[cfg(target_os = "linux")]
@@ -221,6 +222,31 @@ impl Confined {
         split(&self.policy, checked)
     }
 
+    /// Enter a blocking operation on `p` ([`stuck`]): refused at once while
+    /// this caller has [`stuck::STUCK_PER_MOUNT`] operations stuck in the
+    /// mount `p` lies in. Inline attempts never block: not counted.
+    fn enter(&self, p: &Located) -> Result<stuck::Guard> {
+        if crate::inline::active() {
+            return Ok(stuck::Guard::none());
+        }
+        #[cfg(target_os = "linux")]
+        {
+            let slot = &self.roots[p.root];
+            let base = slot
+                .handle
+                .get()
+                .and_then(|h| h.real_path().ok())
+                .unwrap_or_else(|| std::path::PathBuf::from(&slot.path));
+            let full = p.components().fold(base, |b, c| b.join(c));
+            stuck::enter(linux::mount_of(&full))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = p;
+            Ok(stuck::Guard::none())
+        }
+    }
+
     /// The handle of root `i`, opened on first use. With `create`, a root
     /// that does not exist yet is created first (its path is configuration,
     /// not client input).
@@ -256,6 +282,7 @@ impl Confined {
 
     /// Does anything exist at `p` (a link counts, whatever it points to)?
     pub fn exists(&self, p: &Located) -> Result<bool> {
+        let _entered = self.enter(p)?;
         let root = match self.root(p, false) {
             Err(Error::NotFound(_)) => return Ok(false),
             other => other?,
@@ -273,6 +300,7 @@ impl Confined {
     /// What `p` is (`None` if nothing exists there); a final link is not
     /// followed.
     pub fn kind(&self, p: &Located) -> Result<Option<Kind>> {
+        let _entered = self.enter(p)?;
         let root = match self.root(p, false) {
             Err(Error::NotFound(_)) => return Ok(None),
             other => other?,
@@ -285,6 +313,7 @@ impl Confined {
     /// is not opened here). `Ok(None)` when `p` is not a link or leads
     /// elsewhere.
     pub fn link_destination(&self, p: &Located) -> Result<Option<Located>> {
+        let _entered = self.enter(p)?;
         let root = self.root(p, false)?;
         let Some(target) = os::read_link(root, p)? else {
             return Ok(None);
@@ -299,6 +328,7 @@ impl Confined {
     /// directory is fine; an existing final link is fine when it leads to a
     /// directory inside the roots.
     pub fn mkdir_all(&self, p: &Located) -> Result<()> {
+        let _entered = self.enter(p)?;
         let root = self.root(p, true)?;
         match os::mkdir_all(root, p)? {
             MkdirOutcome::Done => Ok(()),
@@ -311,6 +341,7 @@ impl Confined {
 
     /// Remove one entry: an empty directory, a file, or a link itself.
     pub fn remove(&self, p: &Located) -> Result<()> {
+        let _entered = self.enter(p)?;
         refuse_root(p, "remove")?;
         os::remove(self.root(p, false)?, p)
     }
@@ -319,6 +350,7 @@ impl Confined {
     /// followed; a mount point at or below `p` is refused before anything
     /// under it is touched. Nothing at `p` is success.
     pub fn remove_all(&self, p: &Located) -> Result<()> {
+        let _entered = self.enter(p)?;
         refuse_root(p, "remove")?;
         let root = match self.root(p, false) {
             Err(Error::NotFound(_)) => return Ok(()),
@@ -330,12 +362,14 @@ impl Confined {
     /// Remove everything inside the directory `p`, keeping `p`. Mount points
     /// below `p` are refused.
     pub fn remove_contents(&self, p: &Located) -> Result<()> {
+        let _entered = self.enter(p)?;
         let root = self.root(p, false)?;
         os::remove_contents(root, p)
     }
 
     /// Create a directory link at `link` that stores `points_to`.
     pub fn symlink(&self, points_to: &CheckedPath, link: &Located) -> Result<()> {
+        let _entered = self.enter(link)?;
         refuse_root(link, "create a link at")?;
         os::symlink(self.root(link, false)?, points_to.as_str(), link)
     }
@@ -355,6 +389,7 @@ impl Confined {
     ) -> Result<()> {
         refuse_root(link, "create a link at")?;
         let root = self.root(link, false)?;
+        let _entered = self.enter(link)?;
         let same =
             |stored: &str| normalize_link_target(stored) == normalize_link_target(target.as_str());
         match os::read_link(root, link)? {
@@ -389,6 +424,7 @@ impl Confined {
         link: &Located,
     ) -> Result<bool> {
         let root = self.root(link, false)?;
+        let _entered = self.enter(link)?;
         Ok(os::read_link(root, link)?.is_some_and(|stored| {
             normalize_link_target(&stored) == normalize_link_target(target.as_str())
         }))
@@ -397,12 +433,14 @@ impl Confined {
     /// Open the directory `p` (no link anywhere, the final component
     /// included).
     pub fn open_dir(&self, p: &Located) -> Result<Dir> {
+        let _entered = self.enter(p)?;
         os::open_dir(self.root(p, false)?, p)
     }
 
     /// Open the parent directory of `p` (not a root), and `p`'s last
     /// component.
     pub fn open_parent(&self, p: &Located) -> Result<(Dir, String)> {
+        let _entered = self.enter(p)?;
         refuse_root(p, "open the parent of")?;
         let dir = os::open_parent_dir(self.root(p, false)?, p)?;
         Ok((dir, p.name().expect("not a root").to_string()))
@@ -443,6 +481,7 @@ impl Confined {
     /// Create the directory `p` (and its missing parents) if it does not
     /// exist, and open it; a link or non-directory there is refused.
     pub fn create_dir(&self, p: &Located) -> Result<Dir> {
+        let _entered = self.enter(p)?;
         refuse_root(p, "create")?;
         let root = self.root(p, true)?;
         match os::create_dir(root, p) {

@@ -513,3 +513,35 @@ pub fn create_dir(root: &RootHandle, p: &Located) -> Result<Dir> {
 mod listing;
 
 use listing::{list, LinuxTree};
+
+/// The mount `path` (absolute, its real location) lies in, from this
+/// process's mount table, read at most once a second (on the calling
+/// thread, a blocking one: `/proc` answers without the file systems).
+/// `None` when the table cannot be read.
+pub fn mount_of(path: &std::path::Path) -> Option<std::path::PathBuf> {
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+    static TABLE: Mutex<Option<(Instant, std::sync::Arc<Vec<std::path::PathBuf>>)>> =
+        Mutex::new(None);
+    let fresh = {
+        let g = TABLE.lock().unwrap_or_else(|p| p.into_inner());
+        g.as_ref()
+            .filter(|(at, _)| at.elapsed() < Duration::from_secs(1))
+            .map(|(_, t)| t.clone())
+    };
+    let table = match fresh {
+        Some(t) => t,
+        None => {
+            let t = std::sync::Arc::new(
+                crate::storage::linux::mountinfo::read()
+                    .ok()?
+                    .iter()
+                    .map(|m| m.path().to_path_buf())
+                    .collect::<Vec<_>>(),
+            );
+            *TABLE.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), t.clone()));
+            t
+        }
+    };
+    super::stuck::deepest_mount(table.iter().map(|p| p.as_path()), path).map(|p| p.to_path_buf())
+}
