@@ -37,4 +37,4 @@ mod tests;
 pub use budget::BodyBudget;
 pub use conn::{Connection, Limits, Request};
 pub use driver::{serve, Io, Options};
-pub use service::{Code, Job, Outcome, Reply, Service};
+pub use service::{refusal, refuse, Code, Job, Outcome, Reply, Service};

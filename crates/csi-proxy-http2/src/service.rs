@@ -43,6 +43,25 @@ impl From<tonic::Status> for Reply {
 /// A job for the blocking pool.
 pub type Job = Box<dyn FnOnce() -> Reply + Send + 'static>;
 
+thread_local! {
+    static REFUSAL: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Drop `job` unrun because a bound on blocking jobs turned it down, with
+/// the `reason` its caller is answered. A job that must account for not
+/// running (its audit line) reads the reason in its `Drop` ([`refusal`]).
+pub fn refuse(job: Job, reason: &str) {
+    REFUSAL.with(|r| *r.borrow_mut() = Some(reason.to_string()));
+    drop(job);
+    REFUSAL.with(|r| *r.borrow_mut() = None);
+}
+
+/// Inside a job's `Drop`: why it is dropped unrun, when a bound refused it
+/// ([`refuse`]); `None`: dropped for another reason (the runtime stopped).
+pub fn refusal() -> Option<String> {
+    REFUSAL.with(|r| r.borrow().clone())
+}
+
 /// What a service gives back for one call.
 pub enum Outcome {
     /// The reply, computed on the calling thread.

@@ -600,7 +600,11 @@ impl csi_proxy_http2::Service for CallerService {
                         csi_proxy_host::on_behalf::run(Some(owner), job)
                     }))
                 }
-                Err(why) => Outcome::Done(Reply::error(Code::Unavailable, why)),
+                Err(why) => {
+                    // Its audit line (if any) says so, from the job's drop.
+                    csi_proxy_http2::refuse(job, why);
+                    Outcome::Done(Reply::error(Code::Unavailable, why))
+                }
             },
             done => done,
         }

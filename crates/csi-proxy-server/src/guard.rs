@@ -8,7 +8,8 @@
 //! to the audit log ([`AuditLog::settle`]). In blocking mode a recorded
 //! call runs whole in one blocking job (the call, then the wait for its
 //! line), never inline: a job bound that turns the job down means nothing
-//! ran. A refused call's line is queued at once, never left to a job.
+//! ran, and the dropped job records that refusal ([`Unrun`]). A refused
+//! call's line is queued at once, never left to a job.
 //! Calls answered `InvalidArgument` (nothing touched) share the refused
 //! calls' budget of lines ([`crate::audit::limit`]).
 
@@ -114,37 +115,53 @@ impl Guard {
             // the caller's) means nothing ran. An inline placement would run
             // on the async worker and leave only the wait for the line to a
             // job that a bound may drop after the host changed.
-            Mode::Blocking => Outcome::Blocking(Box::new(move || {
-                // The line's place in the queue is taken before the call
-                // runs: a full queue, or a client that gave up already,
-                // refuses the call before it changed anything.
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    return Reply::error(
-                        Code::DeadlineExceeded,
-                        "the call's deadline passed before it ran (-audit-mode=blocking)",
-                    );
-                }
-                let Some(place) = log.reserve() else {
-                    return Reply::error(
+            Mode::Blocking => {
+                let unrun = Unrun::new(
+                    &log,
+                    started,
+                    Request::Bytes(c.canonical, c.request.to_vec()),
+                );
+                Outcome::Blocking(Box::new(move || {
+                    let (started, _) = unrun.disarm();
+                    // The line's place in the queue is taken before the call
+                    // runs: a full queue, or a client that gave up already,
+                    // refuses the call before it changed anything.
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Reply::error(
+                            Code::DeadlineExceeded,
+                            "the call's deadline passed before it ran (-audit-mode=blocking)",
+                        );
+                    }
+                    let Some(place) = log.reserve() else {
+                        return Reply::error(
                         Code::Unavailable,
                         "the audit queue is full (-audit-mode=blocking): call refused before it ran",
                     );
-                };
-                let (outcome, seen, unchanged) = run();
-                let (reply, unchanged) = match outcome {
-                    Outcome::Done(reply) => (reply, unchanged),
-                    Outcome::Blocking(j) => job(j),
-                };
-                settle(&log, Some(place), started, seen, reply, unchanged, deadline)
-            })),
+                    };
+                    let (outcome, seen, unchanged) = run();
+                    let (reply, unchanged) = match outcome {
+                        Outcome::Done(reply) => (reply, unchanged),
+                        Outcome::Blocking(j) => job(j),
+                    };
+                    settle(&log, Some(place), started, seen, reply, unchanged, deadline)
+                }))
+            }
             Mode::BestEffort => match run() {
                 (Outcome::Done(reply), seen, unchanged) => Outcome::Done(settle(
                     &log, None, started, seen, reply, unchanged, deadline,
                 )),
-                (Outcome::Blocking(j), seen, _) => Outcome::Blocking(Box::new(move || {
-                    let (reply, unchanged) = job(j);
-                    settle(&log, None, started, seen, reply, unchanged, deadline)
-                })),
+                (Outcome::Blocking(j), seen, _) => {
+                    let unrun = Unrun::new(&log, started, Request::Seen(seen));
+                    Outcome::Blocking(Box::new(move || {
+                        let (started, request) = unrun.disarm();
+                        let seen = match request {
+                            Request::Seen(s) => s,
+                            Request::Bytes(..) => None,
+                        };
+                        let (reply, unchanged) = job(j);
+                        settle(&log, None, started, seen, reply, unchanged, deadline)
+                    }))
+                }
             },
         }
     }
@@ -243,6 +260,56 @@ fn narrowed(list: Option<Arc<ServicePolicy>>, call: impl FnOnce() -> Outcome) ->
 }
 
 /// What is known of a call when it starts; its audit entry once answered.
+/// The request of a call not run yet, for its line if it never runs.
+enum Request {
+    /// As its handler decoded it.
+    Seen(Seen),
+    /// As received, with the route's decoder (decoded only if needed).
+    Bytes(crate::dispatch::Canonical, Vec<u8>),
+}
+
+/// A recorded call's blocking job that has not run: dropped unrun (a
+/// bound on blocking jobs turned it down, `csi_proxy_http2::refuse`), it
+/// records the refusal, within the caller's budget of refused lines, as
+/// any refused call (red team 39caller D: such refusals left no line).
+struct Unrun {
+    log: Arc<AuditLog>,
+    armed: Option<(Started, Request)>,
+}
+
+impl Unrun {
+    fn new(log: &Arc<AuditLog>, started: Started, request: Request) -> Unrun {
+        Unrun {
+            log: log.clone(),
+            armed: Some((started, request)),
+        }
+    }
+
+    /// The job runs: its line is the call's own.
+    fn disarm(mut self) -> (Started, Request) {
+        self.armed.take().expect("armed until disarmed")
+    }
+}
+
+impl Drop for Unrun {
+    fn drop(&mut self) {
+        let Some((started, request)) = self.armed.take() else {
+            return;
+        };
+        if !self.log.records(false, true) || !self.log.admit_refusal(&started.caller) {
+            return;
+        }
+        let why = csi_proxy_http2::refusal()
+            .unwrap_or_else(|| "not run: dropped before it started (the proxy is stopping)".into());
+        let reply = Reply::error(Code::Unavailable, why);
+        let seen = match request {
+            Request::Seen(s) => s,
+            Request::Bytes(decode, bytes) => decode(&bytes),
+        };
+        self.log.submit(started.entry(&reply, seen));
+    }
+}
+
 struct Started {
     time: SystemTime,
     at: Instant,

@@ -362,6 +362,78 @@ async fn retries_into_a_hung_mount_cost_only_that_mount() {
     assert!(fast_refusals >= 200, "{fast_refusals} refused at once");
 }
 
+/// Calls a job bound turns down (here the connection's 32) are recorded in
+/// the audit log as refused, naming the bound (red team 39caller D: such
+/// refusals left no line, so the operator could not see who was turned
+/// away).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_turned_down_by_a_job_bound_are_audited() {
+    if !fuse_tests_run() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let p = Proxy::start(&[&format!("-audit-log={}", log.display())]);
+    let hung = p.kubelet.join("pods").join("hung-audit");
+    let _unmount = HungMount::at(&hung);
+    let ch = p.channel("filesystem-v1").await;
+    let mut calls = Vec::new();
+    for i in 0..40 {
+        let mut f = fs::filesystem_client::FilesystemClient::new(ch.clone());
+        let path = hung.join(format!("d{i}")).display().to_string();
+        calls.push(tokio::spawn(async move {
+            let mut req = tonic::Request::new(fs::MkdirRequest { path });
+            req.set_timeout(Duration::from_secs(1));
+            f.mkdir(req)
+                .await
+                .map(|_| ())
+                .map_err(|s| s.message().to_string())
+        }));
+    }
+    let mut turned_down = 0;
+    for c in calls {
+        if let Err(m) = c.await.unwrap() {
+            turned_down +=
+                usize::from(m.contains("too many operations in progress on this connection"));
+        }
+    }
+    assert!(turned_down >= 8, "{turned_down} turned down");
+    // Lines are written within 10 ms of the call; give the writer time.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|v: &serde_json::Value| {
+                v["method"] == "Mkdir"
+                    && v["code"] == "Unavailable"
+                    && v["message"].as_str().is_some_and(|m| {
+                        m.contains("too many operations in progress on this connection")
+                    })
+            })
+            .collect();
+        if lines.len() == turned_down {
+            let l = &lines[0];
+            assert_eq!(l["caller"]["uid"], 0, "{l}");
+            assert!(
+                l["request"]["path"]
+                    .as_str()
+                    .unwrap()
+                    .contains("hung-audit/d"),
+                "{l}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} lines for {turned_down} turned down:\n{text}",
+            lines.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// IsSymlink of a link whose file system answers look-ups from its cache
 /// but never returns the link's text (red team 39r2): the calls wait on
 /// the blocking pool, another caller's PathExists answers at once.

@@ -390,7 +390,7 @@ impl<S: Service> State<S> {
                     service.answered(&req.path, start.elapsed(), reply.code);
                     conn.respond(req.stream, &reply);
                 }
-                Outcome::Blocking(_) if self.in_flight.len() >= self.max_jobs => {
+                Outcome::Blocking(job) if self.in_flight.len() >= self.max_jobs => {
                     // Jobs whose callers gave up (deadline) still run; they
                     // count too, so no client can pile up blocked threads.
                     // Unavailable: a retry on this connection may succeed
@@ -403,6 +403,7 @@ impl<S: Service> State<S> {
                             self.max_jobs
                         ),
                     );
+                    crate::service::refuse(job, &reply.message);
                     service.answered(&req.path, start.elapsed(), reply.code);
                     conn.respond(req.stream, &reply);
                 }
