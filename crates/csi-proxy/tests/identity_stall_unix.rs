@@ -178,11 +178,19 @@ os.setuid(int(uid))
 while not os.path.exists(go):
     time.sleep(0.02)
 held = []
-for i in range(int(n)):
+for i in range(abs(int(n))):
     s = socket.socket(socket.AF_UNIX)
     s.connect(sock)
     held.append(s)
-time.sleep(float(hold))
+end = time.time() + float(hold)
+# n < 0: churn, one new connection (a new identification) every 50 ms.
+while int(n) < 0 and time.time() < end:
+    time.sleep(0.05)
+    held.pop(0).close()
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sock)
+    held.append(s)
+time.sleep(max(0.0, end - time.time()))
 "#;
 
 /// Callers whose executable sits on a file system that stops answering
@@ -195,7 +203,17 @@ time.sleep(float(hold))
 /// a hash was refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn callers_whose_executable_hangs_cost_only_themselves() {
-    hung_executables(Mode::Hang).await
+    hung_executables(Mode::Hang, 4, 3, true).await
+}
+
+/// Callers whose digest is cached are identified at once while 20 uids,
+/// 4 connections each, reconnect in a loop and wait for hashes of
+/// executables read slowly (red team 39caller B: those waits held all 64
+/// identification slots, and a cached victim queued up to 2 s for one).
+/// The waits for a hash now hold no slot and no thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_waiting_for_their_hash_hold_no_identification_slot() {
+    hung_executables(Mode::Slow, 20, -4, false).await
 }
 
 /// How the attackers' executables are read.
@@ -214,7 +232,7 @@ enum Mode {
 /// limit, and the hash held the only hashing place for 30 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn callers_whose_executable_trickles_cost_only_themselves() {
-    hung_executables(Mode::Trickle).await
+    hung_executables(Mode::Trickle, 4, 3, true).await
 }
 
 /// The same with executables read at 256 KiB per 0.9 s, which counts as
@@ -222,12 +240,14 @@ async fn callers_whose_executable_trickles_cost_only_themselves() {
 /// and a victim that had to be hashed was refused at 2 s, 0 of 12 times).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn callers_whose_executable_is_read_slowly_cost_only_themselves() {
-    hung_executables(Mode::Slow).await
+    hung_executables(Mode::Slow, 4, 3, true).await
 }
 
 /// Victim calls (each after touching its own executable, so that it is
-/// hashed) while four uids' executables hang, or are read slowly (`mode`).
-async fn hung_executables(mode: Mode) {
+/// hashed, when `touch`) while `uids` uids' executables hang, or are read
+/// slowly (`mode`), each holding `conns` connections (negative: replacing
+/// one every 50 ms, a new identification each time).
+async fn hung_executables(mode: Mode, uids: u32, conns: i32, touch: bool) {
     // The two runs touch the same executable (this test binary): run at
     // once, one's touch made the other's hash see the file change while
     // read (no digest: refused), which failed in CI.
@@ -319,9 +339,9 @@ async fn hung_executables(mode: Mode) {
         assert!(Instant::now() < deadline, "the victim was never identified");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let (quiet, r) = victim(true).await;
-    eprintln!("quiet call after a touch: {quiet:?} {r:?}");
-    r.expect("a quiet call after a touch");
+    let (quiet, r) = victim(touch).await;
+    eprintln!("quiet call: {quiet:?} {r:?}");
+    r.expect("a quiet call");
     let quiet_threads = threads();
 
     // The hung file system, holding a copy of the Python interpreter.
@@ -363,8 +383,7 @@ async fn hung_executables(mode: Mode) {
     let warm = d.join("warm.sock");
     let _warm = std::os::unix::net::UnixListener::bind(&warm).unwrap();
     let go = d.join("go");
-    // Four uids, three connections each, on another endpoint.
-    let uids = 4;
+    // The uids' connections, on another endpoint.
     struct Attackers(Vec<(std::process::Child, PathBuf)>);
     impl Drop for Attackers {
         fn drop(&mut self) {
@@ -381,7 +400,7 @@ async fn hung_executables(mode: Mode) {
             .args(["-c", HUNG_ATTACKER])
             .arg(p.socket_dir.join("csi-proxy-volume-v1.sock"))
             .args([&warm, &ready, &go])
-            .args([(61_000 + i).to_string(), "3".into(), "30".into()])
+            .args([(61_000 + i).to_string(), conns.to_string(), "30".into()])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -401,14 +420,17 @@ async fn hung_executables(mode: Mode) {
         Mode::Trickle => marker.with_extension("trickle"),
         Mode::Slow => marker.with_extension("slow"),
     };
-    std::fs::write(&marker, b"").unwrap();
+    // Reads of 0.2 s in the slot test: plainly progressing hashes, which
+    // its identifications wait for.
+    let delay: &[u8] = if conns < 0 { b"0.2" } else { b"" };
+    std::fs::write(&marker, delay).unwrap();
     std::fs::write(&go, b"").unwrap();
     // Past the attackers' own identification deadlines.
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     let mut took = Vec::new();
     for _ in 0..5 {
-        let (t, r) = victim(true).await;
+        let (t, r) = victim(touch).await;
         if let Err(s) = r {
             panic!("the victim was refused after {t:?} while others' executables hang: {s:?}");
         }

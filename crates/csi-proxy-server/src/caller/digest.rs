@@ -366,7 +366,7 @@ impl<K: PartialEq> Kept<K> {
 #[cfg(target_os = "linux")]
 static OUT: Mutex<Option<HashMap<Spender, Instant>>> = Mutex::new(None);
 #[cfg(target_os = "linux")]
-static OUT_CHANGED: std::sync::Condvar = std::sync::Condvar::new();
+static OUT_CHANGED: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
 #[cfg(target_os = "linux")]
 fn out() -> std::sync::MutexGuard<'static, Option<HashMap<Spender, Instant>>> {
@@ -394,38 +394,43 @@ fn progress(who: &Spender) {
 /// progress: a file system that does not answer costs this caller
 /// [`STALL`] and a thread of its own, and nobody else anything. While the
 /// spender has a hash out already, waits for it (it may be this very
-/// file) the same way.
+/// file) the same way. The waits hold no thread (39caller B: an
+/// identification that waited for its hash on the blocking pool held one
+/// of the 64 identification slots, and victims whose digest was cached
+/// queued behind 64 such waits).
 #[cfg(target_os = "linux")]
-pub fn exe_digest(
-    link: &std::path::Path,
-    who: &Spender,
+pub async fn exe_digest(
+    link: std::path::PathBuf,
+    who: Spender,
     until: Instant,
 ) -> Result<Option<String>, Refused> {
     let stalled = |at: Instant| at.elapsed() >= STALL;
-    let mut g = out();
     loop {
-        let now = Instant::now();
-        let map = g.get_or_insert_with(HashMap::new);
-        match map.get(who).copied() {
-            None if map.len() < HASH_THREADS => {
-                map.insert(who.clone(), now);
-                break;
-            }
-            None => return Err(Refused::Busy),
-            Some(at) if stalled(at) => return Err(Refused::Stalled),
-            Some(_) if now >= until => return Err(Refused::Busy),
-            Some(_) => {
-                let wait = (until - now).min(STALL / 4);
-                g = OUT_CHANGED
-                    .wait_timeout(g, wait)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
+        // Registered before the map is looked at: a hash that ends in
+        // between still wakes this wait.
+        let changed = OUT_CHANGED.notified();
+        {
+            let now = Instant::now();
+            let mut g = out();
+            let map = g.get_or_insert_with(HashMap::new);
+            match map.get(&who).copied() {
+                None if map.len() < HASH_THREADS => {
+                    map.insert(who.clone(), now);
+                    break;
+                }
+                None => return Err(Refused::Busy),
+                Some(at) if stalled(at) => return Err(Refused::Stalled),
+                Some(_) if now >= until => return Err(Refused::Busy),
+                Some(_) => {}
             }
         }
+        let wait = until
+            .saturating_duration_since(Instant::now())
+            .min(STALL / 4);
+        let _ = tokio::time::timeout(wait, changed).await;
     }
-    drop(g);
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    let (link, w) = (link.to_path_buf(), who.clone());
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    let w = who.clone();
     let spawned = std::thread::Builder::new()
         .name("csi-exe-hash".into())
         .spawn(move || {
@@ -433,26 +438,27 @@ pub fn exe_digest(
             if let Some(m) = out().as_mut() {
                 m.remove(&w);
             }
-            OUT_CHANGED.notify_all();
+            OUT_CHANGED.notify_waiters();
             let _ = tx.send(r);
         });
     if spawned.is_err() {
         if let Some(m) = out().as_mut() {
-            m.remove(who);
+            m.remove(&who);
         }
         return Ok(None);
     }
     loop {
-        let now = Instant::now();
-        let wait = until.saturating_duration_since(now).min(STALL / 4);
-        match rx.recv_timeout(wait) {
-            Ok(r) => return r,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Ok(None),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+        let wait = until
+            .saturating_duration_since(Instant::now())
+            .min(STALL / 4);
+        match tokio::time::timeout(wait, &mut rx).await {
+            Ok(Ok(r)) => return r,
+            Ok(Err(_)) => return Ok(None),
+            Err(_) => {
                 if Instant::now() >= until {
                     return Err(Refused::Busy);
                 }
-                let at = out().as_ref().and_then(|m| m.get(who).copied());
+                let at = out().as_ref().and_then(|m| m.get(&who).copied());
                 if at.is_some_and(stalled) {
                     return Err(Refused::Stalled);
                 }

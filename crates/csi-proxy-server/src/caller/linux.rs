@@ -17,13 +17,46 @@ use std::path::Path;
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// The identity of the client of the socket `sock` (blocking: reads
-/// `/proc`, may hash the executable until `until`).
+/// The identity of the client of the socket `sock`: `/proc` is read on
+/// the blocking pool, in identification slots ([`super::pending`]); the
+/// executable's digest, when a rule needs it, is waited for without a
+/// thread or a slot ([`digest::exe_digest`]); then the process is checked
+/// to be the same one (again in slots). `None`: no slot or thread in time.
 /// `accepted`: when the connection was accepted ([`boot_ticks`]).
-pub(super) fn identify(sock: &impl AsFd, until: Instant, accepted: Option<u64>) -> Caller {
+pub(super) async fn identify(
+    sock: OwnedFd,
+    until: Instant,
+    accepted: Option<u64>,
+    uid: Option<u32>,
+) -> Option<Caller> {
+    let gathered = super::pending::blocking(uid, move || gather(&sock, accepted)).await?;
+    let mut g = match gathered {
+        Ok(g) => g,
+        Err(caller) => return Some(*caller),
+    };
+    let digest = match g.hash.take() {
+        Some(who) => Some(digest::exe_digest(g.proc.join("exe"), who, until).await),
+        None => None,
+    };
+    super::pending::blocking(uid, move || conclude(g, digest)).await
+}
+
+/// What [`gather`] read of the process, to [`conclude`] after the digest.
+pub(super) struct Gathered {
+    caller: Caller,
+    /// Who pays for the digest, when one is needed.
+    hash: Option<digest::Spender>,
+    proc: PathBuf,
+    pidfd: Option<OwnedFd>,
+    before: Option<u64>,
+    accepted: Option<u64>,
+}
+
+/// The blocking reads (`/proc`) before the digest; `Err`: all there is.
+fn gather(sock: &impl AsFd, accepted: Option<u64>) -> Result<Gathered, Box<Caller>> {
     use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
     let Ok(cred) = getsockopt(sock, PeerCredentials) else {
-        return Caller::default();
+        return Err(Box::default());
     };
     let pid = u32::try_from(cred.pid()).ok().filter(|p| *p > 0);
     let mut caller = Caller {
@@ -33,16 +66,11 @@ pub(super) fn identify(sock: &impl AsFd, until: Instant, accepted: Option<u64>) 
         ..Caller::default()
     };
     let Some(pid) = pid else {
-        return caller;
+        return Err(Box::new(caller));
     };
     let pidfd = peer_pidfd(sock);
     let proc = PathBuf::from(format!("/proc/{pid}"));
-    let start = || {
-        std::fs::read_to_string(proc.join("stat"))
-            .ok()
-            .and_then(|s| started::stat_start_time(&s))
-    };
-    let before = start();
+    let before = start_time(&proc);
     // Unreadable for another user's process when the proxy is not root.
     caller.exe = std::fs::read_link(proc.join("exe"))
         .ok()
@@ -56,26 +84,48 @@ pub(super) fn identify(sock: &impl AsFd, until: Instant, accepted: Option<u64>) 
         caller.pod_uid = pod.pod_uid;
         caller.container_id = pod.container_id;
     }
-    if super::hashes_executables() {
-        // Paid from the budget of this uid in this pod.
-        let who = (caller.uid, caller.pod_uid.clone());
-        match digest::exe_digest(&proc.join("exe"), &who, until) {
-            Ok(d) => caller.exe_sha256 = d,
-            Err(refused) => caller.incomplete = Some(refused.reason()),
-        }
+    // Paid from the budget of this uid in this pod.
+    let hash = super::hashes_executables().then(|| (caller.uid, caller.pod_uid.clone()));
+    Ok(Gathered {
+        caller,
+        hash,
+        proc,
+        pidfd,
+        before,
+        accepted,
+    })
+}
+
+/// After the digest (`None`: none was asked for): the process must still
+/// be the one read, or what was read of it is dropped.
+fn conclude(g: Gathered, digest: Option<Result<Option<String>, digest::Refused>>) -> Caller {
+    let mut caller = g.caller;
+    match digest {
+        Some(Ok(d)) => caller.exe_sha256 = d,
+        Some(Err(refused)) => caller.incomplete = Some(refused.reason()),
+        None => {}
     }
-    if pidfd.as_ref().is_some_and(|fd| !exists(fd)) {
+    if g.pidfd.as_ref().is_some_and(|fd| !exists(fd)) {
         // Gone: the pid may already name another process.
         caller.exe = None;
         caller.exe_sha256 = None;
         caller.own_mount_ns = None;
         caller.pod_uid = None;
         caller.container_id = None;
-    } else if !started::same_process(before, start()) || !started::started_by(before, accepted) {
+    } else if !started::same_process(g.before, start_time(&g.proc))
+        || !started::started_by(g.before, g.accepted)
+    {
         // Another process by now, or one that started after the accept.
         started::forget_process(&mut caller);
     }
     caller
+}
+
+/// The start time of the process at `proc` (`/proc/<pid>`).
+fn start_time(proc: &std::path::Path) -> Option<u64> {
+    std::fs::read_to_string(proc.join("stat"))
+        .ok()
+        .and_then(|s| started::stat_start_time(&s))
 }
 
 /// Now, in clock ticks (`USER_HZ`, the unit of `/proc/<pid>/stat`'s start
@@ -123,11 +173,21 @@ fn exists(pidfd: &OwnedFd) -> bool {
 mod tests {
     use super::*;
 
+    /// [`identify`] of a stream's client, past any deadline of its own.
+    async fn identify_stream(
+        s: &tokio::net::UnixStream,
+        until: Instant,
+        accepted: Option<u64>,
+    ) -> Caller {
+        let fd = s.as_fd().try_clone_to_owned().unwrap();
+        identify(fd, until, accepted, None).await.expect("slots")
+    }
+
     #[tokio::test]
     async fn a_socket_pair_names_this_process() {
         let (a, _b) = tokio::net::UnixStream::pair().unwrap();
         let until = Instant::now() + std::time::Duration::from_secs(30);
-        let c = identify(&a, until, boot_ticks());
+        let c = identify_stream(&a, until, boot_ticks()).await;
         assert_eq!(c.incomplete, None, "{c:?}");
         assert_eq!(c.pid, Some(std::process::id()));
         assert_eq!(c.uid, Some(nix::unistd::geteuid().as_raw()));
@@ -138,7 +198,7 @@ mod tests {
         use sha2::Digest;
         let want = digest::hex(&sha2::Sha256::digest(std::fs::read(&exe).unwrap()));
         let who = (Some(u32::MAX), None);
-        let got = digest::exe_digest(Path::new("/proc/self/exe"), &who, until);
+        let got = digest::exe_digest(Path::new("/proc/self/exe").to_path_buf(), who, until).await;
         assert_eq!(got, Ok(Some(want)));
         // Linux 6.5+: the peer's pidfd names a live process.
         if let Some(fd) = peer_pidfd(&a) {
@@ -152,7 +212,7 @@ mod tests {
         // a connection accepted at boot (tick 0) cannot be its.
         let (a, _b) = tokio::net::UnixStream::pair().unwrap();
         let until = Instant::now() + std::time::Duration::from_secs(30);
-        let c = identify(&a, until, Some(0));
+        let c = identify_stream(&a, until, Some(0)).await;
         assert_eq!(c.incomplete, Some(started::PROCESS_CHANGED), "{c:?}");
         assert_eq!(c.exe, None);
         assert_eq!(c.pod_uid, None);
@@ -182,7 +242,7 @@ mod tests {
         };
         assert!(status.success());
         let (stream, _) = listener.accept().await.unwrap();
-        let c = identify(&stream, Instant::now(), boot_ticks());
+        let c = identify_stream(&stream, Instant::now(), boot_ticks()).await;
         assert!(c.pid.is_some() && c.uid.is_some(), "{c:?}");
         if peer_pidfd(&stream).is_some() {
             assert_eq!(c.exe, None, "{c:?}");

@@ -4,8 +4,10 @@
 //! The accept loop takes only the [`Peer`]: the kernel's credentials of the
 //! socket (`SO_PEERCRED`) or the pipe client's pid, and a duplicate of the
 //! socket (no I/O). The connection's own task then runs the rest (reading
-//! `/proc`, opening the process, hashing the executable) on the blocking
-//! pool, and waits for it at most [`IDENTIFY_WITHIN`]. A caller not
+//! `/proc`, opening the process) on the blocking pool, and waits for it at
+//! most [`IDENTIFY_WITHIN`]. The executable's digest is computed on a
+//! thread of its own and waited for without a thread or a slot
+//! (`digest::exe_digest`). A caller not
 //! identified in time keeps only its kernel credentials and is marked
 //! incomplete ([`Caller::incomplete`]): a policy rule on any other field
 //! refuses it, and its audit lines say why. The job itself goes on (a
@@ -106,16 +108,7 @@ pub fn of_pipe(pipe: &tokio::net::windows::named_pipe::NamedPipeServer) -> Peer 
 pub async fn identify(peer: Peer) -> Caller {
     let until = Instant::now() + IDENTIFY_WITHIN;
     let creds = peer.creds.clone();
-    let work = async move {
-        let (all, own) = take_slots(peer.creds.uid).await?;
-        tokio::task::spawn_blocking(move || {
-            let _slots = (all, own);
-            read(peer, until)
-        })
-        .await
-        .ok()
-    };
-    match tokio::time::timeout_at(until.into(), work).await {
+    match tokio::time::timeout_at(until.into(), read(peer, until)).await {
         Ok(Some(c)) => c,
         _ => {
             tracing::debug!(pid = ?creds.pid, uid = ?creds.uid, "caller not identified in time");
@@ -127,27 +120,46 @@ pub async fn identify(peer: Peer) -> Caller {
     }
 }
 
-/// The blocking part.
-fn read(peer: Peer, until: Instant) -> Caller {
+/// `f` on the blocking pool, in a slot of `uid`'s and one of the
+/// process's; `None`: the pool or the slots are gone.
+pub(super) async fn blocking<R: Send + 'static>(
+    uid: Option<u32>,
+    f: impl FnOnce() -> R + Send + 'static,
+) -> Option<R> {
+    let (all, own) = take_slots(uid).await?;
+    tokio::task::spawn_blocking(move || {
+        let _slots = (all, own);
+        f()
+    })
+    .await
+    .ok()
+}
+
+/// The identity, with its blocking parts in slots.
+async fn read(peer: Peer, until: Instant) -> Option<Caller> {
+    let uid = peer.creds.uid;
     #[cfg(target_os = "linux")]
     {
-        match &peer.source {
-            Some(fd) => super::linux::identify(fd, until, peer.accepted),
-            None => peer.creds,
+        match peer.source {
+            Some(fd) => super::linux::identify(fd, until, peer.accepted, uid).await,
+            None => Some(peer.creds),
         }
     }
     #[cfg(windows)]
     {
         let _ = until;
         match peer.creds.pid {
-            Some(pid) => super::windows::identify_pid(pid, &peer.process),
-            None => peer.creds,
+            Some(pid) => {
+                let process = peer.process;
+                blocking(uid, move || super::windows::identify_pid(pid, &process)).await
+            }
+            None => Some(peer.creds),
         }
     }
     #[cfg(not(any(target_os = "linux", windows)))]
     {
-        let _ = until;
-        peer.creds
+        let _ = (until, uid);
+        Some(peer.creds)
     }
 }
 

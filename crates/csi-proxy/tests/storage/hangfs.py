@@ -6,8 +6,9 @@ an executable on a file system that stops answering (mode 0755).
 
 While MARKER.trickle exists, each read instead returns one byte after
 0.9 s (a file system that answers, too slowly to be of use). While
-MARKER.slow exists, each read returns all it asked for after 0.45 s: with
-FUSE's 128 KiB requests, 256 KiB per 0.9 s (slow, but progress).
+MARKER.slow exists, each read returns all it asked for after 0.45 s (or
+the seconds the marker holds): with FUSE's 128 KiB requests, 256 KiB per
+0.9 s (slow, but progress).
 
 usage: hangfs.py BACKING MARKER MOUNTPOINT   (runs in the foreground)
 """
@@ -53,8 +54,14 @@ class HangFs(Operations):
         if os.path.exists(self.marker + ".trickle"):
             time.sleep(0.9)
             return os.pread(self.fd, 1, offset)
-        if os.path.exists(self.marker + ".slow"):
-            time.sleep(0.45)
+        slow = self.marker + ".slow"
+        if os.path.exists(slow):
+            try:
+                with open(slow) as f:
+                    delay = float(f.read().strip() or "0.45")
+            except (OSError, ValueError):
+                delay = 0.45
+            time.sleep(delay)
         return os.pread(self.fd, size, offset)
 
     def write(self, path, data, offset, fh):
