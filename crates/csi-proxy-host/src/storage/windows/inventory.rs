@@ -87,20 +87,26 @@ pub(super) mod hang {
 
     #[derive(Default)]
     pub struct Hang {
-        disk: Mutex<Option<u32>>,
+        disks: Mutex<Vec<u32>>,
         released: Condvar,
     }
 
     impl Hang {
         /// Makes reads of disk `n`'s identifiers wait (`None`: release).
         pub fn set(&self, n: Option<u32>) {
-            *self.disk.lock().unwrap() = n;
+            self.set_all(n.as_slice());
+        }
+
+        /// Makes reads of each of `disks`' identifiers wait (and only
+        /// theirs).
+        pub fn set_all(&self, disks: &[u32]) {
+            *self.disks.lock().unwrap() = disks.to_vec();
             self.released.notify_all();
         }
 
         pub(crate) fn wait(&self, n: u32) {
-            let mut h = self.disk.lock().unwrap();
-            while *h == Some(n) {
+            let mut h = self.disks.lock().unwrap();
+            while h.contains(&n) {
                 h = self.released.wait(h).unwrap();
             }
         }
@@ -137,15 +143,18 @@ impl WindowsStorage {
         if !missing.is_empty() && inline::active() {
             return Err(inline::would_block("reading disk identifiers"));
         }
+        // All at once, each on a thread of its own, waited for until one
+        // deadline: several new disks that hang cost the call one read
+        // timeout, not one each.
+        #[cfg(test)]
+        let hang = self.hang.clone();
         let mut read = Vec::new();
-        for n in missing {
+        for (n, r) in self.inventory.read_disks(missing, move |n| {
             #[cfg(test)]
-            let hang = self.hang.clone();
-            match self.inventory.read_disk(&n, move || {
-                #[cfg(test)]
-                hang.wait(n);
-                disk::disk_ids(n)
-            }) {
+            hang.wait(*n);
+            disk::disk_ids(*n)
+        }) {
+            match r {
                 Ok(ids) => read.push((n, ids)),
                 // Removed since it was listed: the notification follows.
                 Err(Error::NotFound(_)) => {}

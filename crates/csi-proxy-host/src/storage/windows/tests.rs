@@ -464,6 +464,43 @@ fn inventory_lists_match_the_ioctls_and_inline_attempts_never_block() {
     assert_eq!(s.disk_locations().unwrap(), s.disk_locations().unwrap());
 }
 
+/// Under wine: the identifiers of every disk hang at once. ListDiskIDs
+/// reads the disks it does not know yet together, each on a thread of its
+/// own, waited for until one deadline: it answers within one read timeout,
+/// not one per disk (it read them one after another before).
+#[test]
+fn disks_whose_reads_hang_cost_one_read_timeout_together() {
+    use crate::storage::inventory::READ_TIMEOUT;
+    use std::time::{Duration, Instant};
+    let s = WindowsStorage::new();
+    let all: Vec<u32> = (0..64).filter(|n| s.disk_size(*n).is_ok()).collect();
+    // A fresh instance: nothing read yet, every disk missing.
+    let s = WindowsStorage::new();
+    s.hang.set_all(&all);
+    let t = Instant::now();
+    let ids = s.disk_ids().unwrap();
+    let took = t.elapsed();
+    eprintln!("{} disks hung: ListDiskIDs in {took:?}", all.len());
+    if all.len() < 2 {
+        // Wine shows one disk: this bounds the call, it cannot show the
+        // reads running together (a Windows host with several disks does).
+        eprintln!("one disk here: the reads running together are not shown");
+    }
+    assert!(ids.is_empty(), "{ids:?}");
+    assert!(
+        took < READ_TIMEOUT + READ_TIMEOUT / 2,
+        "{took:?} for {} disks",
+        all.len()
+    );
+    s.hang.set_all(&[]);
+    // Released: every disk answers again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s.disk_ids().unwrap().len() < all.len() {
+        assert!(Instant::now() < deadline, "the disks did not answer again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Under wine: reads of disk 0's identifiers hang (the test hook, as a hung
 /// `\\.\PhysicalDrive0` would). ListDiskIDs answers within the read timeout
 /// from what is known, disk 0's own calls answer `Unavailable` at once,
