@@ -1,13 +1,12 @@
 //! Directory listings (`getdents64` through `rustix::fs::RawDir`) and the
 //! tree-removal operations over directory descriptors.
 
-use super::beneath;
+use super::sys::{self, beneath};
 use crate::confined::tree::{Hint, Sub, TreeOps};
 use nix::errno::Errno;
-use nix::fcntl::{openat, OFlag, ResolveFlag};
-use nix::sys::stat::Mode;
-use nix::unistd::{unlinkat, UnlinkatFlags};
-use rustix::fs::{FileType, RawDir};
+use nix::fcntl::{OFlag, ResolveFlag};
+use nix::unistd::UnlinkatFlags;
+use rustix::fs::FileType;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -24,24 +23,15 @@ pub(super) fn list(
     out: &mut Vec<(CString, Hint)>,
     max: usize,
 ) -> io::Result<()> {
-    nix::unistd::lseek(fd, 0, nix::unistd::Whence::SeekSet)?;
-    let mut buf = Vec::with_capacity(16 * 1024);
-    let mut dir = RawDir::new(fd, buf.spare_capacity_mut());
-    while out.len() < max {
-        let Some(entry) = dir.next() else { break };
-        let entry = entry?;
-        let name = entry.file_name();
-        if name == c"." || name == c".." {
-            continue;
-        }
-        let hint = match entry.file_type() {
-            FileType::Directory => Hint::Dir,
-            FileType::Unknown => Hint::Unknown,
-            _ => Hint::NotDir,
+    let room = max.saturating_sub(out.len());
+    sys::list(fd, room, |name, kind| {
+        let hint = match kind {
+            Some(FileType::Directory) => Hint::Dir,
+            None => Hint::Unknown,
+            Some(_) => Hint::NotDir,
         };
-        out.push((name.to_owned(), hint));
-    }
-    Ok(())
+        out.push((name, hint));
+    })
 }
 
 /// [`TreeOps`] over directory descriptors.
@@ -55,7 +45,7 @@ impl TreeOps for LinuxTree {
     fn id(&self, dir: &OwnedFd) -> io::Result<(u64, u64)> {
         // statx, not fstat: its inode number is 64-bit on every target
         // (32-bit fstat fails with EOVERFLOW on a large one).
-        let stx = super::statx_empty_path(dir.as_fd())?;
+        let stx = sys::statx_empty_path(dir.as_fd())?;
         let dev = (u64::from(stx.stx_dev_major) << 32) | u64::from(stx.stx_dev_minor);
         Ok((dev, stx.stx_ino))
     }
@@ -70,7 +60,7 @@ impl TreeOps for LinuxTree {
     }
 
     fn unlink(&self, dir: &OwnedFd, name: &CString) -> io::Result<bool> {
-        match unlinkat(dir.as_fd(), name.as_c_str(), UnlinkatFlags::NoRemoveDir) {
+        match sys::unlinkat(dir.as_fd(), name.as_c_str(), UnlinkatFlags::NoRemoveDir) {
             Ok(()) | Err(Errno::ENOENT) => Ok(true),
             Err(Errno::EISDIR) => Ok(false),
             Err(e) => Err(e.into()),
@@ -94,15 +84,14 @@ impl TreeOps for LinuxTree {
     }
 
     fn rmdir(&self, dir: &OwnedFd, name: &CString) -> io::Result<()> {
-        unlinkat(dir.as_fd(), name.as_c_str(), UnlinkatFlags::RemoveDir).map_err(Into::into)
+        sys::unlinkat(dir.as_fd(), name.as_c_str(), UnlinkatFlags::RemoveDir).map_err(Into::into)
     }
 
     fn parent(&self, dir: &OwnedFd) -> io::Result<OwnedFd> {
-        openat(
+        sys::openat(
             dir.as_fd(),
             "..",
             OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
-            Mode::empty(),
         )
         .map_err(Into::into)
     }

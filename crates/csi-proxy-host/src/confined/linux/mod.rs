@@ -6,12 +6,13 @@ use super::tree;
 use super::{io_err, link_in_chain, mount_in_tree, tree_err, Kind, Located, MkdirOutcome};
 use crate::error::{Error, Result};
 use nix::errno::Errno;
-use nix::fcntl::{openat, openat2, readlinkat, OFlag, OpenHow, ResolveFlag};
-use nix::sys::stat::{mkdirat, Mode, SFlag};
-use nix::unistd::{symlinkat, unlinkat, UnlinkatFlags};
+use nix::fcntl::{OFlag, ResolveFlag};
+use nix::sys::stat::SFlag;
+use nix::unistd::UnlinkatFlags;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use sys::{beneath, statx_empty_path};
 
 /// Directories created by Mkdir.
 const DIR_MODE: u32 = 0o755;
@@ -24,17 +25,12 @@ pub struct RootHandle(OwnedFd);
 
 impl RootHandle {
     pub fn open(path: &str) -> io::Result<RootHandle> {
-        let fd = nix::fcntl::open(
-            path,
-            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )?;
-        Ok(RootHandle(fd))
+        Ok(RootHandle(sys::open_root(path)?))
     }
 
     /// The root's path as the kernel names it now.
     pub fn real_path(&self) -> io::Result<std::path::PathBuf> {
-        std::fs::read_link(format!("/proc/self/fd/{}", self.0.as_raw_fd()))
+        sys::fd_path(self.0.as_fd())
     }
 }
 
@@ -59,21 +55,19 @@ impl Dir {
 
     /// A readable descriptor of the same directory (for `syncfs`, listing).
     pub fn open_readable(&self) -> io::Result<OwnedFd> {
-        Ok(openat(
+        Ok(sys::openat(
             self.0.as_fd(),
             ".",
             OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            Mode::empty(),
         )?)
     }
 
     /// Does the directory hold no entries?
     pub fn is_empty(&self) -> io::Result<bool> {
-        let fd = openat(
+        let fd = sys::openat(
             self.0.as_fd(),
             ".",
             OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            Mode::empty(),
         )?;
         let mut names = Vec::new();
         list(fd.as_fd(), &mut names, 1)?;
@@ -102,80 +96,6 @@ impl Dir {
 impl AsFd for Dir {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.0.as_fd()
-    }
-}
-
-/// `statx` of the open file itself (not what a link there names): unlike
-/// `fstat`, its inode number and sizes are 64-bit on every target.
-/// In an inline attempt the attributes the kernel holds are taken as they
-/// are (`AT_STATX_DONT_SYNC`: a network or FUSE filesystem is not asked;
-/// an inline attempt reads only the type, which never changes).
-fn statx_empty_path(fd: BorrowedFd<'_>) -> io::Result<libc::statx> {
-    let dont_sync = if crate::inline::active() {
-        libc::AT_STATX_DONT_SYNC
-    } else {
-        0
-    };
-    let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
-    // SAFETY: the path is a NUL-terminated empty string, `fd` is an open
-    // descriptor, and `stx` points to writable memory of the right size that
-    // the kernel fills on success (it was zeroed before).
-    let r = unsafe {
-        libc::statx(
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW | dont_sync,
-            libc::STATX_BASIC_STATS,
-            stx.as_mut_ptr(),
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: statx succeeded and filled the structure (zeroed before).
-    Ok(unsafe { stx.assume_init() })
-}
-
-/// `openat2` beneath `dir`: no links, no magic links, never above `dir`.
-/// In an inline attempt (`crate::inline`, on an async worker) the lookup
-/// is answered from the kernel's caches only (`RESOLVE_CACHED`): a lookup
-/// that would read a device (a directory not cached on a mounted volume
-/// whose disk may hang) or ask a network or FUSE filesystem fails with
-/// `EAGAIN`, which [`io_err`] turns into "would block", and the call runs
-/// again on the blocking pool.
-fn beneath<P: ?Sized + nix::NixPath>(
-    dir: BorrowedFd<'_>,
-    rel: &P,
-    flags: OFlag,
-    extra: ResolveFlag,
-) -> nix::Result<OwnedFd> {
-    let cached = crate::inline::active();
-    let only_cached = if cached {
-        ResolveFlag::from_bits_retain(libc::RESOLVE_CACHED)
-    } else {
-        ResolveFlag::empty()
-    };
-    let how = OpenHow::new().flags(flags | OFlag::O_CLOEXEC).resolve(
-        ResolveFlag::RESOLVE_BENEATH
-            | ResolveFlag::RESOLVE_NO_SYMLINKS
-            | ResolveFlag::RESOLVE_NO_MAGICLINKS
-            | only_cached
-            | extra,
-    );
-    // EAGAIN: the lookup raced with a rename or mount; it is safe to retry
-    // (from the caches only: the lookup needs more than they hold).
-    let mut tries = 0;
-    loop {
-        let r = if rel.is_empty() {
-            openat2(dir, ".", how)
-        } else {
-            openat2(dir, rel, how)
-        };
-        match r {
-            Err(Errno::EAGAIN) if cached => return Err(Errno::EAGAIN),
-            Err(Errno::EAGAIN) if tries < 16 => tries += 1,
-            other => return other,
-        }
     }
 }
 
@@ -273,9 +193,8 @@ pub fn read_link(root: &RootHandle, p: &Located) -> Result<Option<String>> {
         return Ok(None);
     };
     // Reading a link is not answered from a cache the kernel can be asked
-    // to keep to (a network or FUSE file system is asked; a long link on a
-    // disk is a block read): never in an inline attempt (red team 39r2:
-    // IsSymlink of a link whose server hung froze the async workers).
+    // to keep to: never in an inline attempt (`sys::readlinkat`; red team
+    // 39r2: IsSymlink of a link whose server hung froze the async workers).
     if crate::inline::active() {
         return Err(crate::inline::would_block("reading a link"));
     }
@@ -283,7 +202,7 @@ pub fn read_link(root: &RootHandle, p: &Located) -> Result<Option<String>> {
     if kind_of(st.stx_mode.into()) != Kind::Link {
         return Ok(None);
     }
-    let target = readlinkat(fd.as_fd(), "").map_err(|e| io_err("read link", p, e.into()))?;
+    let target = sys::readlinkat(fd.as_fd()).map_err(|e| io_err("read link", p, e.into()))?;
     // A target that is not UTF-8 cannot name a checked path: not followed.
     Ok(target.into_string().ok())
 }
@@ -304,8 +223,7 @@ pub fn mkdir_all(root: &RootHandle, p: &Located) -> Result<MkdirOutcome> {
     // made in it (or is there already).
     match open_parent(root, p) {
         Ok((parent, name)) => {
-            let mode = Mode::from_bits_truncate(DIR_MODE);
-            match mkdirat(parent.as_fd(), name.as_c_str(), mode) {
+            match sys::mkdirat(parent.as_fd(), name.as_c_str(), DIR_MODE) {
                 Ok(()) => return Ok(MkdirOutcome::Done),
                 Err(Errno::EEXIST) => {
                     return match beneath(
@@ -342,11 +260,7 @@ pub fn mkdir_all(root: &RootHandle, p: &Located) -> Result<MkdirOutcome> {
             match beneath(cur.as_fd(), comp, dir_flags, ResolveFlag::empty()) {
                 Ok(fd) => break fd,
                 Err(Errno::ENOENT) if !created => {
-                    match mkdirat(
-                        cur.as_fd(),
-                        name.as_c_str(),
-                        Mode::from_bits_truncate(DIR_MODE),
-                    ) {
+                    match sys::mkdirat(cur.as_fd(), name.as_c_str(), DIR_MODE) {
                         Ok(()) | Err(Errno::EEXIST) => created = true,
                         Err(e) => return Err(io_err("mkdir", p, e.into())),
                     }
@@ -364,10 +278,12 @@ pub fn mkdir_all(root: &RootHandle, p: &Located) -> Result<MkdirOutcome> {
 
 pub fn remove(root: &RootHandle, p: &Located) -> Result<()> {
     let (parent, name) = open_parent(root, p)?;
-    match unlinkat(parent.as_fd(), name.as_c_str(), UnlinkatFlags::NoRemoveDir) {
+    match sys::unlinkat(parent.as_fd(), name.as_c_str(), UnlinkatFlags::NoRemoveDir) {
         Ok(()) => Ok(()),
-        Err(Errno::EISDIR) => unlinkat(parent.as_fd(), name.as_c_str(), UnlinkatFlags::RemoveDir)
-            .map_err(|e| io_err("rmdir", p, e.into())),
+        Err(Errno::EISDIR) => {
+            sys::unlinkat(parent.as_fd(), name.as_c_str(), UnlinkatFlags::RemoveDir)
+                .map_err(|e| io_err("rmdir", p, e.into()))
+        }
         Err(e) => Err(io_err("remove", p, e.into())),
     }
 }
@@ -380,7 +296,7 @@ pub fn remove_all(root: &RootHandle, p: &Located) -> Result<()> {
     // A file or a link goes at once; a directory is emptied first. A client
     // that swaps the entry meanwhile gets at most a few more rounds.
     for _ in 0..8 {
-        match unlinkat(parent.as_fd(), name.as_c_str(), UnlinkatFlags::NoRemoveDir) {
+        match sys::unlinkat(parent.as_fd(), name.as_c_str(), UnlinkatFlags::NoRemoveDir) {
             Ok(()) | Err(Errno::ENOENT) => return Ok(()),
             Err(Errno::EISDIR) => {}
             Err(e) => return Err(io_err("remove", p, e.into())),
@@ -399,7 +315,7 @@ pub fn remove_all(root: &RootHandle, p: &Located) -> Result<()> {
         };
         tree::remove_contents(&LinuxTree, dir, &tree::Limits::DEFAULT)
             .map_err(|e| tree_err(p, e))?;
-        match unlinkat(parent.as_fd(), name.as_c_str(), UnlinkatFlags::RemoveDir) {
+        match sys::unlinkat(parent.as_fd(), name.as_c_str(), UnlinkatFlags::RemoveDir) {
             Ok(()) | Err(Errno::ENOENT) => return Ok(()),
             Err(Errno::ENOTEMPTY) => continue,
             Err(e) => return Err(io_err("rmdir", p, e.into())),
@@ -433,7 +349,7 @@ pub fn remove_contents(root: &RootHandle, p: &Located) -> Result<()> {
 
 pub fn symlink(root: &RootHandle, points_to: &str, link: &Located) -> Result<()> {
     let (parent, name) = open_parent(root, link)?;
-    symlinkat(points_to, parent.as_fd(), name.as_c_str())
+    sys::symlinkat(points_to, parent.as_fd(), name.as_c_str())
         .map_err(|e| io_err("create symlink", link, e.into()))
 }
 
@@ -483,11 +399,7 @@ pub fn open_dir(root: &RootHandle, p: &Located) -> Result<Dir> {
 
 pub fn create_dir(root: &RootHandle, p: &Located) -> Result<Dir> {
     let (parent, name) = open_parent(root, p)?;
-    match mkdirat(
-        parent.as_fd(),
-        name.as_c_str(),
-        Mode::from_bits_truncate(MOUNT_DIR_MODE),
-    ) {
+    match sys::mkdirat(parent.as_fd(), name.as_c_str(), MOUNT_DIR_MODE) {
         Ok(()) | Err(Errno::EEXIST) => {}
         Err(e) => return Err(io_err("mkdir", p, e.into())),
     }
@@ -511,6 +423,7 @@ pub fn create_dir(root: &RootHandle, p: &Located) -> Result<Dir> {
 }
 
 mod listing;
+mod sys;
 
 use listing::{list, LinuxTree};
 
@@ -532,13 +445,7 @@ pub fn mount_of(path: &std::path::Path) -> Option<std::path::PathBuf> {
     let table = match fresh {
         Some(t) => t,
         None => {
-            let t = std::sync::Arc::new(
-                crate::storage::linux::mountinfo::read()
-                    .ok()?
-                    .iter()
-                    .map(|m| m.path().to_path_buf())
-                    .collect::<Vec<_>>(),
-            );
+            let t = std::sync::Arc::new(sys::mount_points().ok()?);
             *TABLE.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), t.clone()));
             t
         }
