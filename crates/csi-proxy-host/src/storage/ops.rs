@@ -12,26 +12,27 @@
 //!   [`Error::Aborted`], naming the running operation (what CSI drivers
 //!   know as "operation in progress": they retry later).
 //! * The caller's deadline ([`crate::deadline`]) bounds a joiner's wait:
-//!   it answers [`Error::DeadlineExceeded`] while the operation goes on. An
-//!   operation that finishes after the deadline of its caller, or of a
-//!   caller that joined it, keeps its result for [`KEEP`]: the retry of a
-//!   caller that missed it (by [`crate::on_behalf`] key) collects it, once,
-//!   instead of running the operation (and its tools) a second time.
-//! * A kept result never holds its target: any other call runs as usual
-//!   (red team 39r2: a kept result that answered every different call
-//!   `Aborted` let a caller hold another's disk for minutes). Once another
-//!   operation has run on the target, the kept result no longer describes
-//!   it: a caller that missed it is answered [`Error::Aborted`] once,
-//!   naming the result and what ran since, and is never answered by
-//!   running the operation a second time on that retry; another caller's
-//!   identical call is answered with the result only while nothing has run
-//!   on the target since. A host-wide Rescan is never kept (a later one
-//!   asks for the state now).
-//! * Kept results are charged to the caller that ran the operation: at
-//!   most [`MAX_KEPT_PER_CALLER`] per caller and [`MAX_KEPT`] in all. Past
-//!   either bound a new result is not kept; a kept result is never pushed
-//!   out by calls on other targets or from other callers (only [`KEEP`]
-//!   ends it, or its collection).
+//!   it answers [`Error::DeadlineExceeded`] while the operation goes on. A
+//!   successful operation that finishes after the deadline of its caller,
+//!   or of a caller that joined it (or within half a second of it: the
+//!   answer would come too late), keeps its result for [`KEEP`]: the retry
+//!   of a caller that missed it (by [`crate::on_behalf`] key) collects it,
+//!   once, instead of running the operation (and its tools) a second time.
+//!   A failed operation's result is not kept (its retry runs it again), nor
+//!   is a host-wide Rescan's (a later one asks for the state now).
+//! * A kept result is only ever given to a caller that missed it, never to
+//!   another caller, and it never holds its target: any other call runs as
+//!   usual (red team 39r2: a kept result that answered every different
+//!   call `Aborted` let a caller hold another's disk for minutes). Once
+//!   another operation has run on the target, a caller that missed it is
+//!   answered [`Error::Aborted`] once, naming its result and the method
+//!   that ran since, and its retry is never answered by running the
+//!   operation a second time unasked.
+//! * Kept results are charged to the callers that missed them: at most
+//!   [`MAX_KEPT_PER_CALLER`] per caller (past it a caller's new results are
+//!   not kept for it; its older ones stay) and [`MAX_KEPT`] in all (past it
+//!   the caller with the most kept loses its oldest): callers that flood
+//!   the table push out only their own.
 //!
 //! Read-only calls are not registered and never wait. Operations on
 //! different targets run at the same time; what a backend shares between
@@ -49,13 +50,14 @@ use super::VolumeId;
 /// How long a result nobody received is kept for a retry.
 pub const KEEP: Duration = Duration::from_secs(10 * 60);
 
-/// At most this many such results are kept per caller, so calls with
-/// deadlines too short to be answered cannot grow the table without bound;
-/// past it the caller's new results are not kept (its own older ones, and
-/// everyone else's, stay).
+/// At most this many such results are kept per caller (charged to the
+/// callers that missed them), so calls with deadlines too short to be
+/// answered cannot grow the table without bound; past it the caller's new
+/// results are not kept (its own older ones, and everyone else's, stay).
 pub const MAX_KEPT_PER_CALLER: usize = 256;
 
-/// At most this many results are kept in all (many callers' worth).
+/// At most this many results are kept in all (many callers' worth); past
+/// it the caller with the most kept loses its oldest.
 pub const MAX_KEPT: usize = 4096;
 
 /// What an operation changes.
@@ -169,26 +171,37 @@ struct Entry {
     op: Operation,
     started: Instant,
     cell: Arc<Cell>,
-    /// The callers whose deadline passed before the result.
+    /// The callers whose deadline passed before the result (each once).
     missed: Vec<Key>,
-    /// Who ran it (whose budget a kept result is charged to).
+    /// Who ran it.
     owner: Key,
 }
 
-/// The result of a finished run that callers missed, kept for their
-/// retries. It does not hold its target: other operations run there.
+impl Entry {
+    fn missed_by(&mut self, who: Key) {
+        if !self.missed.contains(&who) {
+            self.missed.push(who);
+        }
+    }
+}
+
+/// The successful result of a finished run that callers missed, kept for
+/// their retries. It does not hold its target: other operations run there.
+/// Only a caller that missed it ever gets it (each once), never another
+/// caller (red team 40kept: a kept result shared with other callers
+/// answered them after the state had changed through another target).
 struct Kept {
+    /// The run it is the result of.
+    id: u64,
     op: Operation,
-    result: Result<()>,
     since: Instant,
-    /// Only these callers may collect it (each once).
+    /// The callers that may collect it, each charged one of its
+    /// [`MAX_KEPT_PER_CALLER`] while it is kept.
     missed: Vec<Key>,
-    owner: Key,
     /// The operation that ran on the target after this one, if any: then
-    /// the result no longer says what the target is like. The callers
-    /// that missed it are told so (once) instead of getting it, and nobody
-    /// else gets it.
-    changed_by: Option<Operation>,
+    /// the result no longer says what the target is like, and the callers
+    /// that missed it are told so (once) instead of getting it.
+    changed_by: Option<&'static str>,
 }
 
 #[derive(Default)]
@@ -207,15 +220,90 @@ impl Table {
         });
     }
 
-    /// Whether one more result of `owner` may be kept.
-    fn may_keep(&mut self, owner: &Key, now: Instant) -> bool {
+    /// Results kept for `who`.
+    fn kept_for(&self, who: &Key) -> usize {
+        self.kept
+            .values()
+            .flatten()
+            .filter(|k| k.missed.contains(who))
+            .count()
+    }
+
+    fn kept_len(&self) -> usize {
+        self.kept.values().map(Vec::len).sum()
+    }
+
+    /// Keep the result of run `id` (`op` on `target`) for the callers in
+    /// `missed`: those with [`MAX_KEPT_PER_CALLER`] kept already get none
+    /// (their own older ones stay); past [`MAX_KEPT`] in all, the caller
+    /// for whom the most are kept loses its oldest, so that callers
+    /// flooding the table push out only their own (red team 40kept: 16
+    /// callers filled the table, and a victim's result was not kept).
+    fn keep(&mut self, target: &Target, id: u64, op: Operation, missed: Vec<Key>, now: Instant) {
         self.expire(now);
-        let (mut all, mut own) = (0, 0);
-        for k in self.kept.values().flatten() {
-            all += 1;
-            own += usize::from(k.owner == *owner);
+        let missed: Vec<Key> = missed
+            .into_iter()
+            .filter(|w| {
+                let ok = self.kept_for(w) < MAX_KEPT_PER_CALLER;
+                if !ok {
+                    tracing::warn!(%target, %op, caller = w.as_deref().unwrap_or("unknown"), "finished after a caller's deadline; not kept for it: it has as many kept results as it may");
+                }
+                ok
+            })
+            .collect();
+        if missed.is_empty() {
+            return;
         }
-        all < MAX_KEPT && own < MAX_KEPT_PER_CALLER
+        while self.kept_len() >= MAX_KEPT {
+            if !self.evict_from_largest() {
+                return;
+            }
+        }
+        tracing::info!(%target, %op, "finished after a caller's deadline; the result is kept for a retry");
+        self.kept.entry(target.clone()).or_default().push(Kept {
+            id,
+            op,
+            since: now,
+            missed,
+            changed_by: None,
+        });
+    }
+
+    /// The caller for whom the most results are kept loses its oldest.
+    fn evict_from_largest(&mut self) -> bool {
+        let mut counts: HashMap<&Key, usize> = HashMap::new();
+        for k in self.kept.values().flatten() {
+            for w in &k.missed {
+                *counts.entry(w).or_default() += 1;
+            }
+        }
+        let Some(largest) = counts
+            .into_iter()
+            .max_by_key(|(_, n)| *n)
+            .map(|(w, _)| w.clone())
+        else {
+            return false;
+        };
+        let oldest = self
+            .kept
+            .iter()
+            .flat_map(|(t, v)| v.iter().map(move |k| (t, k)))
+            .filter(|(_, k)| k.missed.contains(&largest))
+            .min_by_key(|(_, k)| k.since)
+            .map(|(t, k)| (t.clone(), k.id));
+        let Some((target, id)) = oldest else {
+            return false;
+        };
+        if let Some(list) = self.kept.get_mut(&target) {
+            for k in list.iter_mut().filter(|k| k.id == id) {
+                k.missed.retain(|w| *w != largest);
+            }
+            list.retain(|k| !k.missed.is_empty());
+            if list.is_empty() {
+                self.kept.remove(&target);
+            }
+        }
+        true
     }
 
     /// Removes the entry of run `id` of `target`, if it is still there.
@@ -225,42 +313,29 @@ impl Table {
         }
     }
 
-    /// What a call of `me` gets from the results kept on `target` (`None`:
-    /// nothing; it runs).
+    /// The answer to `me`'s `op` on `target` from a result kept for it
+    /// (`None`: there is none; the call runs).
     fn answer_from_kept(&mut self, target: &Target, op: &Operation, me: &Key) -> Option<Step> {
         let list = self.kept.get_mut(target)?;
-        let step = if let Some(i) = list
+        let i = list
             .iter()
-            .position(|k| k.op == *op && k.missed.contains(me))
-        {
-            // The retry of a caller that missed it: once.
-            let k = &mut list[i];
-            k.missed.retain(|m| m != me);
-            let step = match &k.changed_by {
-                None => Step::Collected(k.result.clone()),
-                Some(other) => Step::Changed(format!(
-                    "{target}: {op} finished ({}) after this caller's deadline, and {other} has run on the target since; its result is not given for a target that changed: check the target's state (the next call runs {op} again)",
-                    match &k.result {
-                        Ok(()) => "OK".to_string(),
-                        Err(e) => format!("failed: {e}"),
-                    }
-                )),
-            };
-            if k.missed.is_empty() {
-                list.remove(i);
-            }
-            Some(step)
-        } else {
-            // Another caller's identical call, while nothing has changed the
-            // target since: answered with the result, which stays kept.
-            list.iter()
-                .find(|k| k.op == *op && k.changed_by.is_none())
-                .map(|k| Step::Collected(k.result.clone()))
+            .position(|k| k.op == *op && k.missed.contains(me))?;
+        // The retry of a caller that missed it: once.
+        let k = &mut list[i];
+        k.missed.retain(|m| m != me);
+        let step = match k.changed_by {
+            None => Step::Collected(Ok(())),
+            Some(other) => Step::Changed(format!(
+                "{target}: {op} finished (OK) after this caller's deadline, and {other} has run on the target since; its result is not given for a target that changed: check the target's state (the next call runs {op} again)"
+            )),
         };
+        if k.missed.is_empty() {
+            list.remove(i);
+        }
         if list.is_empty() {
             self.kept.remove(target);
         }
-        step
+        Some(step)
     }
 
     /// `op` of `me` runs on `target`: the results kept there no longer
@@ -269,12 +344,38 @@ impl Table {
         if let Some(list) = self.kept.get_mut(target) {
             for k in list.iter_mut() {
                 k.missed.retain(|m| m != me);
-                k.changed_by.get_or_insert_with(|| op.clone());
+                k.changed_by.get_or_insert(op.method);
             }
             list.retain(|k| !k.missed.is_empty());
             if list.is_empty() {
                 self.kept.remove(target);
             }
+        }
+    }
+
+    /// `who`, waiting for run `id` of `op` on `target`, gave up at its
+    /// deadline: its retry is to get the result, whether the run is still
+    /// going, has just finished and was kept for others, or has just
+    /// finished and was kept for nobody (red team 40kept: a deadline that
+    /// passed as the run ended left the waiter with nothing kept).
+    fn missed_run(&mut self, target: &Target, id: u64, op: &Operation, cell: &Cell, who: Key) {
+        if let Some(e) = self.entries.get_mut(target).filter(|e| e.id == id) {
+            e.missed_by(who);
+            return;
+        }
+        if let Some(k) = self
+            .kept
+            .get_mut(target)
+            .and_then(|v| v.iter_mut().find(|k| k.id == id))
+        {
+            if !k.missed.contains(&who) {
+                k.missed.push(who);
+            }
+            return;
+        }
+        // Finished and kept for nobody: only a success is kept.
+        if matches!(cell.lock().as_ref(), Some(Ok(()))) {
+            self.keep(target, id, op.clone(), vec![who], Instant::now());
         }
     }
 }
@@ -376,11 +477,11 @@ impl Operations {
             Step::Join(id, cell, op) => {
                 self.count(|c| c.joined += 1);
                 tracing::debug!(%target, %op, "joining the same operation in progress");
+                let me = crate::on_behalf::current();
                 match cell.wait(deadline::current()) {
-                    Some(r) => {
-                        // Received: not kept for this caller any more (nor
-                        // at all, unless another caller missed it).
-                        let me = crate::on_behalf::current();
+                    // Received in time: not kept for this caller any more
+                    // (nor at all, unless another caller missed it).
+                    Some(r) if !late() => {
                         let mut t = self.table();
                         if let Some(e) = t.entries.get_mut(&target).filter(|e| e.id == id) {
                             e.missed.retain(|m| *m != me);
@@ -396,15 +497,16 @@ impl Operations {
                         }
                         r
                     }
-                    None => {
-                        if let Some(e) = self.table().entries.get_mut(&target) {
-                            if e.id == id {
-                                e.missed.push(crate::on_behalf::current());
-                            }
+                    // Too late for the client (or past the deadline): the
+                    // retry receives it.
+                    late_or_none => {
+                        self.table().missed_run(&target, id, &op, &cell, me);
+                        match late_or_none {
+                            Some(r) => r,
+                            None => Err(Error::DeadlineExceeded(format!(
+                                "{op} on {target} did not finish within the deadline; it goes on, and a retry joins it or receives its result"
+                            ))),
                         }
-                        Err(Error::DeadlineExceeded(format!(
-                        "{op} on {target} did not finish within the deadline; it goes on, and a retry joins it or receives its result"
-                    )))
                     }
                 }
             }
@@ -463,32 +565,31 @@ impl RunGuard<'_> {
         let Some(mut e) = t.entries.remove(this.target) else {
             return;
         };
-        if deadline::passed() {
-            e.missed.push(e.owner.clone());
+        if late() {
+            e.missed_by(e.owner.clone());
         }
-        // A host-wide Rescan is never kept: a later Rescan asks for the
-        // state now, not for what an earlier one saw (red team 39r2: a
-        // Rescan kept for one caller answered another's after a disk grew,
-        // and the growth was not seen).
-        if e.missed.is_empty() || *this.target == Target::Host {
+        // Only a success is kept: a failed operation's retry runs it again
+        // (red team 40kept: errors of calls on disks that do not exist
+        // filled the table, and a kept error answered others after the
+        // state had changed). A host-wide Rescan is never kept: a later
+        // Rescan asks for the state now (red team 39r2).
+        if e.missed.is_empty() || r.is_err() || *this.target == Target::Host {
             return;
         }
-        let now = Instant::now();
-        if !t.may_keep(&e.owner, now) {
-            tracing::warn!(target = %this.target, op = %e.op, caller = e.owner.as_deref().unwrap_or("unknown"), "finished after a caller's deadline; not kept: this caller has as many kept results as it may");
-            return;
-        }
-        tracing::info!(target = %this.target, op = %e.op, "finished after a caller's deadline; the result is kept for a retry");
-        t.kept.entry(this.target.clone()).or_default().push(Kept {
-            op: e.op,
-            result: r,
-            since: now,
-            missed: e.missed,
-            owner: e.owner,
-            changed_by: None,
-        });
+        t.keep(this.target, this.id, e.op, e.missed, Instant::now());
     }
 }
+
+/// Whether the current call's answer is too late for its client: its
+/// deadline has passed, or comes within [`LATE_MARGIN`] (the client's own
+/// clock runs ahead of ours by the time a request takes to arrive, and the
+/// answer takes as long to go back).
+fn late() -> bool {
+    deadline::current().is_some_and(|d| Instant::now() + LATE_MARGIN >= d)
+}
+
+/// See [`late`].
+const LATE_MARGIN: Duration = Duration::from_millis(500);
 
 impl Drop for RunGuard<'_> {
     fn drop(&mut self) {
