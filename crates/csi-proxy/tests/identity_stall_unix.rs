@@ -193,6 +193,81 @@ while int(n) < 0 and time.time() < end:
 time.sleep(max(0.0, end - time.time()))
 "#;
 
+/// A copy of the Python interpreter on a FUSE file system (`hangfs.py`)
+/// whose reads hang, trickle or go slowly while a marker exists; unmounted
+/// (lazily) and its server stopped on drop.
+struct PythonFs {
+    python: PathBuf,
+    marker: PathBuf,
+    mnt: PathBuf,
+    server: std::process::Child,
+}
+
+impl PythonFs {
+    fn mount(d: &Path) -> PythonFs {
+        let back = d.join("python.img");
+        std::fs::copy("/usr/bin/python3", &back).unwrap();
+        let mnt = d.join("hung");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let marker = d.join("hang");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/storage/hangfs.py");
+        let server = std::process::Command::new("/usr/bin/python3")
+            .arg(script)
+            .args([&back, &marker, &mnt])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let python = mnt.join("disk.img");
+        let fs = PythonFs {
+            python,
+            marker,
+            mnt,
+            server,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !fs.python.exists() {
+            assert!(Instant::now() < deadline, "the FUSE server did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        fs
+    }
+}
+
+impl Drop for PythonFs {
+    fn drop(&mut self) {
+        // Lazily: the proxy's hash threads may still hold the file.
+        for ext in ["", "trickle", "slow"] {
+            let _ = std::fs::remove_file(self.marker.with_extension(ext));
+        }
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.mnt)
+            .status();
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+/// Whether the FUSE tests can run here (else says why; CI must run them).
+fn fuse_python_runs() -> bool {
+    let can_hang = Path::new("/dev/fuse").exists()
+        && std::process::Command::new("/usr/bin/python3")
+            .args(["-c", "import fusepy"])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    if !nix::unistd::geteuid().is_root() || !can_hang {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run this test: needs root, /dev/fuse and python3-fusepy"
+        );
+        eprintln!("SKIPPED: needs root, /dev/fuse and python3-fusepy");
+        return false;
+    }
+    true
+}
+
 /// Callers whose executable sits on a file system that stops answering
 /// (its reads never return) cost only themselves: the hashes stuck on it
 /// stop counting against the process's hashes at a time once they make no
@@ -253,18 +328,7 @@ async fn hung_executables(mode: Mode, uids: u32, conns: i32, touch: bool) {
     // read (no digest: refused), which failed in CI.
     static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let _one = ONE_AT_A_TIME.lock().await;
-    let can_hang = std::path::Path::new("/dev/fuse").exists()
-        && std::process::Command::new("/usr/bin/python3")
-            .args(["-c", "import fusepy"])
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-    if !nix::unistd::geteuid().is_root() || !can_hang {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run this test: needs root, /dev/fuse and python3-fusepy"
-        );
-        eprintln!("SKIPPED: needs root, /dev/fuse and python3-fusepy");
+    if !fuse_python_runs() {
         return;
     }
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -345,41 +409,8 @@ async fn hung_executables(mode: Mode, uids: u32, conns: i32, touch: bool) {
     let quiet_threads = threads();
 
     // The hung file system, holding a copy of the Python interpreter.
-    let back = d.join("python.img");
-    std::fs::copy("/usr/bin/python3", &back).unwrap();
-    let mnt = d.join("hung");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let marker = d.join("hang");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/storage/hangfs.py");
-    let fuse = std::process::Command::new("/usr/bin/python3")
-        .arg(script)
-        .args([&back, &marker, &mnt])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    struct Cleanup(PathBuf, PathBuf, std::process::Child);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            // Lazily: the proxy's hash threads may still hold the file.
-            let _ = std::fs::remove_file(&self.0);
-            let _ = std::fs::remove_file(self.0.with_extension("trickle"));
-            let _ = std::fs::remove_file(self.0.with_extension("slow"));
-            let _ = std::process::Command::new("umount")
-                .arg("-l")
-                .arg(&self.1)
-                .status();
-            let _ = self.2.kill();
-            let _ = self.2.wait();
-        }
-    }
-    let _cleanup = Cleanup(marker.clone(), mnt.clone(), fuse);
-    let python = mnt.join("disk.img");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !python.exists() {
-        assert!(Instant::now() < deadline, "the FUSE server did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let fs = PythonFs::mount(d);
+    let (python, marker) = (fs.python.clone(), fs.marker.clone());
     let warm = d.join("warm.sock");
     let _warm = std::os::unix::net::UnixListener::bind(&warm).unwrap();
     let go = d.join("go");
@@ -456,5 +487,5 @@ async fn hung_executables(mode: Mode, uids: u32, conns: i32, touch: bool) {
     // Released: the attackers' hashes end.
     let _ = std::fs::remove_file(&marker);
     drop(attackers);
-    drop(_cleanup);
+    drop(fs);
 }

@@ -10,16 +10,19 @@
 //! out of its other volumes too (red team 39r2 F4).
 //!
 //! So every blocking confined operation is entered here, keyed by its
-//! caller ([`crate::on_behalf`]) and the mount its path lies in (the
-//! deepest mount point at or above the path's real location: the path
-//! holds no links, which the confined walk refuses, so its text names
-//! where it is). An operation still running [`SLOW_AFTER`] after it
-//! started, or past its call's deadline, counts as stuck; while
-//! [`STUCK_PER_MOUNT`] of a caller's operations are stuck in one mount, the
-//! caller's next operations there are answered [`Error::Unavailable`] at
-//! once, naming the mount, without touching it. Its other mounts, and every
-//! other caller, are not affected. A mount the table does not know yet is
-//! charged to the mount above it, for that caller only.
+//! caller ([`crate::on_behalf`]) and the file system its path lies in: the
+//! device of the deepest mount at or above the path's real location (the
+//! path holds no links, which the confined walk refuses, so its text names
+//! where it is; bind mounts of one file system are one key, red team
+//! 40mount). A caller may have [`RUNNING_PER_FS`] operations running in
+//! one file system; an operation still running [`SLOW_AFTER`] after it
+//! started, or past its call's deadline, counts as stuck, and while
+//! [`STUCK_PER_MOUNT`] are stuck there, the caller's next operations there
+//! are answered [`Error::Unavailable`] at once, naming the mount, without
+//! touching it. Its other file systems, and every other caller, are not
+//! affected. An operation that follows a final link into another file
+//! system counts where the link is (the caller's own doing, charged to
+//! it only).
 //!
 //! Nested operations (a Mkdir that looks its link's destination up) are
 //! one entry: the outermost.
@@ -36,11 +39,16 @@ use std::time::{Duration, Instant};
 /// at once in one mount refuse the next).
 pub const SLOW_AFTER: Duration = Duration::from_secs(2);
 
-/// Stuck operations of one caller in one mount before its next ones there
-/// are refused at once.
+/// Stuck operations of one caller in one file system before its next ones
+/// there are refused at once.
 pub const STUCK_PER_MOUNT: usize = 8;
 
-type Key = (Option<Arc<str>>, PathBuf);
+/// Operations of one caller running in one file system at once, at most:
+/// half a caller's jobs, so a burst into a file system that hangs (all in
+/// before any counts as stuck, red team 40mount) leaves it the other half.
+pub const RUNNING_PER_FS: usize = 32;
+
+type Key = (Option<Arc<str>>, u64);
 
 #[derive(Default)]
 struct Table {
@@ -56,7 +64,7 @@ impl Table {
     fn enter(&mut self, key: &Key, now: Instant, deadline: Option<Instant>) -> Result<u64, usize> {
         let list = self.running.entry(key.clone()).or_default();
         let stuck = list.iter().filter(|(_, at)| *at <= now).count();
-        if stuck >= STUCK_PER_MOUNT {
+        if stuck >= STUCK_PER_MOUNT || list.len() >= RUNNING_PER_FS {
             return Err(stuck);
         }
         self.next += 1;
@@ -105,26 +113,32 @@ impl Drop for Guard {
     }
 }
 
-/// Enter an operation on `mount` (`None`: not known, not counted) for the
-/// current caller; refused while [`STUCK_PER_MOUNT`] of its operations
-/// are stuck there.
-pub fn enter(mount: Option<PathBuf>) -> Result<Guard> {
-    let Some(mount) = mount else {
+/// Enter an operation on the file system mounted at `mount`, of device
+/// `dev` (`None`: not known, not counted) for the current caller; refused
+/// while [`STUCK_PER_MOUNT`] of its operations are stuck there, or
+/// [`RUNNING_PER_FS`] run there.
+pub fn enter(mount: Option<(PathBuf, u64)>) -> Result<Guard> {
+    let Some((mount, dev)) = mount else {
         return Ok(Guard::none());
     };
     if INSIDE.with(Cell::get) {
         return Ok(Guard::none());
     }
-    let key = (crate::on_behalf::current(), mount);
+    let key = (crate::on_behalf::current(), dev);
     let entered = table().enter(&key, Instant::now(), crate::deadline::current());
+    let shown = || crate::path::shown(&mount.to_string_lossy());
     match entered {
         Ok(id) => {
             INSIDE.with(|i| i.set(true));
             Ok(Guard(Some((key, id))))
         }
+        Err(stuck) if stuck < STUCK_PER_MOUNT => Err(Error::Unavailable(format!(
+            "the file system mounted at {} has {RUNNING_PER_FS} calls of this caller in progress; retry when some have finished",
+            shown()
+        ))),
         Err(stuck) => Err(Error::Unavailable(format!(
             "the file system mounted at {} does not answer: {stuck} earlier calls of this caller are still waiting in it; retry later",
-            crate::path::shown(&key.1.to_string_lossy())
+            shown()
         ))),
     }
 }
@@ -145,15 +159,15 @@ pub fn deepest_mount<'a>(
 mod tests {
     use super::*;
 
-    fn key(who: &str, mount: &str) -> Key {
-        (Some(Arc::from(who)), PathBuf::from(mount))
+    fn key(who: &str, dev: u64) -> Key {
+        (Some(Arc::from(who)), dev)
     }
 
     #[test]
     fn a_caller_stuck_in_one_mount_is_refused_there_only() {
         let mut t = Table::default();
         let now = Instant::now();
-        let hung = key("driver", "/var/lib/kubelet/pods/a/volumes/nfs");
+        let hung = key("driver", 77);
         let mut ids = Vec::new();
         for _ in 0..STUCK_PER_MOUNT {
             ids.push(t.enter(&hung, now, None).unwrap());
@@ -164,9 +178,9 @@ mod tests {
         let later = now + SLOW_AFTER;
         assert_eq!(t.enter(&hung, later, None), Err(STUCK_PER_MOUNT));
         // Its other mounts, and other callers in this one, are not held.
-        let other = key("driver", "/var/lib/kubelet");
+        let other = key("driver", 8);
         t.enter(&other, later, None).unwrap();
-        let someone = key("other", "/var/lib/kubelet/pods/a/volumes/nfs");
+        let someone = key("other", 77);
         t.enter(&someone, later, None).unwrap();
         // One answers: the next may go in.
         t.leave(&hung, ids.pop().unwrap());
@@ -177,7 +191,7 @@ mod tests {
     fn a_deadline_sooner_than_slow_after_makes_it_stuck_sooner() {
         let mut t = Table::default();
         let now = Instant::now();
-        let k = key("d", "/m");
+        let k = key("d", 5);
         let soon = Some(now + Duration::from_millis(10));
         for _ in 0..STUCK_PER_MOUNT {
             t.enter(&k, now, soon).unwrap();
@@ -206,8 +220,22 @@ mod tests {
     }
 
     #[test]
+    fn a_burst_into_one_file_system_is_bounded_before_anything_is_stuck() {
+        // Red team 40mount F1: 90 calls at once all went in (64 threads in
+        // a hung mount) before any counted as stuck.
+        let mut t = Table::default();
+        let now = Instant::now();
+        let hung = key("driver", 77);
+        for _ in 0..RUNNING_PER_FS {
+            t.enter(&hung, now, None).unwrap();
+        }
+        assert_eq!(t.enter(&hung, now, None), Err(0));
+        t.enter(&key("driver", 8), now, None).unwrap();
+    }
+
+    #[test]
     fn nested_operations_are_one_entry_and_leave() {
-        let m = Some(PathBuf::from("/nested-test-mount"));
+        let m = Some((PathBuf::from("/nested-test-mount"), 4_000_001));
         let g = enter(m.clone()).unwrap();
         assert!(g.0.is_some());
         let inner = enter(m.clone()).unwrap();
@@ -215,9 +243,6 @@ mod tests {
         drop(inner);
         drop(g);
         assert!(!INSIDE.with(Cell::get));
-        assert!(table()
-            .running
-            .keys()
-            .all(|(_, p)| p != Path::new("/nested-test-mount")));
+        assert!(table().running.keys().all(|(_, d)| *d != 4_000_001));
     }
 }

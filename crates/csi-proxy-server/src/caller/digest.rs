@@ -291,6 +291,90 @@ static HASH_ENDED: std::sync::Condvar = std::sync::Condvar::new();
 #[cfg(target_os = "linux")]
 type Key = (u64, u64, u64, i64, i64, i64, i64);
 
+/// The executable a process runs, taken once at identification: its
+/// `/proc/<pid>/exe` link opened `O_PATH` (the file itself, whatever
+/// namespace it lives in; no open of the file is sent to its file system,
+/// so this never waits on a FUSE or network server), and its cache key
+/// from the attributes the kernel holds (`AT_STATX_DONT_SYNC`). The digest
+/// is of this file (red team 40async: a hash thread that opened
+/// `/proc/<pid>/exe` later hashed the program the process had exec'd
+/// since), and a digest kept for its key answers at once, with no hash
+/// thread (red team 40async: 64 stuck hash threads refused even callers
+/// whose digest was cached).
+#[cfg(target_os = "linux")]
+pub struct Exe {
+    fd: std::os::fd::OwnedFd,
+    key: Key,
+}
+
+#[cfg(target_os = "linux")]
+impl Exe {
+    /// The executable `proc_exe` (`/proc/<pid>/exe`) names now; `None` if
+    /// it cannot be opened or is not a regular file.
+    pub fn of(proc_exe: &std::path::Path) -> Option<Exe> {
+        use nix::fcntl::OFlag;
+        let fd = nix::fcntl::open(
+            proc_exe,
+            OFlag::O_PATH | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .ok()?;
+        let key = cached_key(&fd)?;
+        Some(Exe { fd, key })
+    }
+
+    /// Its device and inode.
+    pub fn id(&self) -> (u64, u64) {
+        (self.key.0, self.key.1)
+    }
+
+    /// The digest kept for this file as it is, if any.
+    pub fn kept(&self) -> Option<String> {
+        DIGESTS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .and_then(|c| c.find(&self.key))
+    }
+}
+
+/// The cache key of a regular file from the attributes the kernel holds
+/// (no request to a network or FUSE server).
+#[cfg(target_os = "linux")]
+fn cached_key(fd: &std::os::fd::OwnedFd) -> Option<Key> {
+    use std::os::fd::AsRawFd;
+    let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: an empty NUL-terminated path with AT_EMPTY_PATH on an open
+    // descriptor; `stx` is writable memory of the right size, zeroed, that
+    // the kernel fills on success.
+    let r = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC,
+            libc::STATX_BASIC_STATS,
+            stx.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return None;
+    }
+    // SAFETY: statx succeeded and filled it (zeroed before).
+    let stx = unsafe { stx.assume_init() };
+    if u32::from(stx.stx_mode) & libc::S_IFMT != libc::S_IFREG {
+        return None;
+    }
+    Some((
+        libc::makedev(stx.stx_dev_major, stx.stx_dev_minor),
+        stx.stx_ino,
+        stx.stx_size,
+        stx.stx_mtime.tv_sec,
+        i64::from(stx.stx_mtime.tv_nsec),
+        stx.stx_ctime.tv_sec,
+        i64::from(stx.stx_ctime.tv_nsec),
+    ))
+}
+
 #[cfg(target_os = "linux")]
 static DIGESTS: Mutex<Option<Kept<Key>>> = Mutex::new(None);
 
@@ -399,11 +483,10 @@ fn progress(who: &Spender) {
 /// of the 64 identification slots, and victims whose digest was cached
 /// queued behind 64 such waits).
 #[cfg(target_os = "linux")]
-pub async fn exe_digest(
-    link: std::path::PathBuf,
-    who: Spender,
-    until: Instant,
-) -> Result<Option<String>, Refused> {
+pub async fn exe_digest(exe: Exe, who: Spender, until: Instant) -> Result<Option<String>, Refused> {
+    if let Some(d) = exe.kept() {
+        return Ok(Some(d));
+    }
     let stalled = |at: Instant| at.elapsed() >= STALL;
     loop {
         // Registered before the map is looked at: a hash that ends in
@@ -434,7 +517,7 @@ pub async fn exe_digest(
     let spawned = std::thread::Builder::new()
         .name("csi-exe-hash".into())
         .spawn(move || {
-            let r = hash_file(&link, &w, until);
+            let r = hash_file(&exe, &w, until);
             if let Some(m) = out().as_mut() {
                 m.remove(&w);
             }
@@ -509,15 +592,14 @@ fn wait_turn(
 
 /// The hash itself, on its thread (see [`exe_digest`]).
 #[cfg(target_os = "linux")]
-fn hash_file(
-    link: &std::path::Path,
-    who: &Spender,
-    until: Instant,
-) -> Result<Option<String>, Refused> {
+fn hash_file(exe: &Exe, who: &Spender, until: Instant) -> Result<Option<String>, Refused> {
     use sha2::Digest;
     use std::io::Read;
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::MetadataExt;
-    let Ok(mut f) = std::fs::File::open(link) else {
+    // The file taken at identification, opened for reading now (on this
+    // thread: the open may wait on its file system).
+    let Ok(mut f) = std::fs::File::open(format!("/proc/self/fd/{}", exe.fd.as_raw_fd())) else {
         return Ok(None);
     };
     progress(who);
@@ -525,7 +607,7 @@ fn hash_file(
         return Ok(None);
     };
     progress(who);
-    if !m.is_file() || m.len() > MAX_HASHED {
+    if !m.is_file() || m.len() > MAX_HASHED || (m.dev(), m.ino()) != (exe.key.0, exe.key.1) {
         return Ok(None);
     }
     let stamp = |m: &std::fs::Metadata| {

@@ -34,9 +34,11 @@ pub(super) async fn identify(
         Ok(g) => g,
         Err(caller) => return Some(*caller),
     };
-    let digest = match g.hash.take() {
-        Some(who) => Some(digest::exe_digest(g.proc.join("exe"), who, until).await),
-        None => None,
+    let digest = match (g.hash.take(), g.exe.take()) {
+        (Some(who), Some(exe)) => Some(digest::exe_digest(exe, who, until).await),
+        // Not a regular file, or gone: no digest (a rule on it refuses).
+        (Some(_), None) => Some(Ok(None)),
+        (None, _) => None,
     };
     super::pending::blocking(uid, move || conclude(g, digest)).await
 }
@@ -46,6 +48,10 @@ pub(super) struct Gathered {
     caller: Caller,
     /// Who pays for the digest, when one is needed.
     hash: Option<digest::Spender>,
+    /// The executable as found, to hash (taken when a digest is needed).
+    exe: Option<digest::Exe>,
+    /// Its device and inode, to find it again in [`conclude`].
+    exe_id: Option<(u64, u64)>,
     proc: PathBuf,
     pidfd: Option<OwnedFd>,
     before: Option<u64>,
@@ -86,9 +92,15 @@ fn gather(sock: &impl AsFd, accepted: Option<u64>) -> Result<Gathered, Box<Calle
     }
     // Paid from the budget of this uid in this pod.
     let hash = super::hashes_executables().then(|| (caller.uid, caller.pod_uid.clone()));
+    let exe = hash
+        .as_ref()
+        .and_then(|_| digest::Exe::of(&proc.join("exe")));
+    let exe_id = exe.as_ref().map(digest::Exe::id);
     Ok(Gathered {
         caller,
         hash,
+        exe,
+        exe_id,
         proc,
         pidfd,
         before,
@@ -105,6 +117,16 @@ fn conclude(g: Gathered, digest: Option<Result<Option<String>, digest::Refused>>
         Some(Err(refused)) => caller.incomplete = Some(refused.reason()),
         None => {}
     }
+    // The same program still: an exec since gather (same pid, same start
+    // time) would have the digest name a file the process no longer runs.
+    if let Some(then) = g.exe_id {
+        let now = digest::Exe::of(&g.proc.join("exe")).map(|e| e.id());
+        if now != Some(then) {
+            caller.exe = None;
+            caller.exe_sha256 = None;
+            caller.incomplete = Some(EXE_CHANGED);
+        }
+    }
     if g.pidfd.as_ref().is_some_and(|fd| !exists(fd)) {
         // Gone: the pid may already name another process.
         caller.exe = None;
@@ -120,6 +142,11 @@ fn conclude(g: Gathered, digest: Option<Result<Option<String>, digest::Refused>>
     }
     caller
 }
+
+/// The audit text of a caller whose process ran another program while it
+/// was identified.
+pub const EXE_CHANGED: &str =
+    "the process ran another program while it was identified: its executable is unknown";
 
 /// The start time of the process at `proc` (`/proc/<pid>`).
 fn start_time(proc: &std::path::Path) -> Option<u64> {
@@ -198,7 +225,8 @@ mod tests {
         use sha2::Digest;
         let want = digest::hex(&sha2::Sha256::digest(std::fs::read(&exe).unwrap()));
         let who = (Some(u32::MAX), None);
-        let got = digest::exe_digest(Path::new("/proc/self/exe").to_path_buf(), who, until).await;
+        let exe = digest::Exe::of(Path::new("/proc/self/exe")).unwrap();
+        let got = digest::exe_digest(exe, who, until).await;
         assert_eq!(got, Ok(Some(want)));
         // Linux 6.5+: the peer's pidfd names a live process.
         if let Some(fd) = peer_pidfd(&a) {

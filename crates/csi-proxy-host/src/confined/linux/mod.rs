@@ -427,28 +427,11 @@ mod sys;
 
 use listing::{list, LinuxTree};
 
-/// The mount `path` (absolute, its real location) lies in, from this
-/// process's mount table, read at most once a second (on the calling
-/// thread, a blocking one: `/proc` answers without the file systems).
+/// The mount `path` (absolute, its real location) lies in, and its file
+/// system's device, from this process's mount table ([`sys::mount_table`]).
 /// `None` when the table cannot be read.
-pub fn mount_of(path: &std::path::Path) -> Option<std::path::PathBuf> {
-    use std::sync::Mutex;
-    use std::time::{Duration, Instant};
-    static TABLE: Mutex<Option<(Instant, std::sync::Arc<Vec<std::path::PathBuf>>)>> =
-        Mutex::new(None);
-    let fresh = {
-        let g = TABLE.lock().unwrap_or_else(|p| p.into_inner());
-        g.as_ref()
-            .filter(|(at, _)| at.elapsed() < Duration::from_secs(1))
-            .map(|(_, t)| t.clone())
-    };
-    let table = match fresh {
-        Some(t) => t,
-        None => {
-            let t = std::sync::Arc::new(sys::mount_points().ok()?);
-            *TABLE.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), t.clone()));
-            t
-        }
-    };
-    super::stuck::deepest_mount(table.iter().map(|p| p.as_path()), path).map(|p| p.to_path_buf())
+pub fn mount_of(path: &std::path::Path) -> Option<(std::path::PathBuf, u64)> {
+    let table = sys::mount_table().ok()?;
+    let at = super::stuck::deepest_mount(table.iter().map(|(p, _)| p.as_path()), path)?;
+    table.iter().rev().find(|(p, _)| p == at).cloned()
 }

@@ -187,13 +187,45 @@ pub(super) fn list(
     Ok(())
 }
 
-/// The mount points of this process's mount table. Blocking only.
-pub(super) fn mount_points() -> io::Result<Vec<std::path::PathBuf>> {
+/// One mount of the table: its mount point and its file system's device
+/// (bind mounts of one file system share it).
+pub(super) type MountPoint = (std::path::PathBuf, u64);
+
+/// This process's mount table, read again only when the kernel says it
+/// changed (`poll` on `/proc/self/mountinfo` reports `POLLPRI` after a
+/// mount or unmount: a mount made a moment ago is never missed, red team
+/// 40mount). Blocking only.
+pub(super) fn mount_table() -> io::Result<std::sync::Arc<Vec<MountPoint>>> {
+    use std::io::{Seek, SeekFrom};
+    use std::sync::{Arc, Mutex};
     blocking_only()?;
-    Ok(crate::storage::linux::mountinfo::read()?
-        .iter()
-        .map(|m| m.path().to_path_buf())
-        .collect())
+    static TABLE: Mutex<Option<(std::fs::File, Arc<Vec<MountPoint>>)>> = Mutex::new(None);
+    let mut g = TABLE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((f, t)) = g.as_ref() {
+        let mut pfd = libc::pollfd {
+            fd: f.as_raw_fd(),
+            events: libc::POLLPRI,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for an open descriptor, no wait.
+        let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+        if n == 0 {
+            return Ok(t.clone());
+        }
+    }
+    let mut f = match g.take() {
+        Some((f, _)) => f,
+        None => std::fs::File::open("/proc/self/mountinfo")?,
+    };
+    f.seek(SeekFrom::Start(0))?;
+    let mut out = Vec::new();
+    let mut budget = u64::MAX;
+    crate::storage::linux::mountinfo::scan(&f, &mut budget, |m| {
+        out.push((m.path().to_path_buf(), libc::makedev(m.major, m.minor)));
+    })?;
+    let t = Arc::new(out);
+    *g = Some((f, t.clone()));
+    Ok(t)
 }
 
 #[cfg(test)]
@@ -282,7 +314,7 @@ mod tests {
             assert!(list(d, 10, |_, _| ()).is_err());
             assert!(open_root("/").is_err());
             assert!(fd_path(d).is_err());
-            assert!(mount_points().is_err());
+            assert!(mount_table().is_err());
             // The two that may run inline do.
             assert!(statx_empty_path(d).is_ok());
             assert!(beneath(d, "", OFlag::O_PATH, ResolveFlag::empty()).is_ok());
