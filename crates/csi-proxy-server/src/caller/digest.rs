@@ -7,7 +7,8 @@
 //!   inode, size, mtime, ctime). A file rewritten in place, or touched
 //!   (`utime`), gets a new key and is hashed again.
 //! - A caller may change that key on its own executable as often as it
-//!   likes, so each caller (its uid and pod, [`Spender`]) has a budget of
+//!   likes, so each caller (its pod, or outside pods its uid: [`Spender`])
+//!   has a budget of
 //!   bytes hashed ([`Budget`]): a token bucket of [`BUDGET_BYTES`], refilled
 //!   over [`BUDGET_REFILL`]. Past it the caller's digest is not computed
 //!   (left out: a rule on `exe_sha256` refuses it, and the audit line says
@@ -71,9 +72,19 @@ pub const PROGRESS_BYTES: usize = 256 << 10;
 /// Hash threads out at once (stuck ones included), one per spender.
 pub const HASH_THREADS: usize = 64;
 
-/// Who pays for a hash: the caller's uid and pod (kernel identities no
-/// caller can choose); callers outside any pod share their uid's budget.
+/// Who pays for a hash: the caller's pod when it is in one (whatever uid
+/// it runs as: root in a container may take any uid, so a budget per uid
+/// and pod gave one pod as many shares of the hashing places as it liked,
+/// red team 40ident), else its uid.
 pub type Spender = (Option<u32>, Option<String>);
+
+/// The [`Spender`] of a caller with `uid` in `pod`.
+pub fn spender(uid: Option<u32>, pod: &Option<String>) -> Spender {
+    match pod {
+        Some(p) => (None, Some(p.to_ascii_lowercase())),
+        None => (uid, None),
+    }
+}
 
 /// Why a digest was not computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,9 +123,6 @@ struct Bucket {
     /// When its hash took the hashing place this turn (`None`: it holds
     /// none: not hashing, or waiting in line for its next turn).
     turn: Option<Instant>,
-    /// Bytes paid for a hash that has not had a turn yet: given back if it
-    /// gives up waiting.
-    unhashed: u64,
 }
 
 /// What a spender's hash may do now ([`Budget::acquire`]).
@@ -160,7 +168,13 @@ impl Budget {
     pub fn spend(&mut self, who: &Spender, bytes: u64, now: Instant) -> Result<(), Refused> {
         self.start(who, bytes, now)?;
         match self.acquire(who, now) {
-            Turn::Go => Ok(()),
+            Turn::Go => {
+                // All of it at once.
+                if let Some(b) = self.buckets.get_mut(who) {
+                    b.bytes = b.bytes.saturating_sub(bytes);
+                }
+                Ok(())
+            }
             Turn::Wait => {
                 self.done(who);
                 Err(Refused::Busy)
@@ -182,7 +196,6 @@ impl Budget {
             at: now,
             hashing: None,
             turn: None,
-            unhashed: 0,
         });
         b.bytes = refilled(b, now);
         b.at = now;
@@ -194,8 +207,8 @@ impl Budget {
         if b.hashing.is_some() {
             return Err(Refused::Busy);
         }
-        b.bytes -= bytes;
-        b.unhashed = bytes;
+        // Paid as it is hashed, buffer by buffer ([`Budget::release`]): a
+        // hash cut short costs only what it hashed (red team 40ident).
         b.hashing = Some(now);
         Ok(())
     }
@@ -205,13 +218,31 @@ impl Budget {
     /// are held only while hashing, never while reading: a file read
     /// slowly holds none (red team 39r2 F5: executables served just fast
     /// enough to count as progress held the only place, and a victim that
-    /// needed a hash waited past its deadline), and spenders hashing at
-    /// once take buffers in turns.
+    /// needed a hash waited past its deadline). The line is ordered by
+    /// what each spender has left of its budget, most first (then by
+    /// arrival): a spender that has hashed little lately goes ahead of
+    /// ones that keep hashing (red team 40ident: with places taken in
+    /// turns, a victim among N spenders hashing got one buffer in N+1).
     pub fn acquire(&mut self, who: &Spender, now: Instant) -> Turn {
         if !self.line.contains(who) {
             self.line.push_back(who.clone());
         }
-        let first = self.line.iter().take(self.at_once.max(1)).any(|w| w == who);
+        let left = |w: &Spender| {
+            self.buckets
+                .get(w)
+                .map_or(BUDGET_BYTES, |b| refilled(b, now))
+        };
+        let mut ranked: Vec<(usize, u64, &Spender)> = self
+            .line
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (i, left(w), w))
+            .collect();
+        ranked.sort_by_key(|(i, left, _)| (std::cmp::Reverse(*left), *i));
+        let first = ranked
+            .iter()
+            .take(self.at_once.max(1))
+            .any(|(_, _, w)| *w == who);
         if let Some(b) = self.buckets.get_mut(who) {
             // Waiting in line is progress of its own.
             b.hashing = Some(now);
@@ -222,7 +253,6 @@ impl Budget {
         self.line.retain(|w| w != who);
         if let Some(b) = self.buckets.get_mut(who) {
             b.turn = Some(now);
-            b.unhashed = 0;
         }
         Turn::Go
     }
@@ -233,10 +263,12 @@ impl Budget {
         self.line.retain(|w| w != who);
     }
 
-    /// `who` has hashed its buffer: the place is free.
-    pub fn release(&mut self, who: &Spender) {
+    /// `who` has hashed a buffer of `bytes` (paid now): the place is free.
+    pub fn release(&mut self, who: &Spender, bytes: u64, now: Instant) {
         if let Some(b) = self.buckets.get_mut(who) {
             b.turn = None;
+            b.bytes = refilled(b, now).saturating_sub(bytes);
+            b.at = now;
         }
     }
 
@@ -267,7 +299,6 @@ impl Budget {
         if let Some(b) = self.buckets.get_mut(who) {
             b.hashing = None;
             b.turn = None;
-            b.bytes = b.bytes.saturating_add(std::mem::take(&mut b.unhashed));
         }
         self.line.retain(|w| w != who);
     }
@@ -683,7 +714,7 @@ fn hash_file(exe: &Exe, who: &Spender, until: Instant) -> Result<Option<String>,
             return Ok(kept());
         }
         h.update(&buf[..n]);
-        budget().release(who);
+        budget().release(who, n as u64, Instant::now());
         HASH_ENDED.notify_all();
     }
     // Changed while read: no digest rather than one of a mixture.
@@ -809,16 +840,16 @@ mod tests {
         // While it hashes a buffer, the others wait in line, in order.
         assert_eq!(b.acquire(&who(2), t), Turn::Wait);
         assert_eq!(b.acquire(&who(1), t), Turn::Wait);
-        b.release(&who(0));
+        b.release(&who(0), 0, t);
         // The victim's next buffer goes behind them.
         assert_eq!(b.acquire(&who(0), t), Turn::Wait);
         assert_eq!(b.acquire(&who(1), t), Turn::Wait, "2 came first");
         assert_eq!(b.acquire(&who(2), t), Turn::Go);
-        b.release(&who(2));
+        b.release(&who(2), 0, t);
         assert_eq!(b.acquire(&who(1), t), Turn::Go);
-        b.release(&who(1));
+        b.release(&who(1), 0, t);
         assert_eq!(b.acquire(&who(0), t), Turn::Go);
-        b.release(&who(0));
+        b.release(&who(0), 0, t);
         for n in [0, 1, 2] {
             b.done(&who(n));
         }
@@ -827,23 +858,39 @@ mod tests {
     }
 
     #[test]
-    fn a_hash_that_gives_up_waiting_is_paid_back() {
+    fn a_hash_pays_what_it_hashed_and_spenders_with_more_left_go_first() {
+        // Red team 40ident: with turns, a victim among N spenders hashing
+        // got one buffer in N+1 and was refused at 2 s; a hash cut short
+        // had been charged its whole size.
         let mut b = Budget::with_at_once(1);
         let t = Instant::now();
-        b.start(&who(1), 1, t).unwrap();
+        for n in 0..=3 {
+            b.start(&who(n), 300 << 20, t).unwrap();
+        }
+        // 1 hashed 200 MiB, 2 hashed 100 MiB; 3 holds the place now.
         assert_eq!(b.acquire(&who(1), t), Turn::Go);
-        b.start(&who(0), 1 << 20, t).unwrap();
-        assert_eq!(b.acquire(&who(0), t), Turn::Wait);
-        b.done_waiting(&who(0));
-        b.done(&who(0));
-        assert_eq!(b.buckets[&who(0)].bytes, BUDGET_BYTES);
-        assert!(!b.line.contains(&who(0)));
-        // Once it has hashed a buffer, what it read is paid for.
-        b.release(&who(1));
-        b.start(&who(0), 1 << 20, t).unwrap();
+        b.release(&who(1), 200 << 20, t);
+        assert_eq!(b.acquire(&who(2), t), Turn::Go);
+        b.release(&who(2), 100 << 20, t);
+        assert_eq!(b.acquire(&who(3), t), Turn::Go);
+        // 1, 2 and then the victim (0) wait, in that order.
+        for n in [1, 2, 0] {
+            assert_eq!(b.acquire(&who(n), t), Turn::Wait);
+        }
+        b.release(&who(3), 1, t);
+        // The victim goes first: it has hashed nothing lately; then 2
+        // (100 MiB), then 1 (200 MiB).
+        assert_eq!(b.acquire(&who(1), t), Turn::Wait);
+        assert_eq!(b.acquire(&who(2), t), Turn::Wait);
         assert_eq!(b.acquire(&who(0), t), Turn::Go);
-        b.done(&who(0));
-        assert_eq!(b.buckets[&who(0)].bytes, BUDGET_BYTES - (1 << 20));
+        b.release(&who(0), 8 << 20, t);
+        assert_eq!(b.acquire(&who(1), t), Turn::Wait);
+        assert_eq!(b.acquire(&who(2), t), Turn::Go);
+        b.release(&who(2), 1, t);
+        // A hash cut short paid only what it hashed.
+        b.done(&who(1));
+        assert_eq!(b.buckets[&who(1)].bytes, BUDGET_BYTES - (200 << 20));
+        assert!(!b.line.contains(&who(1)));
     }
 
     #[test]

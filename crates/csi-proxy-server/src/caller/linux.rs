@@ -90,8 +90,10 @@ fn gather(sock: &impl AsFd, accepted: Option<u64>) -> Result<Gathered, Box<Calle
         caller.pod_uid = pod.pod_uid;
         caller.container_id = pod.container_id;
     }
-    // Paid from the budget of this uid in this pod.
-    let hash = super::hashes_executables().then(|| (caller.uid, caller.pod_uid.clone()));
+    // Paid from the budget of its pod (whatever uid it runs as: root in a
+    // container may take any uid, red team 40ident), or outside a pod of
+    // its uid.
+    let hash = super::hashes_executables().then(|| digest::spender(caller.uid, &caller.pod_uid));
     let exe = hash
         .as_ref()
         .and_then(|_| digest::Exe::of(&proc.join("exe")));
@@ -232,6 +234,69 @@ mod tests {
         if let Some(fd) = peer_pidfd(&a) {
             assert!(exists(&fd));
         }
+    }
+
+    /// Run by [`the_digest_is_of_the_file_run_at_identification`]: waits
+    /// for a line on stdin, then execs `EXEC_OTHER` (a no-op otherwise).
+    #[test]
+    fn exec_child() {
+        use std::os::unix::process::CommandExt;
+        let Some(other) = std::env::var_os("EXEC_OTHER") else {
+            return;
+        };
+        println!("READY");
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).unwrap();
+        let e = std::process::Command::new(other).arg("30").exec();
+        panic!("exec: {e}");
+    }
+
+    #[tokio::test]
+    async fn the_digest_is_of_the_file_run_at_identification() {
+        // Red team 40async A1: the hash thread opened /proc/<pid>/exe after
+        // the process had exec'd an allowed program, and the caller passed
+        // an exe_sha256 rule as that program.
+        use sha2::Digest;
+        use std::io::{BufRead, Write};
+        let dir = tempfile::tempdir().unwrap();
+        let other = dir.path().join("other");
+        std::fs::copy("/bin/sleep", &other).unwrap();
+        let me = std::env::current_exe().unwrap();
+        let mut child = std::process::Command::new(&me)
+            .args(["--exact", "caller::linux::tests::exec_child", "--nocapture"])
+            .env("EXEC_OTHER", &other)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("READY") {
+            line.clear();
+            assert!(out.read_line(&mut line).unwrap() > 0, "the child ended");
+        }
+        let proc_exe = PathBuf::from(format!("/proc/{}/exe", child.id()));
+        // Identification takes the file now ...
+        let exe = digest::Exe::of(&proc_exe).unwrap();
+        let then = exe.id();
+        // ... the process runs another program before the hash ...
+        child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        while std::fs::read_link(&proc_exe).ok().as_deref() != Some(other.as_path()) {
+            assert!(Instant::now() < deadline, "the child did not exec");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // ... and the digest is still of the file taken.
+        let until = Instant::now() + std::time::Duration::from_secs(30);
+        let got = digest::exe_digest(exe, (Some(u32::MAX - 1), None), until).await;
+        let want = digest::hex(&sha2::Sha256::digest(std::fs::read(&me).unwrap()));
+        let theirs = digest::hex(&sha2::Sha256::digest(std::fs::read(&other).unwrap()));
+        assert_eq!(got, Ok(Some(want)));
+        assert_ne!(got, Ok(Some(theirs)));
+        // The same-program check sees the exec.
+        assert_ne!(digest::Exe::of(&proc_exe).map(|e| e.id()), Some(then));
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     #[tokio::test]
