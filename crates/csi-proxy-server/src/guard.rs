@@ -122,22 +122,24 @@ impl Guard {
                     Request::Bytes(c.canonical, c.request.to_vec()),
                 );
                 Outcome::Blocking(Box::new(move || {
-                    let (started, _) = unrun.disarm();
                     // The line's place in the queue is taken before the call
                     // runs: a full queue, or a client that gave up already,
-                    // refuses the call before it changed anything.
+                    // refuses the call before it changed anything; the
+                    // refusal is recorded (red team 40async: it left no
+                    // line).
                     if deadline.is_some_and(|d| Instant::now() >= d) {
-                        return Reply::error(
+                        return unrun.refused(Reply::error(
                             Code::DeadlineExceeded,
                             "the call's deadline passed before it ran (-audit-mode=blocking)",
-                        );
+                        ));
                     }
                     let Some(place) = log.reserve() else {
-                        return Reply::error(
-                        Code::Unavailable,
-                        "the audit queue is full (-audit-mode=blocking): call refused before it ran",
-                    );
+                        return unrun.refused(Reply::error(
+                            Code::Unavailable,
+                            "the audit queue is full (-audit-mode=blocking): call refused before it ran",
+                        ));
                     };
+                    let (started, _) = unrun.disarm();
                     let (outcome, seen, unchanged) = run();
                     let (reply, unchanged) = match outcome {
                         Outcome::Done(reply) => (reply, unchanged),
@@ -289,6 +291,26 @@ impl Unrun {
     fn disarm(mut self) -> (Started, Request) {
         self.armed.take().expect("armed until disarmed")
     }
+
+    /// The job refuses the call before it runs: its line says so (within
+    /// the caller's budget of refused lines); the reply is given back.
+    fn refused(mut self, reply: Reply) -> Reply {
+        if let Some((started, request)) = self.armed.take() {
+            self.record(started, request, &reply);
+        }
+        reply
+    }
+
+    fn record(&self, started: Started, request: Request, reply: &Reply) {
+        if !self.log.records(false, true) || !self.log.admit_refusal(&started.caller) {
+            return;
+        }
+        let seen = match request {
+            Request::Seen(s) => s,
+            Request::Bytes(decode, bytes) => decode(&bytes),
+        };
+        self.log.submit(started.entry(reply, seen));
+    }
 }
 
 impl Drop for Unrun {
@@ -296,17 +318,9 @@ impl Drop for Unrun {
         let Some((started, request)) = self.armed.take() else {
             return;
         };
-        if !self.log.records(false, true) || !self.log.admit_refusal(&started.caller) {
-            return;
-        }
         let why = csi_proxy_http2::refusal()
             .unwrap_or_else(|| "not run: dropped before it started (the proxy is stopping)".into());
-        let reply = Reply::error(Code::Unavailable, why);
-        let seen = match request {
-            Request::Seen(s) => s,
-            Request::Bytes(decode, bytes) => decode(&bytes),
-        };
-        self.log.submit(started.entry(&reply, seen));
+        self.record(started, request, &Reply::error(Code::Unavailable, why));
     }
 }
 

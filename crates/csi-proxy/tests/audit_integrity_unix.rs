@@ -845,3 +845,27 @@ fn refusals_beyond_the_table_of_callers_are_summarised_under_no_caller() {
         );
     }
 }
+
+/// Blocking mode: a recorded call whose deadline passed before its job
+/// started is refused without running, and its line says so (red team
+/// 40async B1: such calls left no line at all).
+#[test]
+fn in_blocking_mode_a_call_past_its_deadline_before_it_runs_has_a_line() {
+    let (p, _dir, log) =
+        audited_with_policy(r#"{"filesystem": [{"uid": 0}]}"#, &["-audit-mode=blocking"]);
+    let d = p.kubelet.join("never-made");
+    let mut c = raw(&p, "filesystem-v1");
+    let block = c.request_block("/v1.Filesystem/Mkdir", None, &[(b"grpc-timeout", b"1n")]);
+    let r = c.call_with_block(&block, &mkdir_request(&d)).unwrap();
+    assert_ne!(r.grpc_status, Some(0), "{r:?}");
+    assert!(!d.exists());
+    let line = wait_line(&log, |v| {
+        v["method"] == "Mkdir"
+            && v["code"] == "DeadlineExceeded"
+            && v["request"]["path"] == d.display().to_string()
+    });
+    assert!(
+        line["message"].as_str().unwrap().contains("before it ran"),
+        "{line}"
+    );
+}
