@@ -321,7 +321,7 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
         .thread_name("csi-proxy")
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(async move {
+    let served = runtime.block_on(async move {
         let metrics_listener = match &metrics {
             Some(_) => Some(
                 csi_proxy_server::metrics::http::bind(&cli.metrics_bind_address).with_context(
@@ -404,7 +404,12 @@ pub fn serve(cli: &Cli, token: CancellationToken, lifecycle: Lifecycle) -> Resul
         );
         tracing::info!("csi-proxy stopped");
         Ok(())
-    })
+    });
+    // Host operations still stuck in a disk or file system that does not
+    // answer are not waited for (red team 40async: the process lived on
+    // until a hung mount answered).
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    served
 }
 
 /// The stop signals, installed before the proxy says it is ready (a

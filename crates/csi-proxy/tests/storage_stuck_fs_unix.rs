@@ -603,3 +603,33 @@ async fn probe(
     assert!(r.into_inner().exists);
     disk.max(t.elapsed())
 }
+
+/// SIGTERM while a call is stuck in a mount that does not answer: the
+/// proxy stops within its shutdown timeout, it does not wait for the mount
+/// (red team 40async: it lived on until the mount answered).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_stuck_at_shutdown_does_not_keep_the_proxy_alive() {
+    if !fuse_tests_run() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let mut p = Proxy::start(&[
+        &format!("-audit-log={}", log.display()),
+        "-shutdown-timeout=2s",
+    ]);
+    let hung = p.kubelet.join("pods").join("hung-at-stop");
+    let _unmount = HungMount::at(&hung);
+    let mut f = fs::filesystem_client::FilesystemClient::new(p.channel("filesystem-v1").await);
+    let path = hung.join("d").display().to_string();
+    let call = tokio::spawn(async move { f.mkdir(fs::MkdirRequest { path }).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let t = Instant::now();
+    // (Here, not moved to another thread: the proxy's temporary tree must
+    // outlive the hung mount in it, whose drop comes first.)
+    let status = p.terminate();
+    let took = t.elapsed();
+    eprintln!("stopped in {took:?}: {status:?}");
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    call.abort();
+}
