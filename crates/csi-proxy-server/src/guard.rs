@@ -58,10 +58,9 @@ impl Guard {
                 );
                 // A caller refused in a loop gets summary lines past its
                 // budget (audit::limit).
-                let own_line = self
-                    .audit
-                    .as_ref()
-                    .is_none_or(|a| !a.records(false, true) || a.admit_refusal(c.caller));
+                let own_line = self.audit.as_ref().is_none_or(|a| {
+                    !a.records(false, true) || a.admit_refusal(c.caller, Code::PermissionDenied)
+                });
                 if !own_line {
                     return Outcome::Done(reply);
                 }
@@ -227,7 +226,8 @@ fn settle(
     unchanged: bool,
     deadline: Option<Instant>,
 ) -> Reply {
-    if (unchanged || touched_nothing(reply.code)) && !log.admit_refusal(&started.caller) {
+    if (unchanged || touched_nothing(reply.code)) && !log.admit_refusal(&started.caller, reply.code)
+    {
         return reply;
     }
     let entry = started.entry(&reply, seen);
@@ -302,7 +302,7 @@ impl Unrun {
     }
 
     fn record(&self, started: Started, request: Request, reply: &Reply) {
-        if !self.log.records(false, true) || !self.log.admit_refusal(&started.caller) {
+        if !self.log.records(false, true) || !self.log.admit_refusal(&started.caller, reply.code) {
             return;
         }
         let seen = match request {

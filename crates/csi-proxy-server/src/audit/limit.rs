@@ -7,6 +7,7 @@
 //! caller ("N more refused calls by ...").
 
 use crate::caller::Caller;
+use csi_proxy_http2::Code;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -31,25 +32,40 @@ type Key = Option<(Option<u32>, Option<String>, Option<String>)>;
 fn key_of(c: &Caller) -> Key {
     match &c.pod_uid {
         Some(pod) => Some((None, None, Some(pod.to_ascii_lowercase()))),
+        // Not identified (gone before its pod was read, not in time, a
+        // process changed): its uid is not a key it cannot change (root in
+        // a container takes any uid, red team 40async). All such callers
+        // share one budget.
+        None if c.incomplete.is_some() => Some((None, Some(UNIDENTIFIED.into()), None)),
         None => Some((c.uid, c.sid.clone(), None)),
     }
 }
 
+/// The key of callers not identified (a SID never starts so).
+const UNIDENTIFIED: &str = "(not identified)";
+
 struct Budget {
     tokens: f64,
     last: Instant,
-    /// Refused calls not recorded one by one since the last summary.
-    held: u64,
+    /// Refused calls not recorded one by one since the last summary, by
+    /// the code they were answered.
+    held: Vec<(Code, u64)>,
     /// The caller whose budget this is; `None` for the budget shared by
     /// the callers beyond the table (it names none of them: the first
     /// there did not make the others' calls).
     caller: Option<Arc<Caller>>,
 }
 
-/// Refused calls not recorded one by one: one summary line.
+/// Refused calls not recorded one by one: one summary line per caller
+/// and code.
 pub struct Summary {
-    /// `None`: the callers beyond the table of [`MAX_CALLERS`].
+    /// `None`: the callers beyond the table of [`MAX_CALLERS`], or the
+    /// callers not identified ([`Summary::unidentified`]).
     pub caller: Option<Arc<Caller>>,
+    /// The budget shared by callers not identified.
+    pub unidentified: bool,
+    /// What the calls were answered.
+    pub code: Code,
     pub refused: u64,
 }
 
@@ -60,19 +76,21 @@ pub struct Limiter {
 }
 
 impl Limiter {
-    /// Whether the refused call of `caller` at `now` gets its own line
-    /// (otherwise it is counted for the next summary).
-    pub fn admit(&self, caller: &Arc<Caller>, now: Instant) -> bool {
+    /// Whether the refused call of `caller` at `now`, answered `code`,
+    /// gets its own line (otherwise it is counted for the next summary).
+    pub fn admit(&self, caller: &Arc<Caller>, code: Code, now: Instant) -> bool {
         let mut all = self.budgets.lock().unwrap_or_else(|p| p.into_inner());
         let mut key = key_of(caller);
         if !all.contains_key(&key) && all.len() >= MAX_CALLERS {
             key = None;
         }
-        let named = key.is_some();
+        let named = key
+            .as_ref()
+            .is_some_and(|k| k.1.as_deref() != Some(UNIDENTIFIED));
         let b = all.entry(key).or_insert_with(|| Budget {
             tokens: BURST,
             last: now,
-            held: 0,
+            held: Vec::new(),
             caller: named.then(|| caller.clone()),
         });
         let gained = now.saturating_duration_since(b.last).as_secs_f64() * PER_SECOND;
@@ -82,7 +100,10 @@ impl Limiter {
             b.tokens -= 1.0;
             true
         } else {
-            b.held += 1;
+            match b.held.iter_mut().find(|(c, _)| *c == code) {
+                Some((_, n)) => *n += 1,
+                None => b.held.push((code, 1)),
+            }
             false
         }
     }
@@ -92,12 +113,19 @@ impl Limiter {
     pub fn summaries(&self, now: Instant) -> Vec<Summary> {
         let mut all = self.budgets.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = Vec::new();
-        all.retain(|_, b| {
-            if b.held > 0 {
-                out.push(Summary {
-                    caller: b.caller.clone(),
-                    refused: std::mem::take(&mut b.held),
-                });
+        all.retain(|k, b| {
+            if !b.held.is_empty() {
+                let unidentified = k
+                    .as_ref()
+                    .is_some_and(|k| k.1.as_deref() == Some(UNIDENTIFIED));
+                for (code, refused) in std::mem::take(&mut b.held) {
+                    out.push(Summary {
+                        caller: b.caller.clone(),
+                        unidentified,
+                        code,
+                        refused,
+                    });
+                }
                 return true;
             }
             now.saturating_duration_since(b.last) < FORGET_AFTER
@@ -119,14 +147,53 @@ mod tests {
     }
 
     #[test]
+    fn summaries_say_what_the_calls_were_answered_and_unidentified_callers_share_one() {
+        // Red team 40async: every summary said PermissionDenied; callers
+        // not identified were keyed on their uid (root in a container
+        // takes any), so 200 uids wrote 200 budgets' worth.
+        let l = Limiter::default();
+        let t = Instant::now();
+        for i in 0..(BURST as u32 + 3) {
+            let code = if i % 2 == 0 {
+                Code::Unavailable
+            } else {
+                Code::PermissionDenied
+            };
+            l.admit(&caller(7, 1), code, t);
+        }
+        let mut s = l.summaries(t);
+        s.sort_by_key(|s| s.code as i32);
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[0].code, s[0].refused), (Code::PermissionDenied, 1));
+        assert_eq!((s[1].code, s[1].refused), (Code::Unavailable, 2));
+        let unidentified = |uid: u32| {
+            Arc::new(Caller {
+                uid: Some(uid),
+                incomplete: Some("not identified in time"),
+                ..Caller::default()
+            })
+        };
+        let admitted = (0..200)
+            .filter(|u| l.admit(&unidentified(6000 + u), Code::PermissionDenied, t))
+            .count();
+        assert_eq!(admitted, BURST as usize);
+        let s = l.summaries(t);
+        assert_eq!(s.len(), 1);
+        assert!(s[0].unidentified && s[0].caller.is_none());
+        assert_eq!(s[0].refused, 200 - BURST as u64);
+    }
+
+    #[test]
     fn a_burst_then_the_rate_then_summaries() {
         let l = Limiter::default();
         let t = Instant::now();
         // A new pid per call changes nothing: the budget is the caller's.
-        let admitted = (0..100).filter(|i| l.admit(&caller(65534, *i), t)).count();
+        let admitted = (0..100)
+            .filter(|i| l.admit(&caller(65534, *i), Code::PermissionDenied, t))
+            .count();
         assert_eq!(admitted, BURST as usize);
         // Another caller has its own budget.
-        assert!(l.admit(&caller(0, 1), t));
+        assert!(l.admit(&caller(0, 1), Code::PermissionDenied, t));
         let s = l.summaries(t);
         assert_eq!(s.len(), 1);
         assert_eq!(s[0].refused, 100 - BURST as u64);
@@ -134,7 +201,9 @@ mod tests {
         assert!(l.summaries(t).is_empty(), "counts reset");
         // One second later: PER_SECOND more lines.
         let t1 = t + Duration::from_secs(1);
-        let admitted = (0..100).filter(|i| l.admit(&caller(65534, *i), t1)).count();
+        let admitted = (0..100)
+            .filter(|i| l.admit(&caller(65534, *i), Code::PermissionDenied, t1))
+            .count();
         assert_eq!(admitted, PER_SECOND as usize);
     }
 
@@ -154,7 +223,7 @@ mod tests {
                     container_id: Some(format!("c{i}")),
                     ..Caller::default()
                 });
-                l.admit(&c, t)
+                l.admit(&c, Code::PermissionDenied, t)
             })
             .count();
         assert_eq!(admitted, BURST as usize);
@@ -166,7 +235,7 @@ mod tests {
                     gid: Some(*i),
                     ..Caller::default()
                 });
-                l.admit(&c, t)
+                l.admit(&c, Code::PermissionDenied, t)
             })
             .count();
         assert_eq!(admitted, BURST as usize);
@@ -177,13 +246,15 @@ mod tests {
         let l = Limiter::default();
         let t = Instant::now();
         for uid in 0..(MAX_CALLERS as u32 + 10) {
-            l.admit(&caller(uid, 1), t);
+            l.admit(&caller(uid, 1), Code::PermissionDenied, t);
         }
         assert!(l.budgets.lock().unwrap().len() <= MAX_CALLERS + 1);
         // The budget beyond the table names none of its callers: a victim's
         // refusals were summarised under the first caller that got there.
         let victim = caller(4242, 1);
-        let admitted = (0..100).filter(|_| l.admit(&victim, t)).count();
+        let admitted = (0..100)
+            .filter(|_| l.admit(&victim, Code::PermissionDenied, t))
+            .count();
         assert!(admitted < 100);
         let s = l.summaries(t);
         let beyond: Vec<_> = s.iter().filter(|s| s.caller.is_none()).collect();

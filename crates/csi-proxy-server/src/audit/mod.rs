@@ -186,8 +186,8 @@ impl AuditLog {
 
     /// Whether a refused call of `caller` gets its own line now; if not it
     /// is counted in the caller's next summary line.
-    pub fn admit_refusal(&self, caller: &Arc<Caller>) -> bool {
-        self.limiter.admit(caller, Instant::now())
+    pub fn admit_refusal(&self, caller: &Arc<Caller>, code: Code) -> bool {
+        self.limiter.admit(caller, code, Instant::now())
     }
 
     fn drop_one(&self, why: &str) {

@@ -217,7 +217,7 @@ fn refusals_past_the_budget_become_summary_lines() {
     });
     let mut own = 0;
     for _ in 0..500 {
-        if log.admit_refusal(&caller) {
+        if log.admit_refusal(&caller, Code::PermissionDenied) {
             own += 1;
             let mut e = entry("/var/lib/kubelet/x", Code::PermissionDenied);
             e.caller = caller.clone();

@@ -37,6 +37,8 @@ use std::time::{Duration, Instant};
 
 /// Most lines written by one `write`.
 const BATCH: usize = 256;
+/// Files rotated out and not yet synced, kept open at most.
+const MAX_RETIRED: usize = 4;
 /// Best-effort mode: the rest between batches.
 pub const LINGER: Duration = Duration::from_millis(10);
 /// Best-effort mode syncs at most this often.
@@ -163,8 +165,13 @@ impl RotatingFile {
     /// `max_backups` is replaced (with no backups the file is removed).
     fn rotate(&mut self) -> io::Result<()> {
         // Synced by the writer's next sync, which in best-effort mode runs
-        // on the syncer's thread.
+        // on the syncer's thread. While a sync hangs, at most a few are
+        // kept open (red team 40mount: every file rotated out stayed
+        // open); older ones are closed unsynced (written, in the OS cache).
         self.retired.extend(self.file.take());
+        while self.retired.len() > MAX_RETIRED {
+            self.retired.remove(0);
+        }
         if self.max_backups == 0 {
             fs::remove_file(&self.path)?;
         } else {
@@ -410,9 +417,16 @@ fn format_summary(out: &mut String, s: &super::limit::Summary) {
     json::timestamp(out, std::time::SystemTime::now());
     let _ = write!(
         out,
-        ",\"code\":\"PermissionDenied\",\"summary\":\"{} more calls by {} refused, or rejected as invalid before they changed anything, past the budget of such lines, not recorded one by one\",\"refused\":{},\"caller\":",
+        ",\"code\":\"{}\",\"summary\":\"{} more calls by {} refused, or rejected as invalid before they changed anything, past the budget of such lines, not recorded one by one\",\"refused\":{},\"caller\":",
+        go_code_name(s.code),
         s.refused,
-        if s.caller.is_some() { "this caller" } else { "callers beyond the table of tracked callers (not named: they are many)" },
+        if s.caller.is_some() {
+            "this caller"
+        } else if s.unidentified {
+            "callers not identified (their pod is not known: they share one budget)"
+        } else {
+            "callers beyond the table of tracked callers (not named: they are many)"
+        },
         s.refused
     );
     match &s.caller {
