@@ -8,7 +8,7 @@
 //! The process admits at most [`ADMIT_ALL`] blocking jobs of all callers
 //! together, and up to [`ADMIT_FEW`] for a caller holding at most
 //! [`FEW`]: below tokio's pool ([`POOL`] threads, which also runs the
-//! identification jobs, `super::pending::AT_ONCE`), so callers that each
+//! identification jobs, `super::slots::AT_ONCE`), so callers that each
 //! stay within their own [`PER_CALLER`] cannot together queue everyone
 //! else's calls behind theirs, and a caller with few jobs in progress
 //! still gets a thread when many callers hang. Of that reserve a caller
@@ -50,7 +50,7 @@ pub const ADMIT_ALL: usize = 352;
 
 /// Blocking jobs admitted in all for a caller holding fewer than [`FEW`]:
 /// the reserve past [`ADMIT_ALL`] is kept for callers with few jobs.
-/// With the identification jobs (`super::pending::AT_ONCE`) this stays
+/// With the identification jobs (`super::slots::AT_ONCE`) this stays
 /// below [`POOL`].
 pub const ADMIT_FEW: usize = 416;
 
@@ -60,7 +60,7 @@ pub const FEW: usize = 4;
 /// Reserve slots (past [`ADMIT_ALL`]) one caller may hold at a time.
 pub const RESERVE_PER_CALLER: usize = 1;
 
-const _: () = assert!(ADMIT_FEW + super::pending::AT_ONCE < POOL);
+const _: () = assert!(ADMIT_FEW + super::slots::AT_ONCE < POOL);
 
 /// Why a job was not admitted.
 pub const CALLER_FULL: &str =
@@ -290,7 +290,7 @@ mod tests {
             held.extend((0..PER_CALLER).filter_map(|_| j.take(None).ok()));
         }
         assert!(held.len() <= ADMIT_FEW, "{} admitted", held.len());
-        assert!(held.len() + super::super::pending::AT_ONCE < POOL);
+        assert!(held.len() + super::super::slots::AT_ONCE < POOL);
         // A caller with few jobs in progress still gets threads.
         let newcomer = jobs(7_100);
         let few: Vec<_> = (0..RESERVE_PER_CALLER)

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 /// The identity of the client of the socket `sock`: `/proc` is read on
-/// the blocking pool, in identification slots ([`super::pending`]); the
+/// the blocking pool, in identification slots ([`super::slots`]); the
 /// executable's digest, when a rule needs it, is waited for without a
 /// thread or a slot ([`digest::exe_digest`]); then the process is checked
 /// to be the same one (again in slots). `None`: no slot or thread in time.
@@ -29,7 +29,7 @@ pub(super) async fn identify(
     accepted: Option<u64>,
     uid: Option<u32>,
 ) -> Option<Caller> {
-    let gathered = super::pending::blocking(uid, move || gather(&sock, accepted)).await?;
+    let gathered = super::slots::blocking(uid, move || gather(&sock, accepted)).await?;
     let mut g = match gathered {
         Ok(g) => g,
         Err(caller) => return Some(*caller),
@@ -40,7 +40,7 @@ pub(super) async fn identify(
         (Some(_), None) => Some(Ok(None)),
         (None, _) => None,
     };
-    super::pending::blocking(uid, move || conclude(g, digest)).await
+    super::slots::blocking(uid, move || conclude(g, digest)).await
 }
 
 /// What [`gather`] read of the process, to [`conclude`] after the digest.

@@ -32,6 +32,7 @@ pub mod jobs;
 #[cfg(target_os = "linux")]
 mod linux;
 pub mod pending;
+mod slots;
 pub mod started;
 #[cfg(windows)]
 mod windows;
