@@ -138,7 +138,8 @@ impl Guard {
                             "the audit queue is full (-audit-mode=blocking): call refused before it ran",
                         ));
                     };
-                    let (started, _) = unrun.disarm();
+                    let (started, request) = unrun.disarm();
+                    let _running = log.running(unfinished(&started, request));
                     let (outcome, seen, unchanged) = run();
                     let (reply, unchanged) = match outcome {
                         Outcome::Done(reply) => (reply, unchanged),
@@ -159,6 +160,8 @@ impl Guard {
                             Request::Seen(s) => s,
                             Request::Bytes(..) => None,
                         };
+                        let _running =
+                            log.running(unfinished(&started, Request::Seen(seen.clone())));
                         let (reply, unchanged) = job(j);
                         settle(&log, None, started, seen, reply, unchanged, deadline)
                     }))
@@ -262,6 +265,22 @@ fn narrowed(list: Option<Arc<ServicePolicy>>, call: impl FnOnce() -> Outcome) ->
 }
 
 /// What is known of a call when it starts; its audit entry once answered.
+/// The line of a recorded call still running when the proxy stops.
+fn unfinished(started: &Started, request: Request) -> crate::audit::Unfinished {
+    let started = started.clone();
+    Box::new(move || {
+        let reply = Reply::error(
+            Code::Unknown,
+            "still running when the proxy stopped: its result is not known",
+        );
+        let seen = match request {
+            Request::Seen(s) => s,
+            Request::Bytes(decode, bytes) => decode(&bytes),
+        };
+        started.entry(&reply, seen)
+    })
+}
+
 /// The request of a call not run yet, for its line if it never runs.
 enum Request {
     /// As its handler decoded it.
@@ -324,6 +343,7 @@ impl Drop for Unrun {
     }
 }
 
+#[derive(Clone)]
 struct Started {
     time: SystemTime,
     at: Instant,

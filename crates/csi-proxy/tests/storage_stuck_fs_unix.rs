@@ -632,4 +632,13 @@ async fn a_call_stuck_at_shutdown_does_not_keep_the_proxy_alive() {
     eprintln!("stopped in {took:?}: {status:?}");
     assert!(took < Duration::from_secs(8), "{took:?}");
     call.abort();
+    // Its line says it was still running.
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.lines().any(|l| l.contains("\"method\":\"Mkdir\"")
+            && l.contains("\"code\":\"Unknown\"")
+            && l.contains("still running when the proxy stopped")
+            && l.contains("hung-at-stop/d")),
+        "{text}"
+    );
 }

@@ -128,6 +128,26 @@ pub struct AuditLog {
     limiter: Arc<limit::Limiter>,
     /// When a full queue was last warned about.
     drop_warned: Mutex<Option<Instant>>,
+    /// Recorded calls running now: their line, should the proxy stop
+    /// before they end ([`AuditLog::running`]).
+    running: Mutex<(u64, std::collections::HashMap<u64, Unfinished>)>,
+}
+
+/// The line of a call still running when the proxy stops.
+pub type Unfinished = Box<dyn FnOnce() -> Entry + Send>;
+
+/// A recorded call running ([`AuditLog::running`]); ends on drop.
+#[must_use]
+pub struct Running<'a> {
+    log: &'a AuditLog,
+    id: u64,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        let mut g = self.log.running.lock().unwrap_or_else(|p| p.into_inner());
+        g.1.remove(&self.id);
+    }
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -181,6 +201,7 @@ impl AuditLog {
             thread: Mutex::new(Some(thread)),
             limiter,
             drop_warned: Mutex::new(None),
+            running: Mutex::new((0, std::collections::HashMap::new())),
         }))
     }
 
@@ -384,6 +405,17 @@ impl AuditLog {
         }
     }
 
+    /// A recorded call starts running: should the proxy stop before it
+    /// ends, [`AuditLog::close`] writes `unfinished`'s line for it (red
+    /// team 40async: a call stuck in a hung mount at shutdown left no line).
+    pub fn running(&self, unfinished: Unfinished) -> Running<'_> {
+        let mut g = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        g.0 += 1;
+        let id = g.0;
+        g.1.insert(id, unfinished);
+        Running { log: self, id }
+    }
+
     /// Write what is queued, sync, and stop the writer (at shutdown).
     /// Waits at most `timeout` in all: a sync that never returns (a hung
     /// disk under the log) does not keep the process from stopping (red
@@ -391,6 +423,14 @@ impl AuditLog {
     /// not synced, and the log says so.
     pub fn close(&self, timeout: Duration) {
         let until = Instant::now() + timeout;
+        // Calls still running: their lines say so.
+        let unfinished: Vec<Unfinished> = {
+            let mut g = self.running.lock().unwrap_or_else(|p| p.into_inner());
+            g.1.drain().map(|(_, u)| u).collect()
+        };
+        for u in unfinished {
+            self.submit(u());
+        }
         self.flush(timeout);
         drop(self.tx.lock().unwrap_or_else(|p| p.into_inner()).take());
         if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
