@@ -163,6 +163,14 @@ impl AuditLog {
     /// Open the sink and start the writer thread. Dropped lines are counted
     /// in `metrics`' `csi_proxy_audit_dropped_total` when given.
     pub fn open(config: &Config, metrics: Option<&Metrics>) -> Result<Arc<AuditLog>, OpenError> {
+        Self::open_with(config, metrics, None)
+    }
+
+    fn open_with(
+        config: &Config,
+        metrics: Option<&Metrics>,
+        sync_gate: Option<Arc<writer::SyncGate>>,
+    ) -> Result<Arc<AuditLog>, OpenError> {
         let dropped = metrics.map_or_else(Counter::default, Metrics::audit_dropped);
         let sink = writer::Output::open(&config.sink).map_err(|source| OpenError {
             path: match &config.sink {
@@ -183,6 +191,7 @@ impl AuditLog {
             healthy: healthy.clone(),
             limiter: limiter.clone(),
             places: places.clone(),
+            sync_gate,
         };
         let thread = std::thread::Builder::new()
             .name("csi-proxy-audit".into())

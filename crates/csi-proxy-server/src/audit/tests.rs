@@ -444,3 +444,53 @@ fn at_write_level_exactly_the_changing_methods_are_recorded() {
         "DiscoverTargetPortal".to_string()
     )));
 }
+
+/// Best-effort mode: while syncs take seconds (here: held), the writer goes
+/// on writing, and no line is dropped (CI: after a large build, a sync on
+/// the writer's own thread stood still for seconds, the queue filled and
+/// 327 lines were dropped).
+#[test]
+fn a_sync_that_waits_does_not_stop_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.log");
+    let gate = Arc::new(writer::SyncGate::default());
+    gate.close();
+    let log = AuditLog::open_with(
+        &config(&path, 1 << 20, 9, Mode::BestEffort),
+        None,
+        Some(gate.clone()),
+    )
+    .unwrap();
+    // More than the queue holds, over several seconds' worth of syncs and
+    // rotations.
+    let n = QUEUE_LINES * 3;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for i in 0..n {
+        log.submit(entry(&format!("/var/lib/kubelet/{i:06}"), Code::Ok));
+        // No faster than the writer takes lines (256 per LINGER): only a
+        // writer that stands still fills the queue.
+        if i % 128 == 0 {
+            std::thread::sleep(writer::LINGER);
+        }
+    }
+    let count = || {
+        let base = dir.path().join("audit.log");
+        let mut all = 0;
+        for k in 1..=9 {
+            all += lines(&base.with_extension(format!("log.{k}"))).len();
+        }
+        all + lines(&base).len()
+    };
+    while count() < n {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {n} lines written, {} dropped",
+            count(),
+            log.dropped()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(log.dropped(), 0);
+    gate.open();
+    log.close(Duration::from_secs(5));
+}

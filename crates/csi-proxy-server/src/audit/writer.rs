@@ -15,7 +15,10 @@
 //!   ([`Syncer`]): a sync that waits seconds for a slow disk or a busy
 //!   journal never stops the writer, so lines go on reaching the page
 //!   cache and none is dropped for it (seen in CI after a large build;
-//!   `audit_slow_disk_unix`);
+//!   `audit::tests::a_sync_that_waits_does_not_stop_the_writer`). Where
+//!   the file system's sync holds the file's lock (FUSE), or the kernel
+//!   makes writes wait for a slow disk, writes wait too, and past the
+//!   queue lines are dropped (counted);
 //! - blocking mode: each batch is synced before the calls in it are
 //!   answered (group commit: calls that arrive together share one sync);
 //! - standard error (`-audit-log=-`) is never synced.
@@ -197,6 +200,38 @@ pub(super) struct Writer {
     /// Lines queued or promised (`AuditLog::places`): one given back per
     /// line taken.
     pub(super) places: Arc<std::sync::atomic::AtomicUsize>,
+    /// Tests: syncs on the sync thread wait while it is closed.
+    pub(super) sync_gate: Option<Arc<SyncGate>>,
+}
+
+/// Tests hold the sync thread's syncs with it (as a disk whose syncs take
+/// seconds would); unused otherwise.
+#[derive(Default)]
+pub struct SyncGate {
+    closed: std::sync::Mutex<bool>,
+    opened: std::sync::Condvar,
+}
+
+impl SyncGate {
+    /// Syncs wait from now on.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn close(&self) {
+        *self.closed.lock().unwrap_or_else(|p| p.into_inner()) = true;
+    }
+
+    /// Syncs go on.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn open(&self) {
+        *self.closed.lock().unwrap_or_else(|p| p.into_inner()) = false;
+        self.opened.notify_all();
+    }
+
+    fn pass(&self) {
+        let mut g = self.closed.lock().unwrap_or_else(|p| p.into_inner());
+        while *g {
+            g = self.opened.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+    }
 }
 
 impl Writer {
@@ -204,7 +239,7 @@ impl Writer {
         // Best-effort mode into a file syncs on its own thread; blocking
         // mode syncs each batch before its calls are answered, here.
         let syncer = match (&self.out, self.sync_each_batch) {
-            (Output::File(_), false) => Syncer::start(self.healthy.clone()),
+            (Output::File(_), false) => Syncer::start(self.healthy.clone(), self.sync_gate.clone()),
             _ => None,
         };
         let mut schemas = Schemas::default();
@@ -327,6 +362,9 @@ impl Writer {
     ) -> Option<io::Result<()>> {
         match syncer {
             None => {
+                if let Some(g) = &self.sync_gate {
+                    g.pass();
+                }
                 let r = self.out.sync();
                 if let Some(a) = ack {
                     let _ = a.send(());
@@ -357,7 +395,7 @@ struct Syncer {
 type SyncJob = (Vec<File>, Option<SyncSender<()>>);
 
 impl Syncer {
-    fn start(healthy: Arc<AtomicBool>) -> Option<Syncer> {
+    fn start(healthy: Arc<AtomicBool>, gate: Option<Arc<SyncGate>>) -> Option<Syncer> {
         let (tx, rx) = mpsc::channel::<SyncJob>();
         let busy = Arc::new(AtomicBool::new(false));
         let b = busy.clone();
@@ -366,6 +404,9 @@ impl Syncer {
             .spawn(move || {
                 let mut last_warn: Option<Instant> = None;
                 for (files, ack) in rx {
+                    if let Some(g) = &gate {
+                        g.pass();
+                    }
                     for f in files {
                         if let Err(e) = f.sync_data() {
                             healthy.store(false, Ordering::Relaxed);
