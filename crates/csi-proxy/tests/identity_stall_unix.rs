@@ -356,13 +356,6 @@ async fn hung_executables(mode: Mode, uids: u32, conns: i32, touch: bool) {
     ]);
     std::fs::set_permissions(p.root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let pid = p.child.as_ref().unwrap().id();
-    let threads = || {
-        let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        s.lines()
-            .find_map(|l| l.strip_prefix("Threads:"))
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .unwrap()
-    };
     let hash_threads = || {
         std::fs::read_dir(format!("/proc/{pid}/task"))
             .unwrap()
@@ -406,7 +399,7 @@ async fn hung_executables(mode: Mode, uids: u32, conns: i32, touch: bool) {
     let (quiet, r) = victim(touch).await;
     eprintln!("quiet call: {quiet:?} {r:?}");
     r.expect("a quiet call");
-    let quiet_threads = threads();
+    let quiet_threads = p.threads();
 
     // The hung file system, holding a copy of the Python interpreter.
     let fs = PythonFs::mount(d);
@@ -468,7 +461,7 @@ async fn hung_executables(mode: Mode, uids: u32, conns: i32, touch: bool) {
         took.push(t);
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    let busy_threads = threads();
+    let busy_threads = p.threads();
     let hashing = hash_threads();
     eprintln!(
         "victim (touch, connect, PathExists): quiet {quiet:?}, while {uids} uids' executables hang {took:?}; threads {quiet_threads} -> {busy_threads}, {hashing} hash threads out"

@@ -110,15 +110,7 @@ async fn stalled_connections_leave_the_pool_to_other_callers() {
         "the format ended before the stalled calls could be measured"
     );
 
-    let server = proxy.child.as_ref().unwrap().id();
-    let threads = std::fs::read_to_string(format!("/proc/{server}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("Threads:")
-                .and_then(|t| t.trim().parse::<usize>().ok())
-        })
-        .unwrap();
+    let threads = proxy.threads();
     eprintln!("server threads while stalled: {threads}");
     // The caller's 64 jobs, the workers and a few more; not the pool's 512.
     assert!(threads < 200, "{threads} threads");

@@ -290,15 +290,7 @@ async fn retries_into_a_hung_mount_cost_only_that_mount() {
         return;
     }
     let p = Proxy::start(&[]);
-    let pid = p.child.as_ref().unwrap().id();
-    let threads = || {
-        let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        s.lines()
-            .find_map(|l| l.strip_prefix("Threads:"))
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .unwrap()
-    };
-    let quiet_threads = threads();
+    let quiet_threads = p.threads();
     let hung = p.kubelet.join("pods").join("hung-retries");
     let _unmount = HungMount::at(&hung);
     // The same file system bound at three more places, as kubelet binds a
@@ -376,7 +368,7 @@ async fn retries_into_a_hung_mount_cost_only_that_mount() {
         // retries come.
         tokio::time::sleep(Duration::from_millis(1100)).await;
     }
-    let busy_threads = threads();
+    let busy_threads = p.threads();
     // Its calls elsewhere are served.
     let mut f = fs::filesystem_client::FilesystemClient::new(p.channel("filesystem-v1").await);
     let t = Instant::now();

@@ -31,14 +31,6 @@ const HUNG_FOR: Duration = Duration::from_secs(60);
 /// How long the same load runs with nothing hung, first.
 const QUIET_FOR: Duration = Duration::from_secs(15);
 
-fn threads(pid: u32) -> usize {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    s.lines()
-        .find_map(|l| l.strip_prefix("Threads:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap()
-}
-
 fn sh(cmd: &str, args: &[&str]) {
     let st = Command::new(cmd).args(args).status().unwrap();
     assert!(st.success(), "{cmd} {args:?}: {st}");
@@ -204,7 +196,6 @@ async fn a_disk_whose_reads_hang_stalls_no_other_call() {
         return;
     }
     let p = Proxy::start(&[]);
-    let pid = p.child.as_ref().unwrap().id();
     let kubelet = p.kubelet.display().to_string();
     std::fs::create_dir_all(p.kubelet.join("pods/stuck-test")).unwrap();
     let tmp = tempfile::tempdir().unwrap();
@@ -257,7 +248,7 @@ async fn a_disk_whose_reads_hang_stalls_no_other_call() {
             "{r:?}"
         );
     }
-    let quiet_threads = threads(pid);
+    let quiet_threads = p.threads();
     let quiet = summary(&quiet);
 
     // Hang it: nothing of it cached, then every read waits.
@@ -329,7 +320,7 @@ async fn a_disk_whose_reads_hang_stalls_no_other_call() {
             ),
             Ok(_) => panic!("a read of the hung disk answered"),
         }
-        max_threads = max_threads.max(threads(pid));
+        max_threads = max_threads.max(p.threads());
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let busy_summary = summary(&busy);
@@ -368,7 +359,7 @@ async fn a_disk_whose_reads_hang_stalls_no_other_call() {
             Err(s) => panic!("the disk does not answer after the thaw: {s:?}"),
         }
     }
-    let after_threads = threads(pid);
+    let after_threads = p.threads();
     eprintln!("threads after the thaw: {after_threads}");
 
     assert!(

@@ -163,6 +163,16 @@ impl Proxy {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
     }
 
+    /// The number of threads of the running proxy (Linux, `/proc`).
+    pub fn threads(&self) -> usize {
+        let pid = self.child.as_ref().expect("running").id();
+        let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        s.lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap()
+    }
+
     pub fn socket(&self, endpoint: &str) -> PathBuf {
         self.socket_dir.join(format!("csi-proxy-{endpoint}.sock"))
     }
