@@ -144,15 +144,16 @@ pub fn enter(mount: Option<(PathBuf, u64)>) -> Result<Guard> {
 }
 
 /// The deepest of `mounts` at or above `path` (both absolute, by whole
-/// components).
-pub fn deepest_mount<'a>(
-    mounts: impl IntoIterator<Item = &'a Path>,
+/// components), with what goes with it; of mounts at the same point, the
+/// last (the one on top, in mount-table order).
+pub fn deepest_mount<'a, T>(
+    mounts: impl IntoIterator<Item = (&'a Path, T)>,
     path: &Path,
-) -> Option<&'a Path> {
+) -> Option<(&'a Path, T)> {
     mounts
         .into_iter()
-        .filter(|m| path.starts_with(m))
-        .max_by_key(|m| m.components().count())
+        .filter(|(m, _)| path.starts_with(m))
+        .max_by_key(|(m, _)| m.components().count())
 }
 
 #[cfg(test)]
@@ -207,7 +208,8 @@ mod tests {
             Path::new("/var/lib/kubelet/pods/a/volumes/v"),
             Path::new("/var/lib/kubelet/pods/a/volumes/vv"),
         ];
-        let at = |p: &str| deepest_mount(mounts.iter().copied(), Path::new(p));
+        let at =
+            |p: &str| deepest_mount(mounts.iter().map(|m| (*m, ())), Path::new(p)).map(|(m, _)| m);
         assert_eq!(
             at("/var/lib/kubelet/pods/a/volumes/v/x"),
             Some(Path::new("/var/lib/kubelet/pods/a/volumes/v"))
@@ -217,6 +219,12 @@ mod tests {
             Some(Path::new("/var/lib/kubelet"))
         );
         assert_eq!(at("/tmp"), Some(Path::new("/")));
+        // Two mounts at one point: the later one is on top.
+        let stacked = [(Path::new("/m"), 1), (Path::new("/m"), 2)];
+        assert_eq!(
+            deepest_mount(stacked.iter().copied(), Path::new("/m/x")),
+            Some((Path::new("/m"), 2))
+        );
     }
 
     #[test]

@@ -294,15 +294,7 @@ impl Table {
         let Some((target, id)) = oldest else {
             return false;
         };
-        if let Some(list) = self.kept.get_mut(&target) {
-            for k in list.iter_mut().filter(|k| k.id == id) {
-                k.missed.retain(|w| *w != largest);
-            }
-            list.retain(|k| !k.missed.is_empty());
-            if list.is_empty() {
-                self.kept.remove(&target);
-            }
-        }
+        self.forget(&target, &largest, |k| k.id == id);
         true
     }
 
@@ -343,8 +335,18 @@ impl Table {
     fn changing(&mut self, target: &Target, op: &Operation, me: &Key) {
         if let Some(list) = self.kept.get_mut(target) {
             for k in list.iter_mut() {
-                k.missed.retain(|m| m != me);
                 k.changed_by.get_or_insert(op.method);
+            }
+        }
+        self.forget(target, me, |_| true);
+    }
+
+    /// `who` no longer collects the results kept on `target` for which
+    /// `which` holds; results nobody may collect any more are dropped.
+    fn forget(&mut self, target: &Target, who: &Key, which: impl Fn(&Kept) -> bool) {
+        if let Some(list) = self.kept.get_mut(target) {
+            for k in list.iter_mut().filter(|k| which(k)) {
+                k.missed.retain(|m| m != who);
             }
             list.retain(|k| !k.missed.is_empty());
             if list.is_empty() {
@@ -486,15 +488,7 @@ impl Operations {
                         if let Some(e) = t.entries.get_mut(&target).filter(|e| e.id == id) {
                             e.missed.retain(|m| *m != me);
                         }
-                        if let Some(list) = t.kept.get_mut(&target) {
-                            for k in list.iter_mut().filter(|k| k.op == op) {
-                                k.missed.retain(|m| *m != me);
-                            }
-                            list.retain(|k| !k.missed.is_empty());
-                            if list.is_empty() {
-                                t.kept.remove(&target);
-                            }
-                        }
+                        t.forget(&target, &me, |k| k.op == op);
                         r
                     }
                     // Too late for the client (or past the deadline): the

@@ -432,6 +432,6 @@ use listing::{list, LinuxTree};
 /// `None` when the table cannot be read.
 pub fn mount_of(path: &std::path::Path) -> Option<(std::path::PathBuf, u64)> {
     let table = sys::mount_table().ok()?;
-    let at = super::stuck::deepest_mount(table.iter().map(|(p, _)| p.as_path()), path)?;
-    table.iter().rev().find(|(p, _)| p == at).cloned()
+    super::stuck::deepest_mount(table.iter().map(|(p, dev)| (p.as_path(), *dev)), path)
+        .map(|(p, dev)| (p.to_path_buf(), dev))
 }
