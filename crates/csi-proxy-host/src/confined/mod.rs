@@ -223,8 +223,9 @@ impl Confined {
     }
 
     /// Enter a blocking operation on `p` ([`stuck`]): refused at once while
-    /// this caller has [`stuck::STUCK_PER_MOUNT`] operations stuck in the
-    /// mount `p` lies in. Inline attempts never block: not counted.
+    /// this caller has [`stuck::STUCK_PER_MOUNT`] operations stuck in a
+    /// file system a lookup of `p` passes through. Inline attempts never
+    /// block: not counted.
     fn enter(&self, p: &Located) -> Result<stuck::Guard> {
         if crate::inline::active() {
             return Ok(stuck::Guard::none());
@@ -237,8 +238,12 @@ impl Confined {
                 .get()
                 .and_then(|h| h.real_path().ok())
                 .unwrap_or_else(|| std::path::PathBuf::from(&slot.path));
-            let full = p.components().fold(base, |b, c| b.join(c));
-            stuck::enter(linux::mount_of(&full))
+            let full = p.components().fold(base.clone(), |b, c| b.join(c));
+            // A table that cannot be read counts every operation of the
+            // caller as one (bounded, never let in uncounted).
+            let charged =
+                linux::charged(&base, &full).unwrap_or_else(|| vec![(base, stuck::UNKNOWN_DEVICE)]);
+            stuck::enter(&charged)
         }
         #[cfg(not(target_os = "linux"))]
         {

@@ -17,17 +17,21 @@
 //! slot, not [`FEW`] each.
 //!
 //! A job still running past its call's deadline (its client gave up: a
-//! hung disk or mount, most often) stops counting against the caller's
-//! [`PER_CALLER`] and counts against [`STUCK_PER_CALLER`] instead: calls
-//! stuck on a few hung disks (each within its own per-disk bound) cannot
-//! lock their caller out of its healthy disks and other groups, and the
-//! threads one caller holds stay bounded by the sum.
+//! hung disk or mount, most often), or for [`SLOW_AFTER`] (when the
+//! host's bound per file system counts it as stuck, `confined/stuck.rs`),
+//! stops counting against the caller's [`PER_CALLER`] and counts against
+//! [`STUCK_PER_CALLER`] instead: calls stuck on a few hung disks or file
+//! systems (each within its own bound) cannot lock their caller out of
+//! its healthy disks and other groups (red team 39disk F3; 41mount N1:
+//! two hung file systems took all 64 live jobs until their 600 s
+//! deadlines), and the threads one caller holds stay bounded by the sum.
 //!
 //! A caller is its uid and pod (Linux) or its user SID (Windows): kernel
 //! identities, taken when the connection is accepted. A caller with
 //! neither (a Windows pipe client without a guard) is its pid.
 
 use super::Caller;
+pub use csi_proxy_host::confined::stuck::SLOW_AFTER;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -68,7 +72,8 @@ pub const CALLER_FULL: &str =
 const _: () = assert!(PER_CALLER == 64);
 
 /// Why a job was not admitted.
-pub const STUCK_FULL: &str = "this caller has 64 operations still running past their deadline (on a disk or mount that does not answer?); retry when some have finished";
+pub const STUCK_FULL: &str = "this caller has 64 operations still running past their deadline or for over 2 s (on a disk or mount that does not answer?); retry when some have finished";
+const _: () = assert!(SLOW_AFTER.as_secs() == 2);
 const _: () = assert!(STUCK_PER_CALLER == 64);
 
 /// Why a job was not admitted.
@@ -106,21 +111,18 @@ impl Drop for Admitted {
 
 static ADMITTED: Admission = Admission(AtomicUsize::new(0));
 
-/// One caller's jobs in progress: each one's call deadline.
+/// One caller's jobs in progress: when each counts as stuck (its call's
+/// deadline, or [`SLOW_AFTER`] after it was admitted).
 #[derive(Debug, Default)]
 struct Own {
-    jobs: HashMap<u64, Option<Instant>>,
+    jobs: HashMap<u64, Instant>,
     next: u64,
 }
 
 impl Own {
-    /// Jobs (live, stuck) at `now`: stuck ones have passed their deadline.
+    /// Jobs (live, stuck) at `now`.
     fn counts(&self, now: Instant) -> (usize, usize) {
-        let stuck = self
-            .jobs
-            .values()
-            .filter(|d| d.is_some_and(|d| d <= now))
-            .count();
+        let stuck = self.jobs.values().filter(|at| **at <= now).count();
         (self.jobs.len() - stuck, stuck)
     }
 }
@@ -214,9 +216,13 @@ impl Jobs {
     /// until the job ends; `Err` (why) when the caller holds all of its
     /// own live or stuck ones, or the process admits no more.
     pub fn take(&self, deadline: Option<Instant>) -> Result<Slot, &'static str> {
+        self.take_at(deadline, Instant::now())
+    }
+
+    fn take_at(&self, deadline: Option<Instant>, now: Instant) -> Result<Slot, &'static str> {
         let (own, held) = {
             let mut o = lock(&self.0);
-            let (live, stuck) = o.counts(Instant::now());
+            let (live, stuck) = o.counts(now);
             // Stuck ones past their own budget count as live.
             let over = stuck.saturating_sub(STUCK_PER_CALLER);
             if live + over >= PER_CALLER {
@@ -224,7 +230,8 @@ impl Jobs {
             }
             o.next += 1;
             let id = o.next;
-            o.jobs.insert(id, deadline);
+            let slow = now + SLOW_AFTER;
+            o.jobs.insert(id, deadline.map_or(slow, |d| d.min(slow)));
             // Every thread it holds counts for the reserve, stuck ones too
             // (red team 39r2: 64 stuck and none live took a reserve slot).
             (OwnJob(self.0.clone(), id), live + stuck + 1)
@@ -250,6 +257,13 @@ impl Jobs {
 mod tests {
     use super::*;
 
+    /// One instant per test thread for every job it takes: a test that
+    /// holds jobs for 2 s of a busy machine is not changed by it.
+    fn t0() -> Instant {
+        thread_local!(static T0: Instant = Instant::now());
+        T0.with(|t| *t)
+    }
+
     #[test]
     fn a_caller_spends_only_its_own_slots() {
         let a = Caller {
@@ -262,12 +276,12 @@ mod tests {
             ..Caller::default()
         };
         let held: Vec<_> = (0..PER_CALLER)
-            .map(|_| Jobs::of(&a).take(None).unwrap())
+            .map(|_| Jobs::of(&a).take_at(None, t0()).unwrap())
             .collect();
-        assert!(Jobs::of(&a).take(None).is_err());
-        assert!(Jobs::of(&b).take(None).is_ok());
+        assert!(Jobs::of(&a).take_at(None, t0()).is_err());
+        assert!(Jobs::of(&b).take_at(None, t0()).is_ok());
         drop(held);
-        assert!(Jobs::of(&a).take(None).is_ok());
+        assert!(Jobs::of(&a).take_at(None, t0()).is_ok());
     }
 
     #[test]
@@ -287,16 +301,16 @@ mod tests {
         let mut held = Vec::new();
         for uid in 0..9 {
             let j = jobs(7_000 + uid);
-            held.extend((0..PER_CALLER).filter_map(|_| j.take(None).ok()));
+            held.extend((0..PER_CALLER).filter_map(|_| j.take_at(None, t0()).ok()));
         }
         assert!(held.len() <= ADMIT_FEW, "{} admitted", held.len());
         assert!(held.len() + super::super::slots::AT_ONCE < POOL);
         // A caller with few jobs in progress still gets threads.
         let newcomer = jobs(7_100);
         let few: Vec<_> = (0..RESERVE_PER_CALLER)
-            .map(|_| newcomer.take(None).unwrap())
+            .map(|_| newcomer.take_at(None, t0()).unwrap())
             .collect();
-        assert_eq!(newcomer.take(None).err(), Some(PROCESS_FULL));
+        assert_eq!(newcomer.take_at(None, t0()).err(), Some(PROCESS_FULL));
         drop(few);
         drop(held);
         assert_eq!(all.0.load(Ordering::Acquire), 0);
@@ -318,7 +332,7 @@ mod tests {
         let mut held = Vec::new();
         for uid in 0..6 {
             let j = jobs(8_000 + uid);
-            held.extend((0..PER_CALLER).filter_map(|_| j.take(None).ok()));
+            held.extend((0..PER_CALLER).filter_map(|_| j.take_at(None, t0()).ok()));
         }
         assert_eq!(held.len(), ADMIT_ALL);
         // Then 20 more callers each try FEW jobs: FEW each would take
@@ -327,7 +341,7 @@ mod tests {
         for uid in 0..20 {
             let j = jobs(8_100 + uid);
             for _ in 0..FEW {
-                match j.take(None) {
+                match j.take_at(None, t0()) {
                     Ok(s) => held.push(s),
                     Err(why) => {
                         assert_eq!(why, PROCESS_FULL);
@@ -340,11 +354,11 @@ mod tests {
         assert_eq!(refused, 20 * (FEW - RESERVE_PER_CALLER));
         // A new caller is still served; its second job is not.
         let newcomer = jobs(8_200);
-        let one = newcomer.take(None).unwrap();
-        assert_eq!(newcomer.take(None).err(), Some(PROCESS_FULL));
+        let one = newcomer.take_at(None, t0()).unwrap();
+        assert_eq!(newcomer.take_at(None, t0()).err(), Some(PROCESS_FULL));
         // Its reserve slot is back when the job ends.
         drop(one);
-        let again = newcomer.take(None).unwrap();
+        let again = newcomer.take_at(None, t0()).unwrap();
         drop(again);
         drop(held);
         assert_eq!(all.0.load(Ordering::Acquire), 0);
@@ -365,21 +379,50 @@ mod tests {
         let past = Some(now - std::time::Duration::from_millis(1));
         let later = Some(now + std::time::Duration::from_secs(3600));
         let stuck: Vec<_> = (0..STUCK_PER_CALLER)
-            .map(|_| j.take(past).unwrap())
+            .map(|_| j.take_at(past, t0()).unwrap())
             .collect();
         // Its live budget is whole.
-        let live: Vec<_> = (0..PER_CALLER).map(|_| j.take(later).unwrap()).collect();
-        assert_eq!(j.take(later).err(), Some(CALLER_FULL));
+        let live: Vec<_> = (0..PER_CALLER)
+            .map(|_| j.take_at(later, t0()).unwrap())
+            .collect();
+        assert_eq!(j.take_at(later, t0()).err(), Some(CALLER_FULL));
         drop(live);
         // Stuck ones past the stuck budget count as live again.
-        let more: Vec<_> = (0..PER_CALLER - 1).map(|_| j.take(past).unwrap()).collect();
-        assert!(j.take(later).is_ok());
-        let _last = j.take(past).unwrap();
-        assert_eq!(j.take(past).err(), Some(STUCK_FULL));
-        assert_eq!(j.take(later).err(), Some(STUCK_FULL));
+        let more: Vec<_> = (0..PER_CALLER - 1)
+            .map(|_| j.take_at(past, t0()).unwrap())
+            .collect();
+        assert!(j.take_at(later, t0()).is_ok());
+        let _last = j.take_at(past, t0()).unwrap();
+        assert_eq!(j.take_at(past, t0()).err(), Some(STUCK_FULL));
+        assert_eq!(j.take_at(later, t0()).err(), Some(STUCK_FULL));
         drop(more);
         drop(stuck);
-        assert!(j.take(None).is_ok());
+        assert!(j.take_at(None, t0()).is_ok());
+    }
+
+    #[test]
+    fn jobs_running_for_two_seconds_leave_the_caller_its_live_budget() {
+        // Red team 41mount N1: 32 calls into each of two hung file systems
+        // (600 s deadlines) held all 64 live jobs until their deadlines.
+        let c = Caller {
+            uid: Some(1002),
+            pod_uid: Some("slow-test".into()),
+            ..Caller::default()
+        };
+        let j = Jobs::of(&c);
+        let now = Instant::now();
+        let later = Some(now + std::time::Duration::from_secs(600));
+        let hung: Vec<_> = (0..PER_CALLER)
+            .map(|_| j.take_at(later, now).unwrap())
+            .collect();
+        assert_eq!(j.take_at(later, now).err(), Some(CALLER_FULL));
+        let after = now + SLOW_AFTER;
+        let live: Vec<_> = (0..PER_CALLER)
+            .map(|_| j.take_at(later, after).unwrap())
+            .collect();
+        assert_eq!(j.take_at(later, after).err(), Some(CALLER_FULL));
+        drop(live);
+        drop(hung);
     }
 
     #[test]
@@ -398,21 +441,21 @@ mod tests {
         let past = Some(Instant::now() - std::time::Duration::from_millis(1));
         let all_stuck = jobs(9_100);
         let mine: Vec<_> = (0..STUCK_PER_CALLER)
-            .map(|_| all_stuck.take(past).unwrap())
+            .map(|_| all_stuck.take_at(past, t0()).unwrap())
             .collect();
         // ...then others fill what all callers share.
         let mut held = Vec::new();
         for uid in 0..6 {
             let j = jobs(9_000 + uid);
-            held.extend((0..PER_CALLER).filter_map(|_| j.take(None).ok()));
+            held.extend((0..PER_CALLER).filter_map(|_| j.take_at(None, t0()).ok()));
         }
         // (The last of them, holding few, took its reserve slot.)
         assert_eq!(held.len() + mine.len(), ADMIT_ALL + RESERVE_PER_CALLER);
         // It is no caller with few jobs: no reserve slot for it, while a
         // newcomer still gets one.
-        assert_eq!(all_stuck.take(None).err(), Some(PROCESS_FULL));
+        assert_eq!(all_stuck.take_at(None, t0()).err(), Some(PROCESS_FULL));
         let newcomer = jobs(9_200);
-        let one = newcomer.take(None).unwrap();
+        let one = newcomer.take_at(None, t0()).unwrap();
         drop(one);
         drop(mine);
         drop(held);

@@ -427,11 +427,15 @@ mod sys;
 
 use listing::{list, LinuxTree};
 
-/// The mount `path` (absolute, its real location) lies in, and its file
-/// system's device, from this process's mount table ([`sys::mount_table`]).
-/// `None` when the table cannot be read.
-pub fn mount_of(path: &std::path::Path) -> Option<(std::path::PathBuf, u64)> {
+/// The file systems an operation at `full` (its real location, absolute)
+/// under the allowed root whose real location is `root` is counted in
+/// ([`super::stuck::Tree::charged`]), from this process's mount table
+/// ([`sys::mount_table`]). `None` when the table cannot be read or has
+/// nothing there.
+pub fn charged(
+    root: &std::path::Path,
+    full: &std::path::Path,
+) -> Option<Vec<(std::path::PathBuf, u64)>> {
     let table = sys::mount_table().ok()?;
-    super::stuck::deepest_mount(table.iter().map(|(p, dev)| (p.as_path(), *dev)), path)
-        .map(|(p, dev)| (p.to_path_buf(), dev))
+    Some(table.charged(root, full)).filter(|c| !c.is_empty())
 }

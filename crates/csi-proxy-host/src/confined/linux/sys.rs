@@ -187,19 +187,16 @@ pub(super) fn list(
     Ok(())
 }
 
-/// One mount of the table: its mount point and its file system's device
-/// (bind mounts of one file system share it).
-pub(super) type MountPoint = (std::path::PathBuf, u64);
-
-/// This process's mount table, read again only when the kernel says it
-/// changed (`poll` on `/proc/self/mountinfo` reports `POLLPRI` after a
-/// mount or unmount: a mount made a moment ago is never missed, red team
-/// 40mount). Blocking only.
-pub(super) fn mount_table() -> io::Result<std::sync::Arc<Vec<MountPoint>>> {
+/// This process's mount table as a tree, read again only when the kernel
+/// says it changed (`poll` on `/proc/self/mountinfo` reports `POLLPRI`
+/// after a mount or unmount: a mount made a moment ago is never missed,
+/// red team 40mount). Blocking only.
+pub(super) fn mount_table() -> io::Result<std::sync::Arc<super::super::stuck::Tree>> {
+    use super::super::stuck::{MountRow, Tree};
     use std::io::{Seek, SeekFrom};
     use std::sync::{Arc, Mutex};
     blocking_only()?;
-    static TABLE: Mutex<Option<(std::fs::File, Arc<Vec<MountPoint>>)>> = Mutex::new(None);
+    static TABLE: Mutex<Option<(std::fs::File, Arc<Tree>)>> = Mutex::new(None);
     let mut g = TABLE.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((f, t)) = g.as_ref() {
         let mut pfd = libc::pollfd {
@@ -218,12 +215,17 @@ pub(super) fn mount_table() -> io::Result<std::sync::Arc<Vec<MountPoint>>> {
         None => std::fs::File::open("/proc/self/mountinfo")?,
     };
     f.seek(SeekFrom::Start(0))?;
-    let mut out = Vec::new();
+    let mut rows = Vec::new();
     let mut budget = u64::MAX;
     crate::storage::linux::mountinfo::scan(&f, &mut budget, |m| {
-        out.push((m.path().to_path_buf(), libc::makedev(m.major, m.minor)));
+        rows.push(MountRow {
+            id: m.id,
+            parent: m.parent,
+            point: m.path().to_path_buf(),
+            dev: libc::makedev(m.major, m.minor),
+        });
     })?;
-    let t = Arc::new(out);
+    let t = Arc::new(Tree::new(rows));
     *g = Some((f, t.clone()));
     Ok(t)
 }

@@ -397,6 +397,7 @@ mod tests {
     fn propagation_groups() {
         let m = |shared, master| Mount {
             id: 30,
+            parent: 1,
             major: 7,
             minor: 1,
             mount_point: b"/x".to_vec(),

@@ -17,6 +17,9 @@ use std::fmt;
 pub struct Mount {
     /// The mount's id: unique on the system while the mount lives.
     pub id: u32,
+    /// The id of the mount it is mounted on (for the namespace's top
+    /// mount, one not in the table).
+    pub parent: u32,
     pub major: u32,
     pub minor: u32,
     /// Where it is mounted, escapes decoded: any bytes but NUL.
@@ -101,7 +104,7 @@ pub fn parse_line(line: &[u8]) -> Result<Mount, &'static str> {
     let mut fields = line.split(|&c| c == b' ');
     let mut next = |what| fields.next().filter(|f| !f.is_empty()).ok_or(what);
     let id = decimal(next("no mount id")?).ok_or("the mount id is not a number")?;
-    decimal::<u32>(next("no parent id")?).ok_or("the parent id is not a number")?;
+    let parent = decimal(next("no parent id")?).ok_or("the parent id is not a number")?;
     let (major, minor) = device(next("no device")?).ok_or("the device is not major:minor")?;
     next("no root")?;
     let mount_point = unescape(next("no mount point")?);
@@ -125,6 +128,7 @@ pub fn parse_line(line: &[u8]) -> Result<Mount, &'static str> {
     let fs_type = String::from_utf8_lossy(&unescape(next("no filesystem type")?)).into_owned();
     Ok(Mount {
         id,
+        parent,
         major,
         minor,
         mount_point,
