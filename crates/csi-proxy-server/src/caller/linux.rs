@@ -35,7 +35,7 @@ pub(super) async fn identify(
         Err(caller) => return Some(*caller),
     };
     let digest = match (g.hash.take(), g.exe.take()) {
-        (Some(who), Some(exe)) => Some(digest::exe_digest(exe, who, until).await),
+        (Some((who, class)), Some(exe)) => Some(digest::exe_digest(exe, who, class, until).await),
         // Not a regular file, or gone: no digest (a rule on it refuses).
         (Some(_), None) => Some(Ok(None)),
         (None, _) => None,
@@ -47,7 +47,7 @@ pub(super) async fn identify(
 pub(super) struct Gathered {
     caller: Caller,
     /// Who pays for the digest, when one is needed.
-    hash: Option<digest::Spender>,
+    hash: Option<(digest::Spender, digest::Class)>,
     /// The executable as found, to hash (taken when a digest is needed).
     exe: Option<digest::Exe>,
     /// Its device and inode, to find it again in [`conclude`].
@@ -93,7 +93,12 @@ fn gather(sock: &impl AsFd, accepted: Option<u64>) -> Result<Gathered, Box<Calle
     // Paid from the budget of its pod (whatever uid it runs as: root in a
     // container may take any uid, red team 40ident), or outside a pod of
     // its uid.
-    let hash = super::hashes_executables().then(|| digest::spender(caller.uid, &caller.pod_uid));
+    let hash = super::hashes_executables().then(|| {
+        (
+            digest::spender(caller.uid, &caller.pod_uid),
+            super::hash_class(caller.uid, &caller.pod_uid),
+        )
+    });
     let exe = hash
         .as_ref()
         .and_then(|_| digest::Exe::of(&proc.join("exe")));
@@ -228,7 +233,7 @@ mod tests {
         let want = digest::hex(&sha2::Sha256::digest(std::fs::read(&exe).unwrap()));
         let who = (Some(u32::MAX), None);
         let exe = digest::Exe::of(Path::new("/proc/self/exe")).unwrap();
-        let got = digest::exe_digest(exe, who, until).await;
+        let got = digest::exe_digest(exe, who, digest::Class::Other, until).await;
         assert_eq!(got, Ok(Some(want)));
         // Linux 6.5+: the peer's pidfd names a live process.
         if let Some(fd) = peer_pidfd(&a) {
@@ -288,7 +293,8 @@ mod tests {
         }
         // ... and the digest is still of the file taken.
         let until = Instant::now() + std::time::Duration::from_secs(30);
-        let got = digest::exe_digest(exe, (Some(u32::MAX - 1), None), until).await;
+        let got =
+            digest::exe_digest(exe, (Some(u32::MAX - 1), None), digest::Class::Other, until).await;
         let want = digest::hex(&sha2::Sha256::digest(std::fs::read(&me).unwrap()));
         let theirs = digest::hex(&sha2::Sha256::digest(std::fs::read(&other).unwrap()));
         assert_eq!(got, Ok(Some(want)));

@@ -169,6 +169,26 @@ impl Policy {
         self.hashes
     }
 
+    /// The kernel identities (uid, pod) entries on `exe_sha256` name along
+    /// with it (entries naming neither are left out).
+    pub fn digest_named(&self) -> Vec<crate::caller::NamedBy> {
+        let mut out: Vec<crate::caller::NamedBy> = Vec::new();
+        let entries = self
+            .rules
+            .values()
+            .flatten()
+            .chain(self.services.iter().flatten().map(|(a, _)| a));
+        for a in entries {
+            if a.exe_sha256.is_some() && (a.uid.is_some() || a.pod_uid.is_some()) {
+                let id = (a.uid, a.pod_uid.clone());
+                if !out.contains(&id) {
+                    out.push(id);
+                }
+            }
+        }
+        out
+    }
+
     /// How many keys the policy has.
     pub fn len(&self) -> usize {
         self.rules.len()

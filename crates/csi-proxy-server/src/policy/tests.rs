@@ -401,3 +401,18 @@ fn the_services_rule_narrows_start_and_stop_per_caller() {
         assert!(e.to_string().contains("line 1"), "{bad}: {e}");
     }
 }
+
+#[test]
+fn the_kernel_identities_entries_on_a_digest_name() {
+    let d = "ab".repeat(32);
+    let p = Policy::parse(&format!(
+        r#"{{"filesystem": [{{"uid": 0, "exe_sha256": "{d}"}}, {{"exe_sha256": "{d}"}}, {{"uid": 7}}],
+            "volume": [{{"pod_uid": "P-1", "exe_sha256": "{d}"}}, {{"uid": 0, "exe_sha256": "{d}"}}]}}"#
+    ))
+    .unwrap();
+    let mut named = p.digest_named();
+    named.sort();
+    // An entry on the digest alone names nobody; one without a digest is
+    // not about hashing; each identity once.
+    assert_eq!(named, [(None, Some("P-1".to_string())), (Some(0), None)]);
+}

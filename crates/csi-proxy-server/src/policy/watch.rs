@@ -124,7 +124,7 @@ fn read(path: &Path) -> Result<Policy, LoadError> {
         path: path.display().to_string(),
         source,
     })?;
-    crate::caller::set_hash_executables(policy.hashes_executables());
+    crate::caller::set_hash_executables(policy.hashes_executables(), policy.digest_named());
     Ok(policy)
 }
 
