@@ -357,12 +357,15 @@ fn budget() -> std::sync::MutexGuard<'static, Budget> {
 /// Waits, in line, for `who`'s turn at a hashing place until `until`:
 /// `Ok(true)` when it has one; `Ok(false)` when `found` finds the digest
 /// meanwhile (another spender hashed the same file). Past `until` it
-/// leaves the line, [`Refused::Busy`]. It sleeps only while the line has
+/// leaves the line, [`Refused::Busy`]. Each time it looks, its class is
+/// taken again ([`wanted`]: a retry may have come for a hash nobody
+/// waited for, or its callers left). It sleeps only while the line has
 /// not changed since it last looked (red team 41ident N1: a wake-up sent
 /// while it looked away was lost, and the place stayed idle).
 #[cfg(target_os = "linux")]
 fn wait_turn(
     who: &Spender,
+    class: Class,
     until: Instant,
     found: Option<&dyn Fn() -> Option<String>>,
 ) -> Result<bool, Refused> {
@@ -386,7 +389,13 @@ fn wait_turn(
         if found.is_some_and(|f| f().is_some()) {
             return Ok(false);
         }
+        // A retry may have come for it meanwhile, or its callers left.
+        let now_class = wanted(who, class);
         g = budget();
+        if g.reclass(who, now_class) {
+            HASH_ENDED.notify_all();
+            continue;
+        }
         g = HASH_ENDED
             .wait_timeout_while(g, (until - now).min(STALL / 4), |b| b.generation() == seen)
             .unwrap_or_else(|p| p.into_inner())
@@ -505,7 +514,7 @@ fn hash_file(
         if budget().reclass(who, wanted(who, class)) {
             HASH_ENDED.notify_all();
         }
-        if !wait_turn(who, until, found)? {
+        if !wait_turn(who, class, until, found)? {
             return Ok(kept());
         }
         h.update(&buf[..n]);
