@@ -233,9 +233,12 @@ impl Confined {
         #[cfg(target_os = "linux")]
         {
             let slot = &self.roots[p.root];
+            // The root's real location (its path may be a link: red team
+            // 41mount), opened here if no call has yet.
             let base = slot
                 .handle
                 .get()
+                .or_else(|| self.root(p, false).ok())
                 .and_then(|h| h.real_path().ok())
                 .unwrap_or_else(|| std::path::PathBuf::from(&slot.path));
             let full = p.components().fold(base.clone(), |b, c| b.join(c));
