@@ -161,3 +161,30 @@ async fn bursts_into_several_hung_file_systems_leave_the_caller_its_healthy_one(
         c.abort();
     }
 }
+
+/// The kubelet dir bound over itself after the proxy opened it (red team
+/// 42mount F1): the proxy's lookups still start on the mount it opened,
+/// where the hung mount is; 12 calls stuck there were charged to the
+/// kubelet dir's file system, and the caller was refused in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mount_over_the_root_after_it_was_opened_does_not_move_the_key() {
+    if !fuse_tests_run() {
+        return;
+    }
+    let p = Proxy::start(&[]);
+    let (took, r) = healthy_mkdir(&p, "first").await;
+    r.unwrap_or_else(|e| panic!("the first Mkdir: {took:?} {e:?}"));
+    let hung = p.kubelet.join("pods/hung-under");
+    let _hung = HungMount::at(&hung);
+    // Dropped first: the hung mount is unmounted by its path, which the
+    // bind hides.
+    let _over = Bind::at(&p.kubelet, &p.kubelet);
+    let stuck = start(&p, &under(&hung, "x", 12), false, Duration::from_secs(1)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (took, r) = healthy_mkdir(&p, "c").await;
+    eprintln!("Mkdir beside 12 calls stuck in a mount the root's bind hides: {took:?} {r:?}");
+    r.expect("the caller's Mkdir in its kubelet dir is served");
+    for c in stuck {
+        c.abort();
+    }
+}

@@ -235,17 +235,16 @@ impl Confined {
             let slot = &self.roots[p.root];
             // The root's real location (its path may be a link: red team
             // 41mount), opened here if no call has yet.
-            let base = slot
-                .handle
-                .get()
-                .or_else(|| self.root(p, false).ok())
+            let handle = slot.handle.get().or_else(|| self.root(p, false).ok());
+            let base = handle
                 .and_then(|h| h.real_path().ok())
                 .unwrap_or_else(|| std::path::PathBuf::from(&slot.path));
             let full = p.components().fold(base.clone(), |b, c| b.join(c));
             // A table that cannot be read counts every operation of the
-            // caller as one (bounded, never let in uncounted).
-            let charged =
-                linux::charged(&base, &full).unwrap_or_else(|| vec![(base, stuck::UNKNOWN_DEVICE)]);
+            // caller as one (bounded, never let in uncounted). The lookup
+            // starts on the mount the root's handle is on.
+            let charged = linux::charged(handle.and_then(|h| h.mount_id()), &base, &full)
+                .unwrap_or_else(|| vec![(base, stuck::UNKNOWN_DEVICE)]);
             stuck::enter(&charged)
         }
         #[cfg(not(target_os = "linux"))]

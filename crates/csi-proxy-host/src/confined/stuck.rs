@@ -112,15 +112,27 @@ impl Tree {
     /// components), the shallowest (a mount hides those mounted under its
     /// mount point before it), of several at one point the last.
     pub fn chain(&self, path: &Path) -> Vec<&MountRow> {
-        let mut out = Vec::new();
-        let mut level = &self.top;
+        self.descend(Vec::new(), &self.top, path, None)
+    }
+
+    /// [`Tree::chain`] from the mount `out` ends on (whose mounts are
+    /// `level`), those at `skip` left out at the first level.
+    fn descend<'a>(
+        &'a self,
+        mut out: Vec<&'a MountRow>,
+        mut level: &'a Vec<usize>,
+        path: &Path,
+        mut skip: Option<&Path>,
+    ) -> Vec<&'a MountRow> {
         let mut seen = 0;
         loop {
             let next = level
                 .iter()
                 .copied()
                 .filter(|&i| path.starts_with(&self.rows[i].point))
+                .filter(|&i| skip.is_none_or(|s| !s.starts_with(&self.rows[i].point)))
                 .min_by_key(|&i| (self.rows[i].point.components().count(), usize::MAX - i));
+            skip = None;
             let Some(i) = next else { break };
             // A mount on the same point covers the one reached: the
             // lookup goes straight to the top one.
@@ -154,6 +166,29 @@ impl Tree {
                 .map(|m| vec![(m.point.clone(), m.dev)])
                 .unwrap_or_default();
         };
+        Self::count(&chain, base)
+    }
+
+    /// [`Tree::charged`] for a root whose handle is on the mount of id
+    /// `root_mount`: the lookup starts there, whatever has been mounted
+    /// over the root (or a parent of it) since the handle was opened (red
+    /// team 42mount F1: a bind over the kubelet dir hid the mount the
+    /// handle is on, and a text walk from the top missed the hung mount
+    /// below it). Mounts at or above the root on that mount are not
+    /// crossed by a lookup from the handle. `None`: no such mount.
+    pub fn charged_below(
+        &self,
+        root_mount: u32,
+        root: &Path,
+        full: &Path,
+    ) -> Option<Vec<(PathBuf, u64)>> {
+        let i = self.rows.iter().position(|r| r.id == root_mount)?;
+        let chain = self.descend(vec![&self.rows[i]], &self.children[i], full, Some(root));
+        Some(Self::count(&chain, 0))
+    }
+
+    /// What `chain` charges below its mount `base`, the root's.
+    fn count(chain: &[&MountRow], base: usize) -> Vec<(PathBuf, u64)> {
         let own = chain[base].dev;
         let mut out: Vec<(PathBuf, u64)> = Vec::new();
         for m in &chain[base + 1..] {
@@ -523,6 +558,33 @@ mod tests {
         ]);
         assert_eq!(devs(&tree, K, "/var/lib/kubelet/pods/h/sub/x"), [40]);
         assert_eq!(devs(&tree, K, "/var/lib/kubelet/pods/h/other/x"), [40, 7]);
+    }
+
+    #[test]
+    fn a_lookup_starts_on_the_mount_the_roots_handle_is_on() {
+        // Red team 42mount F1: the handle was opened, then the kubelet dir
+        // bound over itself: the tree's top path at it no longer holds
+        // the hung mount below, but lookups from the handle reach it.
+        let tree = Tree::new(vec![
+            row(27, 1, "/", 1),
+            row(43, 27, "/var/lib/kubelet/pods/hung", 40),
+            row(44, 27, K, 1),
+        ]);
+        let hung = Path::new("/var/lib/kubelet/pods/hung/x");
+        let below = |p: &str| {
+            tree.charged_below(27, Path::new(K), Path::new(p))
+                .unwrap()
+                .into_iter()
+                .map(|(_, d)| d)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(below(hung.to_str().unwrap()), [40]);
+        assert_eq!(below("/var/lib/kubelet/pods/mine"), [1]);
+        // By the text from the top, the bind hides it.
+        assert_eq!(devs(&tree, K, hung.to_str().unwrap()), [1]);
+        // A handle on the bind itself sees what the bind holds.
+        assert!(tree.charged_below(44, Path::new(K), hung).unwrap() == vec![(PathBuf::from(K), 1)]);
+        assert_eq!(tree.charged_below(99, Path::new(K), hung), None);
     }
 
     #[test]

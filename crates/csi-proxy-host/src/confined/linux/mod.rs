@@ -32,6 +32,11 @@ impl RootHandle {
     pub fn real_path(&self) -> io::Result<std::path::PathBuf> {
         sys::fd_path(self.0.as_fd())
     }
+
+    /// The id of the mount the handle is on.
+    pub fn mount_id(&self) -> Option<u32> {
+        sys::mount_id(self.0.as_fd()).ok()
+    }
 }
 
 /// An open directory inside the roots (an `O_PATH` handle).
@@ -428,14 +433,20 @@ mod sys;
 use listing::{list, LinuxTree};
 
 /// The file systems an operation at `full` (its real location, absolute)
-/// under the allowed root whose real location is `root` is counted in
-/// ([`super::stuck::Tree::charged`]), from this process's mount table
+/// under the allowed root whose real location is `root`, its handle on
+/// the mount `root_mount` when known, is counted in
+/// ([`super::stuck::Tree::charged_below`], else
+/// [`super::stuck::Tree::charged`]), from this process's mount table
 /// ([`sys::mount_table`]). `None` when the table cannot be read or has
 /// nothing there.
 pub fn charged(
+    root_mount: Option<u32>,
     root: &std::path::Path,
     full: &std::path::Path,
 ) -> Option<Vec<(std::path::PathBuf, u64)>> {
     let table = sys::mount_table().ok()?;
-    Some(table.charged(root, full)).filter(|c| !c.is_empty())
+    root_mount
+        .and_then(|id| table.charged_below(id, root, full))
+        .or_else(|| Some(table.charged(root, full)))
+        .filter(|c| !c.is_empty())
 }

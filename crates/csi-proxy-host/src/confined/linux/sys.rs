@@ -105,6 +105,34 @@ pub(super) fn statx_empty_path(fd: BorrowedFd<'_>) -> io::Result<libc::statx> {
     Ok(unsafe { stx.assume_init() })
 }
 
+/// The id of the mount `fd` is on (`statx` `STATX_MNT_ID`, Linux 5.8+:
+/// the id of `/proc/self/mountinfo`'s first field). Blocking only.
+pub(super) fn mount_id(fd: BorrowedFd<'_>) -> io::Result<u32> {
+    const STATX_MNT_ID: u32 = 0x1000;
+    blocking_only()?;
+    let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: as in `statx_empty_path`: an empty NUL-terminated path on an
+    // open descriptor, `stx` writable, zeroed, of the right size.
+    let r = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW | libc::AT_STATX_DONT_SYNC,
+            STATX_MNT_ID,
+            stx.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: statx succeeded and filled the structure (zeroed before).
+    let stx = unsafe { stx.assume_init() };
+    if stx.stx_mask & STATX_MNT_ID == 0 {
+        return Err(io::Error::from(io::ErrorKind::Unsupported));
+    }
+    u32::try_from(stx.stx_mnt_id).map_err(|_| io::Error::from(io::ErrorKind::InvalidData))
+}
+
 /// Opens a configured root by its path (links in it followed: it is
 /// configuration). Blocking only.
 pub(super) fn open_root(path: &str) -> io::Result<OwnedFd> {
@@ -317,6 +345,7 @@ mod tests {
             assert!(open_root("/").is_err());
             assert!(fd_path(d).is_err());
             assert!(mount_table().is_err());
+            assert!(mount_id(d).is_err());
             // The two that may run inline do.
             assert!(statx_empty_path(d).is_ok());
             assert!(beneath(d, "", OFlag::O_PATH, ResolveFlag::empty()).is_ok());
