@@ -26,9 +26,12 @@
 //! two hung file systems took all 64 live jobs until their 600 s
 //! deadlines), and the threads one caller holds stay bounded by the sum.
 //!
-//! A caller is its uid and pod (Linux) or its user SID (Windows): kernel
+//! A caller is its pod whatever uid it runs as (root in a container may
+//! take any uid: a budget per uid and pod gave one pod as many budgets as
+//! it liked, red team 42mount, as for hashing, `super::budget::Spender`),
+//! outside pods its uid (Linux), or its user SID (Windows): kernel
 //! identities, taken when the connection is accepted. A caller with
-//! neither (a Windows pipe client without a guard) is its pid.
+//! none (a Windows pipe client without a guard) is its pid.
 
 use super::Caller;
 pub use csi_proxy_host::confined::stuck::SLOW_AFTER;
@@ -157,11 +160,13 @@ pub struct Slot {
 type Key = (Option<u32>, Option<String>, Option<String>, Option<u32>);
 
 fn key(c: &Caller) -> Key {
-    let pid = match (c.uid, &c.sid) {
-        (None, None) => c.pid,
+    let pod = c.pod_uid.as_ref().map(|p| p.to_ascii_lowercase());
+    let uid = if pod.is_some() { None } else { c.uid };
+    let pid = match (c.uid, &c.sid, &pod) {
+        (None, None, None) => c.pid,
         _ => None,
     };
-    (c.uid, c.pod_uid.clone(), c.sid.clone(), pid)
+    (uid, pod, c.sid.clone(), pid)
 }
 
 /// The caller as host state keyed per caller sees it
@@ -285,12 +290,30 @@ mod tests {
     }
 
     #[test]
+    fn a_pod_is_one_caller_whatever_uid_it_runs_as() {
+        let as_uid = |uid| Caller {
+            uid: Some(uid),
+            pod_uid: Some("Sybil-Pod".into()),
+            ..Caller::default()
+        };
+        let held: Vec<_> = (0..PER_CALLER as u32)
+            .map(|u| Jobs::of(&as_uid(20_000 + u)).take_at(None, t0()).unwrap())
+            .collect();
+        assert_eq!(
+            Jobs::of(&as_uid(30_000)).take_at(None, t0()).err(),
+            Some(CALLER_FULL)
+        );
+        assert_eq!(owner(&as_uid(1)), owner(&as_uid(2)));
+        drop(held);
+    }
+
+    #[test]
     fn callers_together_stay_below_the_pool_and_a_new_caller_still_gets_one() {
         let all: &'static Admission = Box::leak(Box::default());
         let jobs = |uid: u32| {
             let c = Caller {
                 uid: Some(uid),
-                pod_uid: Some("admission-test".into()),
+                pod_uid: Some(format!("admission-test-{uid}")),
                 ..Caller::default()
             };
             let j = Jobs::of(&c);
@@ -322,7 +345,7 @@ mod tests {
         let jobs = |uid: u32| {
             let c = Caller {
                 uid: Some(uid),
-                pod_uid: Some("reserve-test".into()),
+                pod_uid: Some(format!("reserve-test-{uid}")),
                 ..Caller::default()
             };
             let j = Jobs::of(&c);
@@ -431,7 +454,7 @@ mod tests {
         let jobs = |uid: u32| {
             let c = Caller {
                 uid: Some(uid),
-                pod_uid: Some("stuck-reserve-test".into()),
+                pod_uid: Some(format!("stuck-reserve-test-{uid}")),
                 ..Caller::default()
             };
             let j = Jobs::of(&c);
