@@ -105,8 +105,8 @@ pub enum Class {
     /// it: any uid can be here.
     Other,
     /// No identification waits for it any more (its caller gave up or is
-    /// gone): it runs on only to keep the digest for a retry, when nobody
-    /// else is in line.
+    /// gone): a named caller's hash runs on only to keep the digest for a
+    /// retry, when nobody else is in line (any other stops, `digest.rs`).
     Unwanted,
 }
 

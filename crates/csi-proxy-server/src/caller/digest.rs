@@ -55,6 +55,11 @@ pub const PROGRESS_BYTES: usize = 256 << 10;
 /// Hash threads out at once (stuck ones included), one per spender.
 pub const HASH_THREADS: usize = 64;
 
+/// Of [`HASH_THREADS`], those only callers a rule names by uid or pod
+/// ([`Class::Named`]) may take: 64 uids nobody names, with hashes out,
+/// refused a named victim for 20 s (red team 42ident).
+pub const NAMED_THREADS: usize = 16;
+
 /// The process's hashing budget, and a wake-up when a hash ends.
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 static BUDGET: std::sync::LazyLock<Mutex<Budget>> =
@@ -108,7 +113,7 @@ impl Exe {
         DIGESTS
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
+            .as_mut()
             .and_then(|c| c.find(&self.key))
     }
 }
@@ -164,11 +169,16 @@ pub const KEPT_IN_ALL: usize = 1024;
 /// digest; a lookup finds any spender's (a digest is a fact about the
 /// file), but filling the cache evicts only the filler's own entries, so
 /// another caller cannot make a victim re-hash (and pay for) its
-/// executable.
+/// executable. Past [`KEPT_IN_ALL`], of the spenders keeping the most,
+/// the entry used least lately goes (red team 42ident: 1030 uids keeping
+/// one each evicted a victim's digest, which it then re-hashed on every
+/// call until its budget was spent; a digest a caller uses stays).
 #[derive(Debug)]
 pub struct Kept<K> {
-    by: HashMap<Spender, Vec<(K, String)>>,
+    by: HashMap<Spender, Vec<(K, String, u64)>>,
     len: usize,
+    /// Counts lookups and inserts: an entry's last use.
+    tick: u64,
 }
 
 impl<K: PartialEq> Default for Kept<K> {
@@ -176,49 +186,66 @@ impl<K: PartialEq> Default for Kept<K> {
         Kept {
             by: HashMap::new(),
             len: 0,
+            tick: 0,
         }
     }
 }
 
 impl<K: PartialEq> Kept<K> {
-    /// The digest kept for `key`, by any spender.
-    pub fn find(&self, key: &K) -> Option<String> {
+    /// The digest kept for `key`, by any spender (a use of it).
+    pub fn find(&mut self, key: &K) -> Option<String> {
+        self.tick += 1;
+        let tick = self.tick;
         self.by
-            .values()
-            .flat_map(|v| v.iter())
-            .find(|(k, _)| k == key)
-            .map(|(_, d)| d.clone())
+            .values_mut()
+            .flat_map(|v| v.iter_mut())
+            .find(|(k, _, _)| k == key)
+            .map(|(_, d, used)| {
+                *used = tick;
+                d.clone()
+            })
     }
 
     /// Keep `who`'s digest of `key`.
     pub fn insert(&mut self, who: &Spender, key: K, digest: String) {
+        self.tick += 1;
         let own = self.by.entry(who.clone()).or_default();
-        if let Some(i) = own.iter().position(|(k, _)| *k == key) {
+        if let Some(i) = own.iter().position(|(k, _, _)| *k == key) {
             own.remove(i);
             self.len -= 1;
         } else if own.len() >= KEPT_PER_SPENDER {
-            own.remove(0);
-            self.len -= 1;
+            if let Some(i) = least_used(own) {
+                own.remove(i);
+                self.len -= 1;
+            }
         }
-        own.push((key, digest));
+        own.push((key, digest, self.tick));
         self.len += 1;
         while self.len > KEPT_IN_ALL {
-            let Some(largest) = self
+            let most = self.by.values().map(Vec::len).max().unwrap_or(0);
+            let Some((who, i)) = self
                 .by
                 .iter()
-                .max_by_key(|(_, v)| v.len())
-                .map(|(w, _)| w.clone())
+                .filter(|(_, v)| v.len() == most)
+                .filter_map(|(w, v)| least_used(v).map(|i| (w, i, v[i].2)))
+                .min_by_key(|(_, _, used)| *used)
+                .map(|(w, i, _)| (w.clone(), i))
             else {
                 break;
             };
-            let v = self.by.get_mut(&largest).expect("just found");
-            v.remove(0);
+            let v = self.by.get_mut(&who).expect("just found");
+            v.remove(i);
             self.len -= 1;
             if v.is_empty() {
-                self.by.remove(&largest);
+                self.by.remove(&who);
             }
         }
     }
+}
+
+/// The entry of `v` used least lately.
+fn least_used<K>(v: &[(K, String, u64)]) -> Option<usize> {
+    (0..v.len()).min_by_key(|&i| v[i].2)
 }
 
 /// A hash thread out.
@@ -260,7 +287,8 @@ fn progress(who: &Spender) {
 /// regular file, too large, unreadable, or changed while read.
 ///
 /// The file is opened and read on a thread of its own (one per spender,
-/// [`HASH_THREADS`] in all), waited for until `until` while it makes
+/// [`HASH_THREADS`] in all, of which only a caller of [`Class::Named`] may
+/// take the last [`NAMED_THREADS`]), waited for until `until` while it makes
 /// progress: a file system that does not answer costs this caller
 /// [`STALL`] and a thread of its own, and nobody else anything. While the
 /// spender has a hash out already, waits for it (it may be this very
@@ -287,7 +315,12 @@ pub async fn exe_digest(
             let now = Instant::now();
             let mut g = out();
             let map = g.get_or_insert_with(HashMap::new);
-            let room = map.len() < HASH_THREADS;
+            let room = map.len()
+                < if class == Class::Named {
+                    HASH_THREADS
+                } else {
+                    HASH_THREADS - NAMED_THREADS
+                };
             match map.get_mut(&who) {
                 None if room => {
                     map.insert(
@@ -391,6 +424,9 @@ fn wait_turn(
         }
         // A retry may have come for it meanwhile, or its callers left.
         let now_class = wanted(who, class);
+        if now_class == Class::Unwanted && class != Class::Named {
+            return Err(Refused::Busy);
+        }
         g = budget();
         if g.reclass(who, now_class) {
             HASH_ENDED.notify_all();
@@ -454,7 +490,7 @@ fn hash_file(
         DIGESTS
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
+            .as_mut()
             .and_then(|c| c.find(&key))
     };
     if let Some(d) = kept() {
@@ -509,9 +545,15 @@ fn hash_file(
         };
         first = false;
         // Nobody waits for it any more (its callers gave up or are gone):
-        // it goes on, to keep the digest for a retry, only when nobody
-        // else is in line (red team 41ident N2).
-        if budget().reclass(who, wanted(who, class)) {
+        // a named caller's goes on, to keep the digest for a retry, only
+        // when nobody else is in line; any other stops (red team 41ident
+        // N2: 64 hashes of callers that had left held every hash thread
+        // for 20 s).
+        let now_class = wanted(who, class);
+        if now_class == Class::Unwanted && class != Class::Named {
+            return Ok(None);
+        }
+        if budget().reclass(who, now_class) {
             HASH_ENDED.notify_all();
         }
         if !wait_turn(who, class, until, found)? {
@@ -580,6 +622,12 @@ mod tests {
         }
         assert!(k.len <= KEPT_IN_ALL);
         assert_eq!(k.find(&7).as_deref(), Some("victim"));
+        // Many spenders keeping one each, past the total: the entries
+        // used least lately go, not a digest its caller keeps using.
+        for i in 0..(KEPT_IN_ALL as u64 * 3) {
+            k.insert(&who(100_000 + i as u32), 1_000_000 + i, "y".into());
+            assert_eq!(k.find(&7).as_deref(), Some("victim"));
+        }
         // A spender's own inserts evict its own oldest.
         for i in 0..KEPT_PER_SPENDER as u64 {
             k.insert(&who(0), 50 + i, "own".into());
