@@ -41,6 +41,120 @@ while time.time() < end:
     time.sleep(0.3)
 "#;
 
+/// Set in a victim run: the socket directory and the path to look up.
+const VICTIM_DIR: &str = "IDENTITY_FAIR_SOCKET_DIR";
+const VICTIM_PATH: &str = "IDENTITY_FAIR_PATH";
+
+/// A victim run of a padded copy of this test binary (a no-op otherwise):
+/// one PathExists on a fresh connection; exits 0 when served.
+#[test]
+fn victim_process() {
+    let (Ok(dir), Ok(path)) = (std::env::var(VICTIM_DIR), std::env::var(VICTIM_PATH)) else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let served = rt.block_on(async {
+        let client = csi_proxy_client::Client::builder()
+            .socket_dir(&dir)
+            .build()
+            .unwrap();
+        let ch = client
+            .connect_version(csi_proxy_client::Group::Filesystem, "v1")
+            .await
+            .unwrap();
+        let mut c = FilesystemClient::new(ch);
+        c.path_exists(PathExistsRequest { path }).await.is_ok()
+    });
+    std::process::exit(if served { 0 } else { 1 });
+}
+
+/// A victim whose executable (128 MB) takes longer to hash than its
+/// identification's 2 s under its fair share among 30 uids, and which
+/// retries half a second after each refusal, is served: its hash goes on
+/// for a retry to take it up (red team 42ident F2: each retry started
+/// again, 0 of 29 served in 70 s; here, before, 39 s; now about 15 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_takes_up_the_hash_its_first_attempt_started() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    if !nix::unistd::geteuid().is_root() {
+        assert!(std::env::var_os("CI").is_none(), "CI must run this test");
+        eprintln!("SKIPPED: needs root to run the attackers as other users");
+        return;
+    }
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let d = dir.path();
+    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let victim = d.join("victim");
+    std::fs::copy(std::env::current_exe().unwrap(), &victim).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&victim)
+        .unwrap()
+        .set_len(128 << 20)
+        .unwrap();
+    let out = std::process::Command::new("sha256sum")
+        .arg(&victim)
+        .output()
+        .unwrap();
+    let digest = String::from_utf8(out.stdout).unwrap()[..64].to_string();
+    let policy = d.join("policy.json");
+    std::fs::write(
+        &policy,
+        format!(
+            r#"{{"filesystem": [{{"exe_sha256": "{digest}"}}], "volume": [{{"exe_sha256": "{}"}}]}}"#,
+            "0".repeat(64)
+        ),
+    )
+    .unwrap();
+    let p = Proxy::start_on_tmpfs(&[
+        &format!("-caller-policy={}", policy.display()),
+        "-socket-mode=0666",
+    ]);
+    std::fs::set_permissions(p.root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run_victim = || {
+        let t = Instant::now();
+        let ok = std::process::Command::new(&victim)
+            .args(["--exact", "victim_process", "--test-threads=1", "-q"])
+            .env(VICTIM_DIR, &p.socket_dir)
+            .env(VICTIM_PATH, p.kubelet.display().to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        (t.elapsed(), ok)
+    };
+    let (quiet, ok) = run_victim();
+    assert!(ok, "the victim was refused on a quiet machine ({quiet:?})");
+    // Touched: its digest must be computed again under the crowd.
+    let t = nix::sys::time::TimeVal::new(2_000_000, 0);
+    nix::sys::stat::utimes(&victim, &t, &t).unwrap();
+    let _attackers = attackers(&p, d, 30);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let start = Instant::now();
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let (took, ok) = run_victim();
+        if ok {
+            eprintln!(
+                "victim (128 MB, not named): quiet {quiet:?}; under 30 uids served at try {tries}, {:?} after the first ({took:?})",
+                start.elapsed()
+            );
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the victim was refused {tries} times in {:?}",
+            start.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Both touch executables the proxy hashes: one at a time.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uids_hashing_together_do_not_refuse_a_caller_a_rule_names() {
     crowd(true, 12).await;
@@ -63,15 +177,12 @@ async fn uids_hashing_together_leave_any_caller_its_share() {
 }
 
 async fn crowd(named: bool, uids: u32) {
-    // Both touch this test binary: one at a time.
-    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let _one = ONE_AT_A_TIME.lock().await;
     if !nix::unistd::geteuid().is_root() {
         assert!(std::env::var_os("CI").is_none(), "CI must run this test");
         eprintln!("SKIPPED: needs root to run the attackers as other users");
         return;
     }
-    let python = std::path::Path::new("/usr/bin/python3");
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let d = dir.path();
     std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -129,41 +240,7 @@ async fn crowd(named: bool, uids: u32) {
         quiet = quiet.max(t);
     }
 
-    // `uids` uids, each its own copy of the interpreter grown to 200 MB
-    // (sparse: zeros hash as slowly as any bytes).
-    struct Attackers(Vec<std::process::Child>);
-    impl Drop for Attackers {
-        fn drop(&mut self) {
-            for a in &mut self.0 {
-                let _ = a.kill();
-                let _ = a.wait();
-            }
-        }
-    }
-    let mut attackers = Attackers(Vec::new());
-    for i in 0..uids {
-        let uid = 62_000 + i;
-        let exe = d.join(format!("python-{i}"));
-        std::fs::copy(python, &exe).unwrap();
-        std::fs::File::options()
-            .write(true)
-            .open(&exe)
-            .unwrap()
-            .set_len(200 << 20)
-            .unwrap();
-        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-        nix::unistd::chown(&exe, Some(uid.into()), Some(uid.into())).unwrap();
-        let a = std::process::Command::new(&exe)
-            .args(["-c", ATTACKER])
-            .arg(p.socket_dir.join("csi-proxy-volume-v1.sock"))
-            .args([uid.to_string(), "40".into()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        attackers.0.push(a);
-    }
+    let attackers = attackers(&p, d, uids);
     // Their hashes in line.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let mut took = Vec::new();
@@ -214,4 +291,48 @@ fn hash_threads(pid: u32) -> usize {
         .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
         .filter(|c| c.trim() == "csi-exe-hash")
         .count()
+}
+
+/// Processes that kill their attackers when dropped.
+struct Attackers(Vec<std::process::Child>);
+
+impl Drop for Attackers {
+    fn drop(&mut self) {
+        for a in &mut self.0 {
+            let _ = a.kill();
+            let _ = a.wait();
+        }
+    }
+}
+
+/// `uids` uids outside pods, each running its own copy of the interpreter
+/// grown to 200 MB (sparse: zeros hash as slowly as any bytes), touching
+/// it and reconnecting on the Volume socket.
+fn attackers(p: &Proxy, d: &std::path::Path, uids: u32) -> Attackers {
+    let python = std::path::Path::new("/usr/bin/python3");
+    let mut attackers = Attackers(Vec::new());
+    for i in 0..uids {
+        let uid = 62_000 + i;
+        let exe = d.join(format!("python-{i}"));
+        std::fs::copy(python, &exe).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&exe)
+            .unwrap()
+            .set_len(200 << 20)
+            .unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        nix::unistd::chown(&exe, Some(uid.into()), Some(uid.into())).unwrap();
+        let a = std::process::Command::new(&exe)
+            .args(["-c", ATTACKER])
+            .arg(p.socket_dir.join("csi-proxy-volume-v1.sock"))
+            .args([uid.to_string(), "40".into()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        attackers.0.push(a);
+    }
+    attackers
 }

@@ -105,8 +105,9 @@ pub enum Class {
     /// it: any uid can be here.
     Other,
     /// No identification waits for it any more (its caller gave up or is
-    /// gone): a named caller's hash runs on only to keep the digest for a
-    /// retry, when nobody else is in line (any other stops, `digest.rs`).
+    /// gone): it runs on only to keep the digest for a retry, when nobody
+    /// else is in line (a named caller's until it ends, any other for a
+    /// few seconds, `digest::RETRY_WITHIN`).
     Unwanted,
 }
 
@@ -139,6 +140,10 @@ pub enum Turn {
 #[derive(Debug)]
 struct Waiting {
     who: Spender,
+    /// Woken when it may take a place ([`Budget::next_up`]): only those
+    /// are, not the whole line (red team 42ident F5: waking every waiter
+    /// at each buffer tripled a buffer's cost with 62 in line).
+    wake: std::sync::Arc<std::sync::Condvar>,
     /// Its start tag in the line's virtual time.
     tag: u64,
     /// Arrival order, for equal tags.
@@ -281,21 +286,13 @@ impl Budget {
             self.seq += 1;
             self.line.push(Waiting {
                 who: who.clone(),
+                wake: Default::default(),
                 tag: finish.max(self.vtime),
                 seq: self.seq,
             });
             self.changed();
         }
-        let free = self.at_once.max(1).saturating_sub(self.hashing(now));
-        let class = |w: &Spender| self.buckets.get(w).map_or(Class::Other, |b| b.class);
-        let mut ranked: Vec<(Class, u64, u64, &Spender)> = self
-            .line
-            .iter()
-            .map(|w| (class(&w.who), w.tag, w.seq, &w.who))
-            .collect();
-        ranked.sort_unstable_by_key(|&(c, tag, seq, _)| (c, tag, seq));
-        let first = ranked.iter().take(free).any(|(_, _, _, w)| *w == who);
-        if !first {
+        if !self.ranked(now).any(|w| w.who == *who) {
             return Turn::Wait;
         }
         let i = self
@@ -311,6 +308,30 @@ impl Budget {
         }
         self.changed();
         Turn::Go
+    }
+
+    /// The waiters that may take the places free at `now`, first first.
+    fn ranked(&self, now: Instant) -> impl Iterator<Item = &Waiting> {
+        let free = self.at_once.max(1).saturating_sub(self.hashing(now));
+        let class = |w: &Spender| self.buckets.get(w).map_or(Class::Other, |b| b.class);
+        let mut ranked: Vec<&Waiting> = self.line.iter().collect();
+        ranked.sort_unstable_by_key(|w| (class(&w.who), w.tag, w.seq));
+        ranked.into_iter().take(free)
+    }
+
+    /// Wake the waiters that may take a place now (after a change).
+    pub fn wake(&self, now: Instant) {
+        for w in self.ranked(now) {
+            w.wake.notify_one();
+        }
+    }
+
+    /// What `who` waits on while in line.
+    pub fn waker(&self, who: &Spender) -> Option<std::sync::Arc<std::sync::Condvar>> {
+        self.line
+            .iter()
+            .find(|w| w.who == *who)
+            .map(|w| w.wake.clone())
     }
 
     /// `who` gives up waiting for a place.

@@ -52,6 +52,12 @@ pub const HASH_WITHIN: Duration = Duration::from_secs(30);
 /// served one byte every 0.9 s held the only hashing place for 30 s).
 pub const PROGRESS_BYTES: usize = 256 << 10;
 
+/// How long a hash nobody waits for any more goes on (last in line) for a
+/// retry of its caller to come and take it up again (red team 42ident F2:
+/// a victim whose hash takes longer than its identification's time under
+/// its fair share retried, and each retry started again).
+pub const RETRY_WITHIN: Duration = Duration::from_secs(5);
+
 /// Hash threads out at once (stuck ones included), one per spender.
 pub const HASH_THREADS: usize = 64;
 
@@ -60,12 +66,11 @@ pub const HASH_THREADS: usize = 64;
 /// refused a named victim for 20 s (red team 42ident).
 pub const NAMED_THREADS: usize = 16;
 
-/// The process's hashing budget, and a wake-up when a hash ends.
+/// The process's hashing budget and line (each waiter woken on its own
+/// when it may take a place, [`Budget::wake`]).
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 static BUDGET: std::sync::LazyLock<Mutex<Budget>> =
     std::sync::LazyLock::new(|| Mutex::new(Budget::default()));
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-static HASH_ENDED: std::sync::Condvar = std::sync::Condvar::new();
 
 /// The cache key: (device, inode, size, mtime s/ns, ctime s/ns).
 #[cfg(target_os = "linux")]
@@ -332,7 +337,11 @@ pub async fn exe_digest(
                     );
                     break;
                 }
-                None => return Err(Refused::Busy),
+                // Every thread it may take is out: wait for one until its
+                // deadline (hashes nobody waits for stop, and give theirs
+                // back), never refused at once (red team 42ident F1).
+                None if now >= until => return Err(Refused::Busy),
+                None => {}
                 Some(o) if stalled(o.progress) => return Err(Refused::Stalled),
                 Some(_) if now >= until => return Err(Refused::Busy),
                 // Waits for the spender's hash out: it is wanted till then.
@@ -410,8 +419,7 @@ fn wait_turn(
         }
         if now >= until {
             g.done_waiting(who);
-            drop(g);
-            HASH_ENDED.notify_all();
+            g.wake(now);
             return Err(Refused::Busy);
         }
         let seen = g.generation();
@@ -423,16 +431,16 @@ fn wait_turn(
             return Ok(false);
         }
         // A retry may have come for it meanwhile, or its callers left.
-        let now_class = wanted(who, class);
-        if now_class == Class::Unwanted && class != Class::Named {
+        let Some(now_class) = wanted(who, class) else {
             return Err(Refused::Busy);
-        }
+        };
         g = budget();
         if g.reclass(who, now_class) {
-            HASH_ENDED.notify_all();
+            g.wake(Instant::now());
             continue;
         }
-        g = HASH_ENDED
+        let Some(wake) = g.waker(who) else { continue };
+        g = wake
             .wait_timeout_while(g, (until - now).min(STALL / 4), |b| b.generation() == seen)
             .unwrap_or_else(|p| p.into_inner())
             .0;
@@ -440,13 +448,16 @@ fn wait_turn(
 }
 
 /// Whether an identification still waits for `who`'s hash: its class if
-/// so, [`Class::Unwanted`] if not.
+/// so, [`Class::Unwanted`] if not; `None` when nobody has for
+/// [`RETRY_WITHIN`] and it is not a named caller's: it stops.
 #[cfg(target_os = "linux")]
-fn wanted(who: &Spender, class: Class) -> Class {
+fn wanted(who: &Spender, class: Class) -> Option<Class> {
     let wanted = out().as_ref().and_then(|m| m.get(who).map(|o| o.wanted));
+    let now = Instant::now();
     match wanted {
-        Some(w) if Instant::now() < w => class,
-        _ => Class::Unwanted,
+        Some(w) if now < w => Some(class),
+        Some(w) if class == Class::Named || now < w + RETRY_WITHIN => Some(Class::Unwanted),
+        _ => None,
     }
 }
 
@@ -500,8 +511,9 @@ fn hash_file(
     struct Done<'a>(&'a Spender);
     impl Drop for Done<'_> {
         fn drop(&mut self) {
-            budget().done(self.0);
-            HASH_ENDED.notify_all();
+            let mut g = budget();
+            g.done(self.0);
+            g.wake(Instant::now());
         }
     }
     let _done = Done(who);
@@ -545,23 +557,29 @@ fn hash_file(
         };
         first = false;
         // Nobody waits for it any more (its callers gave up or are gone):
-        // a named caller's goes on, to keep the digest for a retry, only
-        // when nobody else is in line; any other stops (red team 41ident
-        // N2: 64 hashes of callers that had left held every hash thread
-        // for 20 s).
-        let now_class = wanted(who, class);
-        if now_class == Class::Unwanted && class != Class::Named {
+        // it goes on, to keep the digest for a retry, only when nobody
+        // else is in line, and only for RETRY_WITHIN unless a named
+        // caller's (red team 41ident N2: 64 hashes of callers that had
+        // left held every hash thread for 20 s).
+        let Some(now_class) = wanted(who, class) else {
             return Ok(None);
-        }
-        if budget().reclass(who, now_class) {
-            HASH_ENDED.notify_all();
+        };
+        {
+            let mut g = budget();
+            if g.reclass(who, now_class) {
+                g.wake(Instant::now());
+            }
         }
         if !wait_turn(who, class, until, found)? {
             return Ok(kept());
         }
         h.update(&buf[..n]);
-        budget().release(who, n as u64, Instant::now());
-        HASH_ENDED.notify_all();
+        {
+            let mut g = budget();
+            let now = Instant::now();
+            g.release(who, n as u64, now);
+            g.wake(now);
+        }
     }
     // Changed while read: no digest rather than one of a mixture.
     if f.metadata().ok().map(|a| stamp(&a)) != Some(stamp(&m)) {

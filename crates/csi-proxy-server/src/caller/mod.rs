@@ -63,22 +63,32 @@ fn hashes_executables() -> bool {
 }
 
 /// Where the hash of a caller with `uid` in `pod` stands in line: first
-/// when an entry on a digest also names its uid or pod (only a caller of
-/// that kernel identity can be there; red team 41ident N1: uids nobody
-/// names, hashing together, refused a victim a rule named).
+/// when an entry on a digest also names its pod, or, for a caller outside
+/// pods, its uid (only a caller of that kernel identity can be there; red
+/// team 41ident N1: uids nobody names, hashing together, refused a victim
+/// a rule named). A uid does not name a caller in a pod: every container
+/// running as root is uid 0, and 40 root pods shared the first place with
+/// a host caller an entry named by uid 0 (red team 42ident F3).
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 fn hash_class(uid: Option<u32>, pod: &Option<String>) -> budget::Class {
     let g = HASHING.read().unwrap_or_else(|p| p.into_inner());
-    let named = g.1.iter().any(|(u, p)| {
-        u.is_none_or(|u| uid == Some(u))
-            && p.as_ref()
-                .is_none_or(|p| pod.as_ref().is_some_and(|q| q.eq_ignore_ascii_case(p)))
-    });
+    let named = named_by(&g.1, uid, pod);
     if named {
         budget::Class::Named
     } else {
         budget::Class::Other
     }
+}
+
+/// Whether one of `named` names a caller with `uid` in `pod` (see
+/// [`hash_class`]).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn named_by(named: &[NamedBy], uid: Option<u32>, pod: &Option<String>) -> bool {
+    named.iter().any(|(u, p)| match (p, pod) {
+        (Some(p), Some(q)) => p.eq_ignore_ascii_case(q) && u.is_none_or(|u| uid == Some(u)),
+        (None, None) => u.is_some_and(|u| uid == Some(u)),
+        _ => false,
+    })
 }
 
 /// The identity of one connection's client. Every field is optional.
@@ -164,6 +174,21 @@ impl Caller {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_uid_names_callers_outside_pods_and_a_pod_its_own() {
+        let named: Vec<NamedBy> = vec![(Some(0), None), (None, Some("Pod-A".into()))];
+        let pod = |p: &str| Some(p.to_string());
+        assert!(named_by(&named, Some(0), &None));
+        // Root in any pod is uid 0: not named by it (red team 42ident F3).
+        assert!(!named_by(&named, Some(0), &pod("pod-b")));
+        assert!(named_by(&named, Some(1234), &pod("pod-a")));
+        assert!(!named_by(&named, Some(5), &None));
+        let both: Vec<NamedBy> = vec![(Some(7), Some("p".into()))];
+        assert!(named_by(&both, Some(7), &pod("P")));
+        assert!(!named_by(&both, Some(8), &pod("p")));
+        assert!(!named_by(&both, Some(7), &None));
+    }
 
     #[test]
     fn json_leaves_absent_fields_out() {
