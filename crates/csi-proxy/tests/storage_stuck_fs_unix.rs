@@ -357,13 +357,18 @@ async fn calls_turned_down_by_a_job_bound_are_audited() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.log");
     let p = Proxy::start(&[&format!("-audit-log={}", log.display())]);
-    let hung = p.kubelet.join("pods").join("hung-audit");
-    let _unmount = HungMount::at(&hung);
+    // Three hung mounts, 14 calls or fewer into each: within the 16 one
+    // caller may have running in one file system, so the connection's 32
+    // is the bound that turns the last 8 down.
+    let hung: Vec<_> = (0..3)
+        .map(|i| p.kubelet.join("pods").join(format!("hung-audit-{i}")))
+        .collect();
+    let _unmount: Vec<_> = hung.iter().map(|h| HungMount::at(h)).collect();
     let ch = p.channel("filesystem-v1").await;
     let mut calls = Vec::new();
     for i in 0..40 {
         let mut f = fs::filesystem_client::FilesystemClient::new(ch.clone());
-        let path = hung.join(format!("d{i}")).display().to_string();
+        let path = hung[i % 3].join(format!("d{i}")).display().to_string();
         calls.push(tokio::spawn(async move {
             let mut req = tonic::Request::new(fs::MkdirRequest { path });
             req.set_timeout(Duration::from_secs(1));
@@ -403,7 +408,7 @@ async fn calls_turned_down_by_a_job_bound_are_audited() {
                 l["request"]["path"]
                     .as_str()
                     .unwrap()
-                    .contains("hung-audit/d"),
+                    .contains("/pods/hung-audit-"),
                 "{l}"
             );
             break;
