@@ -400,14 +400,17 @@ async fn accept_loop<L: Listener>(
                 if let Some(slot) = cap.admit(address) {
                     let open = gauge.as_ref().map(ConnectionGauge::open);
                     // Only what the kernel tells at once here; the rest of
-                    // the identity, when something uses it (audit log,
-                    // caller policy), in the connection's own task, off the
-                    // async workers and bounded in time (caller::pending).
+                    // the identity in the connection's own task, off the
+                    // async workers and bounded in time (caller::pending):
+                    // when something uses it (audit log, caller policy),
+                    // and on Linux always, for the pod: a caller's budgets
+                    // are its pod's (red team 43mount: without a guard
+                    // every root pod and host root were one caller).
                     let peer = L::peer(&io);
                     let (service, options, shutdown) =
                         (service.clone(), options.clone(), shutdown.clone());
                     connections.spawn(async move {
-                        let caller = match service.needs_caller() {
+                        let caller = match cfg!(target_os = "linux") || service.needs_caller() {
                             true => identify(peer).await,
                             false => peer.credentials(),
                         };

@@ -61,6 +61,15 @@ pub const STUCK_PER_MOUNT: usize = 8;
 /// stuck).
 pub const RUNNING_PER_FS: usize = 16;
 
+/// Operations stuck (as [`STUCK_PER_MOUNT`] counts them) in all file
+/// systems for all callers together, past which no caller may start one
+/// more in a file system where one is stuck: half of the jobs the server
+/// admits in all (`caller/jobs.rs` `ADMIT_ALL`), so callers that each
+/// stay within their own bounds (a pod may hold 128 threads in eight hung
+/// file systems) cannot together take the admission every other caller
+/// needs (red team 43mount G2: three pods did).
+pub const STUCK_IN_ALL: usize = 176;
+
 /// The device standing for "not known" when the mount table cannot be
 /// read: every operation of the caller is then one key (bounded, not
 /// let in uncounted).
@@ -221,6 +230,20 @@ impl Table {
     /// May one more operation enter each of `keys` at `now`? `Err`: the
     /// first that refuses it.
     fn check(&self, keys: &[Key], now: Instant) -> Result<(), Refused> {
+        let mut stuck_in_all = 0;
+        let mut stuck_devs = std::collections::HashSet::new();
+        for ((_, dev), list) in &self.running {
+            let n = list.iter().filter(|(_, at)| *at <= now).count();
+            if n > 0 {
+                stuck_in_all += n;
+                stuck_devs.insert(*dev);
+            }
+        }
+        if stuck_in_all >= STUCK_IN_ALL {
+            if let Some(i) = keys.iter().position(|(_, d)| stuck_devs.contains(d)) {
+                return Err((i, usize::MAX));
+            }
+        }
         for (i, key) in keys.iter().enumerate() {
             let Some(list) = self.running.get(key) else {
                 continue;
@@ -394,7 +417,11 @@ pub fn enter(charged: &[(PathBuf, u64)]) -> Result<Guard> {
         }
         Err((i, stuck)) => {
             let shown = crate::path::shown(&charged[i].0.to_string_lossy());
-            Err(Error::Unavailable(if stuck < STUCK_PER_MOUNT {
+            Err(Error::Unavailable(if stuck == usize::MAX {
+                format!(
+                    "the file system mounted at {shown} does not answer, and calls stuck in file systems that do not answer have reached the proxy's bound ({STUCK_IN_ALL}); retry later"
+                )
+            } else if stuck < STUCK_PER_MOUNT {
                 format!(
                     "the file system mounted at {shown} has {RUNNING_PER_FS} calls of this caller in progress; retry when some have finished"
                 )
@@ -443,6 +470,32 @@ mod tests {
         // One answers: the next may go in.
         t.leave(&hung, ids.pop().unwrap());
         id(&mut t, &hung, later);
+    }
+
+    #[test]
+    fn callers_together_stop_at_the_process_bound_in_file_systems_that_hang() {
+        // Red team 43mount G2: three pods, each within its own bounds (16
+        // in each of eight hung file systems), took the whole admission.
+        let mut t = Table::default();
+        let now = Instant::now();
+        let past = Some(now);
+        let mut n = 0;
+        'fill: for pod in 0..10 {
+            for dev in 0..8 {
+                for _ in 0..STUCK_PER_MOUNT {
+                    if n == STUCK_IN_ALL {
+                        break 'fill;
+                    }
+                    t.enter(&key(&format!("pod{pod}"), 100 + dev), now, past)
+                        .unwrap();
+                    n += 1;
+                }
+            }
+        }
+        // Another caller: refused in a file system that hangs, served in
+        // one where nothing is stuck.
+        assert!(t.enter(&key("late", 100), now, None).is_err());
+        t.enter(&key("late", 5), now, None).unwrap();
     }
 
     #[test]
